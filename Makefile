@@ -1,0 +1,46 @@
+# Front end for the CMake build. `make demo` and `make test` are all a fresh machine needs.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all build demo test test-fast test-asan deps venv clean bench
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/lofp demo
+
+venv:
+	@scripts/venv.sh
+
+# The full suite: release build (exhaustive codec sweeps included), then the whole suite again
+# under ASan + UBSan (exhaustive sweeps subsampled there, see docs/TESTING.md).
+test: build venv
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	$(MAKE) test-asan
+
+test-asan: | deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DLOFP_SANITIZE=ON -DLOFP_BUILD_SHARED=OFF $(CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	LOFP_EXHAUSTIVE_STRIDE=4099 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+
+# Release suite only, with the exhaustive sweeps subsampled: for quick iteration.
+test-fast: build venv
+	LOFP_EXHAUSTIVE_STRIDE=257 ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+bench: build
+	$(BUILD)/lofp bench
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

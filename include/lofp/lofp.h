@@ -1,0 +1,380 @@
+/*
+ * lofp.h -- the public API of liblofp: block-scaled low-precision numbers.
+ *
+ * Conventions that hold for every function below unless its comment says otherwise:
+ *   - Buffers are owned by the caller. No function allocates memory that it hands back, and no
+ *     function keeps a pointer past its return. Sizing helpers (lofp_*_bytes) say how much to
+ *     allocate.
+ *   - Functions that can fail return an lofp_status; LOFP_OK is 0. Values are pinned and
+ *     append-only (see lofp_status_name()).
+ *   - Every function is thread-safe in the sense of being re-entrant: there is no hidden mutable
+ *     global state except the CPU-feature cache, which is filled once and idempotently.
+ *     Two threads may call any function concurrently as long as they do not write the same buffer.
+ *   - Inputs are never modified unless a function is documented as "in place".
+ *
+ * docs/FORMATS.md fixes every bit-level choice (nibble order, rounding, saturation, NaN, zero
+ * blocks, op order) and names the reference each scheme reproduces.
+ */
+#ifndef LOFP_LOFP_H
+#define LOFP_LOFP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(LOFP_SHARED_BUILD)
+#define LOFP_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define LOFP_API __attribute__((visibility("default")))
+#else
+#define LOFP_API
+#endif
+
+#define LOFP_VERSION_MAJOR 0
+#define LOFP_VERSION_MINOR 1
+#define LOFP_VERSION_PATCH 0
+#define LOFP_VERSION_STRING "0.1.0"
+
+/* Returns the library's version string ("MAJOR.MINOR.PATCH"), a static string. */
+LOFP_API const char *lofp_version(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status codes (pinned, append-only)                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum lofp_status {
+    LOFP_OK = 0,
+    LOFP_ERR_INVALID_ARG = 1,      /* NULL pointer, unknown enum, zero where nonzero needed */
+    LOFP_ERR_SHAPE = 2,            /* last dimension not a multiple of the block (and no padding) */
+    LOFP_ERR_NONFINITE = 3,        /* NaN or Inf in the input (and no propagation requested) */
+    LOFP_ERR_SIZE_OVERFLOW = 4,    /* a size computation would overflow size_t */
+    LOFP_ERR_UNSUPPORTED = 5,      /* valid request this build or scheme cannot do */
+    LOFP_ERR_BUFFER_TOO_SMALL = 6, /* caller buffer smaller than the sizing helper says */
+    LOFP_ERR_NOMEM = 7,            /* an internal scratch allocation failed */
+    LOFP_ERR_IO = 8,               /* a file could not be opened, read, written or renamed */
+    LOFP_ERR_FORMAT = 9,           /* a file or buffer is malformed */
+    LOFP_ERR_NOT_FOUND = 10,       /* a named tensor, preset or option does not exist */
+    LOFP_ERR_MISMATCH = 11         /* data do not match what was claimed (diagnosis, verify) */
+} lofp_status;
+
+/* Returns a static, human-readable name for a status ("ok", "shape", ...); never NULL. */
+LOFP_API const char *lofp_status_name(lofp_status s);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Element types and their codecs (SPEC §1)                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum lofp_elem {
+    LOFP_ELEM_E2M1 = 1,   /* FP4, 4-bit code, sign in bit 3 */
+    LOFP_ELEM_E2M3 = 2,   /* FP6, 6-bit code, sign in bit 5 */
+    LOFP_ELEM_E3M2 = 3,   /* FP6, 6-bit code, sign in bit 5 */
+    LOFP_ELEM_E4M3 = 4,   /* FP8 "fn": S.1111.111 is NaN, no Inf */
+    LOFP_ELEM_E5M2 = 5,   /* FP8, IEEE-like Inf and NaN */
+    LOFP_ELEM_E8M0 = 6,   /* unsigned power-of-two scale, 0xFF = NaN, 0x00 = 2^-127 */
+    LOFP_ELEM_UE4M3 = 7,  /* E4M3 with the sign bit always 0 (NVFP4 block scale) */
+    LOFP_ELEM_MXINT8 = 8, /* two's-complement int8 x 2^-6, clamped to +-127 */
+    LOFP_ELEM_BF16 = 9,
+    LOFP_ELEM_FP16 = 10,
+    LOFP_ELEM_FP32 = 11,  /* identity; present so dtypes can be described uniformly */
+    LOFP_ELEM_COUNT_ = 12
+} lofp_elem;
+
+typedef enum lofp_rounding {
+    LOFP_RNE = 0,          /* nearest, ties to even (default; cvt.rn, torchao, ml_dtypes) */
+    LOFP_TIES_TO_ZERO = 1, /* nearest, ties toward the smaller magnitude (seeds 000 and 004) */
+    LOFP_TIES_AWAY = 2,    /* nearest, ties away from zero (OCP emulator "nearest") */
+    LOFP_STOCHASTIC = 3    /* up with probability frac, from caller random bits (FORMATS.md) */
+} lofp_rounding;
+
+typedef enum lofp_overflow {
+    LOFP_SATURATE = 0, /* clamp to +-max (.satfinite); Inf saturates too */
+    LOFP_IEEE = 1      /* what ml_dtypes does: E4M3 -> NaN, E5M2/bf16/fp16 -> Inf, FP4/FP6 saturate */
+} lofp_overflow;
+
+/* Static description of an element type. Returned by lofp_elem_info(); never modified. */
+typedef struct lofp_elem_info {
+    const char *name;    /* "e2m1", "e4m3", ... */
+    unsigned bits;       /* storage width of one code: 4, 6, 8 or 16 */
+    unsigned ebits;      /* exponent bits (0 for MXINT8) */
+    unsigned mbits;      /* mantissa bits */
+    int bias;            /* exponent bias */
+    int is_signed;       /* 0 for E8M0 and UE4M3 */
+    int emax;            /* exponent of the largest power of two <= max (OCP emax_elem) */
+    double max;          /* largest finite magnitude */
+    double min_subnormal;/* smallest positive value */
+    uint32_t max_code;   /* code of +max */
+    int has_inf;         /* E5M2, bf16, fp16 */
+    int has_nan;         /* E4M3, UE4M3, E5M2, E8M0, bf16, fp16 */
+} lofp_elem_info;
+
+/* Returns the traits of type t, or NULL for an unknown t. The pointer is to static storage. */
+LOFP_API const lofp_elem_info *lofp_elem_info_get(lofp_elem t);
+
+/* Looks a type up by name ("e2m1", "fp4", "e4m3", "ue4m3", "e8m0", "mxint8", "bf16", ...).
+ * Returns LOFP_OK and sets *out, or LOFP_ERR_NOT_FOUND. */
+LOFP_API lofp_status lofp_elem_from_name(const char *name, lofp_elem *out);
+
+/* Encodes one fp32 value as a code of type t (low bits of the return value; 16 bits for bf16 and
+ * fp16, the raw fp32 bits for FP32). `rbits` is only read for LOFP_STOCHASTIC: the value rounds
+ * away from its lower-magnitude neighbour iff rbits < frac * 2^32, frac being the exact fractional
+ * position between the two neighbours. Unknown t or mode returns 0. NaN and Inf handling per type
+ * is listed in docs/FORMATS.md. Pure function. */
+LOFP_API uint32_t lofp_encode(lofp_elem t, float x, lofp_rounding mode, lofp_overflow ovf,
+                              uint32_t rbits);
+
+/* Decodes one code of type t to fp32 (exact: every value of every type is an fp32). Bits above
+ * the type's width are ignored. E8M0 0x00 decodes to 2^-127 (an fp32 subnormal). Pure function. */
+LOFP_API float lofp_decode(lofp_elem t, uint32_t code);
+
+/* Array forms: encode n floats into codes (one code per uint8_t for types of <= 8 bits; callers
+ * wanting packed FP4 use the scheme API). `rbits` may be NULL unless mode is STOCHASTIC, where it
+ * must hold n words. Return LOFP_ERR_INVALID_ARG for a 16-bit type or NULL buffers. */
+LOFP_API lofp_status lofp_encode_u8(lofp_elem t, const float *x, size_t n, lofp_rounding mode,
+                                    lofp_overflow ovf, const uint32_t *rbits, uint8_t *codes);
+LOFP_API lofp_status lofp_decode_u8(lofp_elem t, const uint8_t *codes, size_t n, float *out);
+
+/* bf16 / fp16 helpers (RNE, IEEE overflow, the conversions every framework does). */
+LOFP_API uint16_t lofp_fp32_to_bf16(float x);
+LOFP_API float lofp_bf16_to_fp32(uint16_t h);
+LOFP_API uint16_t lofp_fp32_to_fp16(float x);
+LOFP_API float lofp_fp16_to_fp32(uint16_t h);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Block schemes (SPEC §2)                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum lofp_scheme_id {
+    LOFP_SCHEME_NVFP4 = 1,
+    LOFP_SCHEME_MXFP4 = 2,
+    LOFP_SCHEME_MXFP6_E2M3 = 3,
+    LOFP_SCHEME_MXFP6_E3M2 = 4,
+    LOFP_SCHEME_MXFP8_E4M3 = 5,
+    LOFP_SCHEME_MXFP8_E5M2 = 6,
+    LOFP_SCHEME_MXINT8 = 7,
+    LOFP_SCHEME_TILELANG_MXFP8 = 8,
+    LOFP_SCHEME_ULTRAQUANT = 9,
+    LOFP_SCHEME_COUNT_ = 10
+} lofp_scheme_id;
+
+/* How an MX block's E8M0 scale is chosen from the block's amax (SPEC §2, FORMATS.md). */
+typedef enum lofp_scale_rule {
+    LOFP_SCALE_FLOOR = 0, /* 2^(floor(log2 amax) - emax_elem): OCP default */
+    LOFP_SCALE_CEIL = 1,  /* 2^(ceil(log2 amax) - emax_elem) */
+    LOFP_SCALE_EVEN = 2,  /* amax rounded to the element's mantissa width first, then FLOOR */
+    LOFP_SCALE_RCEIL = 3, /* ceil_to_ue8m0(amax / max_elem): cuBLAS, TE, DeepGEMM */
+    LOFP_SCALE_UE4M3 = 4, /* NVFP4: UE4M3(bmax / 6) after the per-tensor multiplier */
+    LOFP_SCALE_UQ_ROUND = 5 /* UltraQuant: 2^floor(fl(log2(c*amax)) + 0.5), byte 0 = zero */
+} lofp_scale_rule;
+
+/* Which Hadamard the UltraQuant K rotation uses (FORMATS.md). */
+typedef enum lofp_hadamard_kind {
+    LOFP_HADAMARD_BUTTERFLY = 0, /* vLLM store kernel: per-stage (a+-b)*fl(1/sqrt2), default */
+    LOFP_HADAMARD_DENSE = 1      /* the reference's x @ H.T in fp32, sequential sum over j */
+} lofp_hadamard_kind;
+
+/* A scheme: element type, block, scale type and rule, rounding and options. Fill one with
+ * lofp_scheme_init() or lofp_scheme_preset() and then adjust fields; other functions read it
+ * and never write it. */
+typedef struct lofp_scheme {
+    lofp_scheme_id id;
+    lofp_elem elem;             /* element type of the codes */
+    lofp_elem scale_elem;       /* LOFP_ELEM_UE4M3 or LOFP_ELEM_E8M0 */
+    uint32_t block;             /* elements per scale; for MX any multiple of 32 ("granularity") */
+    lofp_scale_rule scale_rule;
+    lofp_rounding rounding;     /* element rounding */
+    int two_level;              /* NVFP4 per-tensor fp32 level (default 1) */
+    int pad;                    /* zero-pad K up to a whole block instead of LOFP_ERR_SHAPE */
+    int propagate_nonfinite;    /* MX: block scale 0xFF; UltraQuant: zero group; else error */
+    float amax_floor;           /* amax is floored at this (nvfp4 1e-12 tensor-wide, tilelang 1e-4 per block, else 0) */
+    int ceil_clamp;             /* RCEIL clamps the biased exponent to [1,254] (DeepGEMM/TileLang) */
+    float c;                    /* UltraQuant constant, default 0.156f */
+    int rotate;                 /* UltraQuant: Hadamard-rotate before encoding (K: 1, V: 0) */
+    lofp_hadamard_kind hadamard;
+    uint64_t seed;              /* STOCHASTIC rounding: random bits come from this seed (FORMATS.md) */
+} lofp_scheme;
+
+/* Fills *s with the defaults of scheme `id` (RNE rounding, FLOOR scale rule for MX, two-level
+ * NVFP4, UltraQuant c = 0.156 with butterfly rotation on). Returns LOFP_ERR_INVALID_ARG for an
+ * unknown id. */
+LOFP_API lofp_status lofp_scheme_init(lofp_scheme *s, lofp_scheme_id id);
+
+/* Fills *s from a preset name: "nvfp4", "mxfp4", "mxfp6-e2m3", "mxfp6-e3m2", "mxfp8-e4m3",
+ * "mxfp8-e5m2", "mxint8", "tilelang-mxfp8", "ultraquant". Returns LOFP_ERR_NOT_FOUND for other
+ * names. */
+LOFP_API lofp_status lofp_scheme_preset(const char *name, lofp_scheme *s);
+
+/* Returns the preset name of a scheme id ("nvfp4", ...), or NULL for an unknown id. */
+LOFP_API const char *lofp_scheme_name(lofp_scheme_id id);
+
+/* Name <-> enum helpers for rounding modes ("rne", "ties-to-zero", "ties-away", "stochastic")
+ * and scale rules ("floor", "ceil", "even", "rceil", "ue4m3", "uq-round"). The name functions
+ * return static strings or NULL; the parse functions return LOFP_OK or LOFP_ERR_NOT_FOUND. */
+LOFP_API const char *lofp_rounding_name(lofp_rounding r);
+LOFP_API lofp_status lofp_rounding_from_name(const char *name, lofp_rounding *out);
+LOFP_API const char *lofp_scale_rule_name(lofp_scale_rule r);
+LOFP_API lofp_status lofp_scale_rule_from_name(const char *name, lofp_scale_rule *out);
+
+/* Checks that a scheme is self-consistent (block a positive multiple of the native block for MX,
+ * 16 for NVFP4, 32 for UltraQuant; known enums; c > 0). Returns LOFP_OK or LOFP_ERR_INVALID_ARG. */
+LOFP_API lofp_status lofp_scheme_validate(const lofp_scheme *s);
+
+/* Input / output dtypes of the dense side. */
+typedef enum lofp_dtype {
+    LOFP_DTYPE_F32 = 1,
+    LOFP_DTYPE_BF16 = 2,
+    LOFP_DTYPE_F16 = 3
+} lofp_dtype;
+
+/* The padded K the codes hold: K itself when it is a multiple of the block, else (with pad)
+ * round_up(K, block). Returns 0 if K is not a multiple and the scheme does not pad, or on overflow. */
+LOFP_API size_t lofp_padded_k(const lofp_scheme *s, size_t k);
+
+/* Bytes of the codes for a [rows, K] tensor: rows * padded_k / 2 for FP4, rows * padded_k for
+ * 6/8-bit elements (FP6 is stored one code per byte, like torchao). Scales: rows * padded_k /
+ * block bytes, linear layout. Both return 0 on an invalid shape or overflow (check with
+ * lofp_padded_k). */
+LOFP_API size_t lofp_codes_bytes(const lofp_scheme *s, size_t rows, size_t k);
+LOFP_API size_t lofp_scales_bytes(const lofp_scheme *s, size_t rows, size_t k);
+
+/* What a quantize call did besides writing its outputs. */
+typedef struct lofp_quant_report {
+    size_t first_bad_index;   /* flat index of the first non-finite input (when one was seen) */
+    size_t nonfinite_blocks;  /* blocks/groups affected by non-finite input (propagation mode) */
+    size_t logical_k;         /* K as given */
+    size_t padded_k;          /* K as stored */
+} lofp_quant_report;
+
+/* NVFP4 per-tensor scale of a whole tensor: returns the *encode* multiplier
+ * global = fl(fl(1/amax) * 2688) with amax = max|x| floored at 1e-12 (seed 000 under PyTorch).
+ * lofp_nvfp4_decode_scale() returns the *decode* scale ModelOpt stores as weight_scale_2,
+ * fl(amax / 2688). Non-finite input makes both return NaN. */
+LOFP_API float lofp_nvfp4_global_scale(lofp_dtype dt, const void *x, size_t n);
+LOFP_API float lofp_nvfp4_decode_scale(lofp_dtype dt, const void *x, size_t n);
+/* Conversions between the two directions: encode = fl(1/decode) and decode = fl(1/encode). */
+LOFP_API float lofp_nvfp4_encode_from_decode(float decode_scale);
+LOFP_API float lofp_nvfp4_decode_from_encode(float encode_scale);
+
+/* Quantizes a row-major [rows, k] tensor (any leading dims flattened into rows) of dtype `dt`.
+ * Writes lofp_codes_bytes() bytes of codes (FP4: element 2i in the low nibble), lofp_scales_bytes()
+ * bytes of linear scales [rows, padded_k/block], and *global_scale (the NVFP4 encode multiplier;
+ * 1.0 for every other scheme; may be NULL when not two-level NVFP4). `report` may be NULL.
+ * Errors: LOFP_ERR_SHAPE (k not a multiple of the block and !s->pad), LOFP_ERR_NONFINITE (with
+ * report->first_bad_index set, unless s->propagate_nonfinite), LOFP_ERR_SIZE_OVERFLOW,
+ * LOFP_ERR_INVALID_ARG, LOFP_ERR_NOMEM (UltraQuant rotation scratch). On error the output
+ * buffers may have been partly written. Re-entrant. */
+LOFP_API lofp_status lofp_quantize(const lofp_scheme *s, lofp_dtype dt, const void *x, size_t rows,
+                                   size_t k, uint8_t *codes, uint8_t *scales, float *global_scale,
+                                   lofp_quant_report *report);
+
+/* Same, with the NVFP4 per-tensor multiplier given instead of computed (for activations that
+ * use a calibrated scale, or for quantizing a tensor in row chunks). Ignored by other schemes. */
+LOFP_API lofp_status lofp_quantize_with_global(const lofp_scheme *s, lofp_dtype dt, const void *x,
+                                               size_t rows, size_t k, float global_scale,
+                                               uint8_t *codes, uint8_t *scales,
+                                               lofp_quant_report *report);
+
+/* Dequantizes codes and linear scales back to a [rows, k] tensor of dtype `out_dt` (k is the
+ * logical K; padded columns are dropped). NVFP4: code * float(scale) / global (fp32, in that
+ * order). MX: code * 2^(e-127); scale 0xFF gives NaN for the whole block. UltraQuant: byte 0
+ * gives zeros; the result is in the rotated basis. Returns LOFP_ERR_INVALID_ARG or
+ * LOFP_ERR_SHAPE. Re-entrant. */
+LOFP_API lofp_status lofp_dequantize(const lofp_scheme *s, const uint8_t *codes,
+                                     const uint8_t *scales, float global_scale, size_t rows,
+                                     size_t k, lofp_dtype out_dt, void *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Walsh-Hadamard transform                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* In-place fast Walsh-Hadamard transform of x[0..d) for d a power of two (>= 1), normalised so
+ * that H H^T = I, computed as vLLM's store kernel does: stages of ascending stride, each pair
+ * (a, b) -> ((a+b)*r, (a-b)*r) with r = fl(1/sqrt(2)), rounding after each add and multiply.
+ * If `signs` is non-NULL, x[i] is first multiplied by signs[i] (+-1): a randomised Hadamard
+ * H*diag(signs). Returns LOFP_ERR_INVALID_ARG if d is not a power of two. Re-entrant. */
+LOFP_API lofp_status lofp_hadamard_inplace(float *x, size_t d, const float *signs);
+
+/* Dense reference: y = x @ H^T with H the Sylvester matrix built exactly and rounded to fp32
+ * (entries +-fl(1/sqrt(d))), summing j = 0..d-1 sequentially in fp32 without FMA. x and y must
+ * not overlap. Returns LOFP_ERR_INVALID_ARG if d is not a power of two. */
+LOFP_API lofp_status lofp_hadamard_dense(const float *x, float *y, size_t d);
+
+/* Fills signs[0..d) with a reproducible +-1 vector from `seed` (splitmix64 bits, FORMATS.md). */
+LOFP_API void lofp_hadamard_signs(float *signs, size_t d, uint64_t seed);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Packing and scale layouts (SPEC §3)                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum lofp_nibble_order {
+    LOFP_NIBBLE_STANDARD = 0, /* element 2i low nibble, 2i+1 high (PyTorch float4_e2m1fn_x2) */
+    LOFP_NIBBLE_GGUF = 1      /* llama.cpp: low = j, high = j + block/2 within each block */
+} lofp_nibble_order;
+
+/* Re-packs FP4 codes of `rows` rows of `k` elements (k even, a multiple of `block` for GGUF;
+ * block is 32 for MXFP4 and 16 for NVFP4) from one nibble order to the other. `in` and `out`
+ * must not overlap. Returns LOFP_ERR_INVALID_ARG / LOFP_ERR_SHAPE. */
+LOFP_API lofp_status lofp_fp4_repack(const uint8_t *in, uint8_t *out, size_t rows, size_t k,
+                                     uint32_t block, lofp_nibble_order from, lofp_nibble_order to);
+
+typedef enum lofp_layout {
+    LOFP_LAYOUT_LINEAR = 0,         /* row-major [rows, cols] bytes */
+    LOFP_LAYOUT_SWIZZLE_128X4 = 1,  /* cuBLAS/CUTLASS SWIZZLE_32_4_4, zero padding */
+    LOFP_LAYOUT_PACKED_U32 = 2,     /* TileLang group-major words, Ma = rows, pad byte 127 */
+    LOFP_LAYOUT_PACKED_U32_DG = 3,  /* DeepGEMM group-major words, Ma = round_up(rows,4), pad 0 */
+    LOFP_LAYOUT_COUNT_ = 4
+} lofp_layout;
+
+/* Name <-> enum: "linear", "swizzle-128x4", "packed-u32", "packed-u32:deepgemm". */
+LOFP_API const char *lofp_layout_name(lofp_layout l);
+LOFP_API lofp_status lofp_layout_from_name(const char *name, lofp_layout *out);
+
+/* Bytes a scale buffer of layout l needs for a [rows, K] tensor with one scale per `block`
+ * elements (cols = ceil(K/block)): linear rows*cols; swizzle round_up(rows,128)*round_up(cols,4);
+ * packed-u32 4*ceil(cols/4)*Ma. Returns 0 on invalid arguments or overflow. Equals PyTorch's
+ * numel check for swizzle-128x4. */
+LOFP_API size_t lofp_layout_required_bytes(size_t rows, size_t k, uint32_t block, lofp_layout l);
+
+/* Byte offset of scale (r, c) in the swizzle-128x4 layout of a matrix with `cols` scale columns. */
+LOFP_API size_t lofp_swizzle128x4_offset(size_t r, size_t c, size_t cols);
+
+/* Converts linear scales [rows, cols] to layout l. `pad_byte` fills padding of packed-u32 layouts
+ * (pass -1 for the layout's default: 127 TileLang, 0 DeepGEMM; 0xFF is refused); swizzle padding is
+ * always zero. out must hold lofp_layout_required_bytes(rows, cols, 1, l) bytes; packed-u32 words are
+ * written little-endian (byte i of a word = K-group 4g+i). in and out must not overlap. */
+LOFP_API lofp_status lofp_layout_from_linear(const uint8_t *in, size_t rows, size_t cols,
+                                             lofp_layout l, int pad_byte, uint8_t *out);
+
+/* Inverse of lofp_layout_from_linear: reads layout l and writes linear [rows, cols]. */
+LOFP_API lofp_status lofp_layout_to_linear(const uint8_t *in, size_t rows, size_t cols,
+                                           lofp_layout l, uint8_t *out);
+
+/* The result of a layout diagnosis. */
+typedef struct lofp_layout_diagnosis {
+    lofp_layout layout;        /* best-matching layout */
+    int reversed_bytes;        /* packed-u32 words written MSB-first */
+    int row_major_words;       /* packed-u32 words indexed m*G+g instead of g*M+m */
+    uint32_t block;            /* granularity the buffer was written with */
+    int matches;               /* 1 if some candidate reproduces the buffer exactly */
+    size_t mismatched_bytes;   /* for the best candidate, bytes that differ */
+    char evidence[512];        /* one or more lines of human-readable reasoning */
+} lofp_layout_diagnosis;
+
+/* Names the layout, byte order and granularity a scale buffer was written in. `expected` holds
+ * the linear scales [rows, ceil(k/block)] computed from the tensor it belongs to (the caller
+ * quantizes the tensor with the intended scheme at each candidate granularity it wants tried, or
+ * passes the linear scales at `block`; the diagnosis tries block, 32 and 128). `expected_alt`
+ * may give the linear scales at another granularity `alt_block` (0 = none), so that "written at
+ * 32, read at 128" can be recognised. Writes *d and returns LOFP_OK when a candidate matches,
+ * LOFP_ERR_MISMATCH when none does (d still describes the closest). */
+LOFP_API lofp_status lofp_layout_diagnose(const uint8_t *buf, size_t buf_bytes, size_t rows,
+                                          size_t k, uint32_t block, const uint8_t *expected,
+                                          uint32_t alt_block, const uint8_t *expected_alt,
+                                          lofp_layout_diagnosis *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOFP_LOFP_H */
