@@ -1,4 +1,55 @@
-/* placeholder entry point; replaced by the full CLI */
-#include <stdio.h>
-#include "lofp/lofp.h"
-int main(void) { printf("lofp %s\n", lofp_version()); return 0; }
+/* main.c -- the lofp command: subcommand dispatch, --help, --version. */
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static const lofp_cli_cmd commands[] = {
+    { "demo", "quantize a built-in transformer-like layer under every preset and print a table", lofp_cmd_demo },
+};
+#define NCMD (sizeof commands / sizeof commands[0])
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int cli_is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
+
+int cli_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "lofp %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: lofp <command> [options]\n\n"
+               "Block-scaled low-precision numbers: NVFP4, OCP MX (MXFP4/6/8, MXINT8), UltraQuant.\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < NCMD; i++) fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'lofp <command> --help' describes a command. 'lofp --version' prints the version.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) { usage(stderr); return 2; }
+    if (cli_is_help(argv[1])) { usage(stdout); return 0; }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("lofp %s\n", lofp_version());
+        return 0;
+    }
+    for (size_t i = 0; i < NCMD; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "lofp: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

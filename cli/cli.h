@@ -1,0 +1,23 @@
+/* cli.h -- shared pieces of the lofp command: subcommand table and small helpers. */
+#ifndef LOFP_CLI_H
+#define LOFP_CLI_H
+
+#include <stdio.h>
+#include "lofp/lofp.h"
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+} lofp_cli_cmd;
+
+int lofp_cmd_demo(int argc, char **argv);
+
+/* Wall-clock seconds from a monotonic clock. */
+double cli_now(void);
+/* 1 when argv[i] is "--help" or "-h". */
+int cli_is_help(const char *a);
+/* Prints "lofp <cmd>: " and the message to stderr; returns 1 (the exit status for errors). */
+int cli_error(const char *cmd, const char *fmt, ...);
+
+#endif
