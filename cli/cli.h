@@ -12,6 +12,7 @@ typedef struct {
 } lofp_cli_cmd;
 
 int lofp_cmd_demo(int argc, char **argv);
+int lofp_cmd_bench(int argc, char **argv);
 
 /* Wall-clock seconds from a monotonic clock. */
 double cli_now(void);

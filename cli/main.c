@@ -7,6 +7,7 @@
 
 static const lofp_cli_cmd commands[] = {
     { "demo", "quantize a built-in transformer-like layer under every preset and print a table", lofp_cmd_demo },
+    { "bench", "benchmarks: quantize/dequantize, GEMV/GEMM, attention, against measured bandwidth", lofp_cmd_bench },
 };
 #define NCMD (sizeof commands / sizeof commands[0])
 

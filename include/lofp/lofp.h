@@ -194,6 +194,8 @@ typedef struct lofp_scheme {
     int rotate;                 /* UltraQuant: Hadamard-rotate before encoding (K: 1, V: 0) */
     lofp_hadamard_kind hadamard;
     uint64_t seed;              /* STOCHASTIC rounding: random bits come from this seed (FORMATS.md) */
+    unsigned threads;           /* worker threads for quantize/dequantize; 0 or 1 = the caller's
+                                   thread only. Results never depend on it. */
 } lofp_scheme;
 
 /* Fills *s with the defaults of scheme `id` (RNE rounding, FLOOR scale rule for MX, two-level
