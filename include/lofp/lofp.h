@@ -343,8 +343,8 @@ LOFP_API size_t lofp_layout_required_bytes(size_t rows, size_t k, uint32_t block
 LOFP_API size_t lofp_swizzle128x4_offset(size_t r, size_t c, size_t cols);
 
 /* Converts linear scales [rows, cols] to layout l. `pad_byte` fills padding of packed-u32 layouts
- * (pass -1 for the layout's default: 127 TileLang, 0 DeepGEMM; 0xFF is refused); swizzle padding is
- * always zero. out must hold lofp_layout_required_bytes(rows, cols, 1, l) bytes; packed-u32 words are
+ * (pass -1 for the layout's default: 127 TileLang, 0 DeepGEMM; values outside -1..254, 0xFF
+ * included, are refused for every layout); swizzle padding is always zero whatever pad_byte says. out must hold lofp_layout_required_bytes(rows, cols, 1, l) bytes; packed-u32 words are
  * written little-endian (byte i of a word = K-group 4g+i). in and out must not overlap. */
 LOFP_API lofp_status lofp_layout_from_linear(const uint8_t *in, size_t rows, size_t cols,
                                              lofp_layout l, int pad_byte, uint8_t *out);
@@ -367,9 +367,12 @@ typedef struct lofp_layout_diagnosis {
 /* Names the layout, byte order and granularity a scale buffer was written in. `expected` holds
  * the linear scales [rows, ceil(k/block)] computed from the tensor it belongs to (the caller
  * quantizes the tensor with the intended scheme at each candidate granularity it wants tried, or
- * passes the linear scales at `block`; the diagnosis tries block, 32 and 128). `expected_alt`
- * may give the linear scales at another granularity `alt_block` (0 = none), so that "written at
- * 32, read at 128" can be recognised. Writes *d and returns LOFP_OK when a candidate matches,
+ * passes the linear scales at `block`). The diagnosis tries `block`, `alt_block`, and 32 and 128
+ * where they are coarser multiples of a granularity it has scales for (a coarser scale is the
+ * max of the finer ones, exact for every scale rule). A buffer written at a *finer* granularity
+ * can only be recognised through `expected_alt`: the linear scales at `alt_block` (0 = none), so
+ * that "written at 32, read at 128" is found. Prefix matches and non-default pad bytes are
+ * reported in the evidence text (matches = 1 with mismatched_bytes > 0; docs/LAYOUTS.md). Writes *d and returns LOFP_OK when a candidate matches,
  * LOFP_ERR_MISMATCH when none does (d still describes the closest). */
 LOFP_API lofp_status lofp_layout_diagnose(const uint8_t *buf, size_t buf_bytes, size_t rows,
                                           size_t k, uint32_t block, const uint8_t *expected,
