@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build demo test test-fast test-asan deps venv clean bench
+.PHONY: all build demo test test-fast test-asan test-fuzz deps venv clean bench
 
 all: build
 
@@ -28,6 +28,12 @@ venv:
 test: build venv
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
+	$(MAKE) test-fuzz
+
+# A short libFuzzer run of both file parsers (clang); crashes found are kept as regression
+# inputs in fuzz/corpus/, which the ctest test_io_corpus replays on every run.
+test-fuzz: | deps
+	LOFP_FUZZ_DIR=$(BUILD)-fuzz scripts/fuzz.sh $${LOFP_FUZZ_SECONDS:-20}
 
 test-asan: | deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DLOFP_SANITIZE=ON -DLOFP_BUILD_SHARED=OFF $(CMAKE_FLAGS)

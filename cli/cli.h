@@ -13,6 +13,11 @@ typedef struct {
 
 int lofp_cmd_demo(int argc, char **argv);
 int lofp_cmd_bench(int argc, char **argv);
+int lofp_cmd_quantize(int argc, char **argv);
+int lofp_cmd_dequantize(int argc, char **argv);
+int lofp_cmd_inspect(int argc, char **argv);
+int lofp_cmd_layout(int argc, char **argv);
+int lofp_cmd_verify(int argc, char **argv);
 
 /* Wall-clock seconds from a monotonic clock. */
 double cli_now(void);

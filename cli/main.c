@@ -7,6 +7,11 @@
 
 static const lofp_cli_cmd commands[] = {
     { "demo", "quantize a built-in transformer-like layer under every preset and print a table", lofp_cmd_demo },
+    { "quantize", "quantize the floating tensors of a .npy/.safetensors file", lofp_cmd_quantize },
+    { "dequantize", "dequantize a file written by `lofp quantize`", lofp_cmd_dequantize },
+    { "inspect", "what a file holds; error statistics against an original", lofp_cmd_inspect },
+    { "layout", "convert scale layouts; diagnose which layout a scale buffer uses", lofp_cmd_layout },
+    { "verify", "check a GEMM result against the fp64 reference; name the layout mistake", lofp_cmd_verify },
     { "bench", "benchmarks: quantize/dequantize, GEMV/GEMM, attention, against measured bandwidth", lofp_cmd_bench },
 };
 #define NCMD (sizeof commands / sizeof commands[0])

@@ -1,0 +1,126 @@
+/* cmd_inspect.c -- `lofp inspect FILE [--against ORIGINAL]`: what a file holds, and per-tensor
+ * error statistics of its quantized tensors against the original. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "qtensor.h"
+
+static void inspect_usage(FILE *f)
+{
+    fprintf(f, "usage: lofp inspect FILE.(npy|safetensors) [--against ORIGINAL.(npy|safetensors)]\n\n"
+               "Lists tensors (name, dtype, shape, bytes) and, for tensors written by lofp quantize,\n"
+               "scheme, rounding, scale rule, block, scale layout and bits per value. With --against,\n"
+               "dequantizes each and prints max abs error, RMSE, SNR (dB), relative Frobenius error\n"
+               "and the histogram of scale exponents. UltraQuant tensors are compared after undoing\n"
+               "the Hadamard rotation.\n");
+}
+
+static void shape_str(const size_t *shape, size_t ndim, char *buf, size_t cap)
+{
+    size_t o = (size_t)snprintf(buf, cap, "[");
+    for (size_t i = 0; i < ndim && o < cap; i++) o += (size_t)snprintf(buf + o, cap - o, "%s%zu", i ? ", " : "", shape[i]);
+    if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+/* log2 of each scale; INT_MIN for UltraQuant zero groups and NaN scales. */
+static int scale_exp(const qtensor *q, uint8_t b)
+{
+    if (q->s.scale_elem == LOFP_ELEM_UE4M3) {
+        float v = lofp_decode(LOFP_ELEM_UE4M3, b);
+        return v > 0 && isfinite(v) ? (int)floor(log2((double)v)) : -1000;
+    }
+    if (b == 0xFF || (q->s.id == LOFP_SCHEME_ULTRAQUANT && b == 0)) return -1000;
+    return (int)b - 127;
+}
+
+static void compare(const qtensor *q, const lofp_tensor_info *orig)
+{
+    size_t n = q->rows * q->k;
+    float *x = qt_tensor_to_f32(orig), *y = malloc(n * sizeof(float));
+    if (!x || !y || orig->numel != n) {
+        printf("    (cannot compare: original '%s' has %zu elements, quantized %zu)\n", orig->name, orig->numel, n);
+        free(x); free(y);
+        return;
+    }
+    if (qt_dequantize(q, y) != LOFP_OK) { printf("    (dequantize failed)\n"); free(x); free(y); return; }
+    if (q->s.id == LOFP_SCHEME_ULTRAQUANT && q->s.rotate)
+        for (size_t r = 0; r < q->rows; r++) lofp_hadamard_inplace(y + r * q->k, q->k, NULL);
+    double se = 0, sx = 0, maxe = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)y[i] - (double)x[i];
+        se += e * e;
+        sx += (double)x[i] * x[i];
+        if (fabs(e) > maxe || isnan(e)) maxe = isnan(e) ? NAN : fmax(maxe, fabs(e));
+    }
+    printf("    vs %-20s max|err| %.6g  RMSE %.6g  SNR %.2f dB  rel.Frobenius %.6g\n", orig->name, maxe,
+           sqrt(se / (double)n), se > 0 ? 10 * log10(sx / se) : INFINITY, sx > 0 ? sqrt(se / sx) : 0.0);
+    size_t nb = q->rows * (q->kp / q->s.block);
+    uint8_t *lin = malloc(nb);
+    if (lin && qt_linear_scales(q, lin) == LOFP_OK) {
+        size_t hist[300] = { 0 }, zero = 0;
+        for (size_t i = 0; i < nb; i++) {
+            int e = scale_exp(q, lin[i]);
+            if (e <= -1000) zero++;
+            else hist[e + 150]++;
+        }
+        printf("    scale exponents (log2 scale: count):");
+        for (int e = 0; e < 300; e++) if (hist[e]) printf(" %d:%zu", e - 150, hist[e]);
+        if (zero) printf(" zero/NaN:%zu", zero);
+        printf("\n");
+    }
+    free(lin); free(x); free(y);
+}
+
+int lofp_cmd_inspect(int argc, char **argv)
+{
+    const char *path = NULL, *against = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) { inspect_usage(stdout); return 0; }
+        if (!strcmp(argv[i], "--against") && i + 1 < argc) against = argv[++i];
+        else if (argv[i][0] == '-' && argv[i][1]) { inspect_usage(stderr); return cli_error("inspect", "unknown option '%s'", argv[i]); }
+        else if (!path) path = argv[i];
+        else return cli_error("inspect", "too many arguments");
+    }
+    if (!path) { inspect_usage(stderr); return cli_error("inspect", "need a FILE"); }
+    lofp_io_error err;
+    lofp_file *f = NULL, *o = NULL;
+    if (lofp_file_open(path, LOFP_FORMAT_AUTO, &f, &err) != LOFP_OK) return cli_error("inspect", "%s", err.message);
+    if (against && lofp_file_open(against, LOFP_FORMAT_AUTO, &o, &err) != LOFP_OK) { lofp_file_close(f); return cli_error("inspect", "%s", err.message); }
+    printf("%s: %s, %zu tensor(s)\n", path, lofp_file_format_of(f) == LOFP_FORMAT_NPY ? "npy" : "safetensors", lofp_file_count(f));
+    char sh[256];
+    for (size_t i = 0; i < lofp_file_count(f); i++) {
+        const lofp_tensor_info *t = lofp_file_tensor(f, i);
+        shape_str(t->shape, t->ndim, sh, sizeof sh);
+        printf("  %-32s %-8s %-20s %zu bytes\n", t->name, lofp_io_dtype_name(t->dtype), sh, t->nbytes);
+    }
+    const char *qn[4096];
+    size_t nq = qt_list(f, qn, 4096);
+    int rc = 0;
+    if (nq) printf("quantized tensors:\n");
+    for (size_t i = 0; i < nq; i++) {
+        qtensor q;
+        char msg[600];
+        if (qt_load(f, path, qn[i], &q, msg, sizeof msg) != LOFP_OK) { rc = cli_error("inspect", "%s", msg); continue; }
+        size_t n = q.rows * q.k;
+        double bits = 8.0 * (double)(q.codes_bytes + q.scales_bytes + (q.global != 1.0f || q.s.two_level ? 4 : 0)) / (double)n;
+        shape_str(q.shape, q.ndim, sh, sizeof sh);
+        printf("  %s %s: %s, rounding %s, scale %s/%s per %u, layout %s, %.3f bits/value", q.name, sh,
+               lofp_scheme_name(q.s.id), lofp_rounding_name(q.s.rounding), lofp_elem_info_get(q.s.scale_elem)->name,
+               lofp_scale_rule_name(q.s.scale_rule), q.s.block, lofp_layout_name(q.layout), bits);
+        if (q.s.id == LOFP_SCHEME_NVFP4 && q.s.two_level) printf(", global %.9g (decode %.9g)", (double)q.global, (double)lofp_nvfp4_decode_from_encode(q.global));
+        if (q.s.id == LOFP_SCHEME_ULTRAQUANT) printf(", c %.4g, rotate %d", (double)q.s.c, q.s.rotate);
+        if (q.kp != q.k) printf(", K padded %zu -> %zu", q.k, q.kp);
+        printf("\n");
+        if (o) {
+            const lofp_tensor_info *t = lofp_file_find(o, q.name);
+            if (!t && lofp_file_count(o) == 1) t = lofp_file_tensor(o, 0);
+            if (!t) printf("    (no tensor '%s' in %s)\n", q.name, against);
+            else compare(&q, t);
+        }
+    }
+    lofp_file_close(f);
+    lofp_file_close(o);
+    return rc;
+}

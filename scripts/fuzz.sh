@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses of the file layer (fuzz/fuzz_*.c + src/io_*.c) with
+# clang -fsanitize=fuzzer,address,undefined and runs each for SECONDS (default 60).
+#
+#   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors (default: both)
+#
+# Work files go to build-fuzz/ (override with LOFP_FUZZ_DIR): the binaries, a growing working
+# corpus per harness (seeded from fuzz/corpus/<harness>/, which is never written), and crash
+# artifacts. Extra libFuzzer flags can be passed in LOFP_FUZZ_FLAGS (e.g. "-jobs=2 -workers=2").
+# Exits non-zero when a harness finds a crash; the reproducer is in build-fuzz/artifacts_<h>/.
+# Re-run one input:  build-fuzz/fuzz_<h> build-fuzz/artifacts_<h>/crash-...
+# Keep it as a regression: copy it to fuzz/corpus/<h>/regress-<what>, which tests/test_io_corpus.c
+# replays on every ctest run.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+secs=${1:-60}
+shift || true
+harnesses=("$@")
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors)
+out=${LOFP_FUZZ_DIR:-$root/build-fuzz}
+cc=${CC:-clang}
+mkdir -p "$out"
+for h in "${harnesses[@]}"; do
+  src="$root/fuzz/fuzz_$h.c"
+  [ -f "$src" ] || { echo "fuzz.sh: no harness $src" >&2; exit 2; }
+  echo "== building fuzz_$h"
+  "$cc" -std=c11 -g -O1 -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L \
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+    -Wall -Wextra -Wshadow -Wno-unused-parameter \
+    -I"$root/include" -I"$root/src" "$src" "$root"/src/io_*.c -o "$out/fuzz_$h"
+  mkdir -p "$out/corpus_$h" "$out/artifacts_$h"
+  echo "== running fuzz_$h for ${secs}s"
+  # shellcheck disable=SC2086
+  "$out/fuzz_$h" -max_total_time="$secs" -print_final_stats=1 -max_len=8192 \
+    -dict="$root/fuzz/$h.dict" -artifact_prefix="$out/artifacts_$h/" ${LOFP_FUZZ_FLAGS:-} \
+    "$out/corpus_$h" "$root/fuzz/corpus/$h"
+done
+echo "fuzz.sh: no crashes"
