@@ -39,9 +39,8 @@ static uint8_t mx_scale_byte(const lofp_scheme *s, float amax)
             uint32_t u = lofp_f32_bits(amax);
             if (u >> 23) {
                 u += 1u << (22 - ei->mbits);
-                u &= 0x7F800000u;
-                if (u >= 0x7F800000u) u = 0x7F000000u; /* cannot happen below FLT_MAX's binade */
-                amax = lofp_bits_f32(u);
+                u &= 0x7F800000u; /* a carry out of the top binade gives field 255, i.e. 2^128 */
+                amax = lofp_bits_f32(u); /* +Inf: floor_log2 reads the field, 128 (torchao) */
             }
         }
         int e = floor_log2(amax);

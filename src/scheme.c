@@ -75,7 +75,7 @@ lofp_status lofp_scheme_validate(const lofp_scheme *s)
 
 size_t lofp_padded_k(const lofp_scheme *s, size_t k)
 {
-    if (!s || s->block == 0 || k == 0) return 0;
+    if (k == 0 || lofp_scheme_validate(s) != LOFP_OK) return 0;
     size_t r = k % s->block;
     if (r == 0) return k;
     if (!s->pad) return 0;
