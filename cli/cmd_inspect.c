@@ -93,7 +93,7 @@ int lofp_cmd_inspect(int argc, char **argv)
     for (size_t i = 0; i < lofp_file_count(f); i++) {
         const lofp_tensor_info *t = lofp_file_tensor(f, i);
         shape_str(t->shape, t->ndim, sh, sizeof sh);
-        printf("  %-32s %-8s %-20s %zu bytes\n", t->name, lofp_io_dtype_name(t->dtype), sh, t->nbytes);
+        printf("  %-40s %-8s %-14s %zu bytes\n", t->name, lofp_io_dtype_name(t->dtype), sh, t->nbytes);
     }
     const char *qn[4096];
     size_t nq = qt_list(f, qn, 4096);
@@ -106,9 +106,11 @@ int lofp_cmd_inspect(int argc, char **argv)
         size_t n = q.rows * q.k;
         double bits = 8.0 * (double)(q.codes_bytes + q.scales_bytes + (q.global != 1.0f || q.s.two_level ? 4 : 0)) / (double)n;
         shape_str(q.shape, q.ndim, sh, sizeof sh);
-        printf("  %s %s: %s, rounding %s, scale %s/%s per %u, layout %s, %.3f bits/value", q.name, sh,
-               lofp_scheme_name(q.s.id), lofp_rounding_name(q.s.rounding), lofp_elem_info_get(q.s.scale_elem)->name,
-               lofp_scale_rule_name(q.s.scale_rule), q.s.block, lofp_layout_name(q.layout), bits);
+        int mx_rule = q.s.scale_rule <= LOFP_SCALE_RCEIL;
+        printf("  %s %s: %s, rounding %s, scale %s%s%s per %u, layout %s, %.3f bits/value", q.name, sh,
+               lofp_scheme_name(q.s.id), q.s.id == LOFP_SCHEME_ULTRAQUANT ? "vllm (ties to -inf)" : lofp_rounding_name(q.s.rounding),
+               lofp_elem_info_get(q.s.scale_elem)->name, mx_rule ? " " : "", mx_rule ? lofp_scale_rule_name(q.s.scale_rule) : "",
+               q.s.block, lofp_layout_name(q.layout), bits);
         if (q.s.id == LOFP_SCHEME_NVFP4 && q.s.two_level) printf(", global %.9g (decode %.9g)", (double)q.global, (double)lofp_nvfp4_decode_from_encode(q.global));
         if (q.s.id == LOFP_SCHEME_ULTRAQUANT) printf(", c %.4g, rotate %d", (double)q.s.c, q.s.rotate);
         if (q.kp != q.k) printf(", K padded %zu -> %zu", q.k, q.kp);
