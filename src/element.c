@@ -239,7 +239,7 @@ lofp_status lofp_decode_u8(lofp_elem t, const uint8_t *codes, size_t n, float *o
 uint16_t lofp_fp32_to_bf16(float x)
 {
     uint32_t u = lofp_f32_bits(x);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16 & 0x8000) | 0x7FC0); /* as lofp_encode */
     u += 0x7FFFu + ((u >> 16) & 1); /* RNE; overflow carries into Inf as IEEE wants */
     return (uint16_t)(u >> 16);
 }
