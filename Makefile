@@ -50,3 +50,27 @@ bench: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
+
+# CUDA backend (cuda/, docs/CUDA.md). `make gpu-test` builds it (needs nvcc; skipped with a message
+# without) and runs the host-side codec check and the GPU correctness test, which exits 0 with a
+# message when no CUDA device is present. `make gpu-bench` runs scripts/gpu_run.sh bench (lofp and
+# the torch baselines side by side; needs a device and torch).
+CUDA_BUILD ?= build-cuda
+.PHONY: gpu-build gpu-test gpu-bench
+
+gpu-build: | deps
+	@if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then \
+	  cmake -S . -B $(CUDA_BUILD) -DCMAKE_BUILD_TYPE=Release -DLOFP_ENABLE_CUDA=ON \
+	    -DLOFP_BUILD_CLI=OFF -DLOFP_BUILD_BENCH=OFF -DLOFP_BUILD_SHARED=OFF $(CMAKE_FLAGS) && \
+	  cmake --build $(CUDA_BUILD) -j $(JOBS) --target test_codec_host test_cuda bench_cuda; \
+	else echo "gpu-build: nvcc not found -- CUDA backend not built"; fi
+
+gpu-test: gpu-build
+	@if [ -x $(CUDA_BUILD)/cuda/test_cuda ]; then \
+	  $(CUDA_BUILD)/cuda/test_codec_host && $(CUDA_BUILD)/cuda/test_cuda; \
+	else echo "gpu-test: CUDA backend not built -- skipped"; fi
+
+gpu-bench: gpu-build
+	@if [ -x $(CUDA_BUILD)/cuda/bench_cuda ]; then \
+	  LOFP_GPU_PREBUILT=$(CUDA_BUILD)/cuda scripts/gpu_run.sh bench; \
+	else echo "gpu-bench: CUDA backend not built -- skipped"; fi

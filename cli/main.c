@@ -12,6 +12,7 @@ static const lofp_cli_cmd commands[] = {
     { "inspect", "what a file holds; error statistics against an original", lofp_cmd_inspect },
     { "layout", "convert scale layouts; diagnose which layout a scale buffer uses", lofp_cmd_layout },
     { "verify", "check a GEMM result against the fp64 reference; name the layout mistake", lofp_cmd_verify },
+    { "attention", "decode attention over an UltraQuant (or fp32/bf16) paged KV cache built from .npy files", lofp_cmd_attention },
     { "bench", "benchmarks: quantize/dequantize, GEMV/GEMM, attention, against measured bandwidth", lofp_cmd_bench },
 };
 #define NCMD (sizeof commands / sizeof commands[0])

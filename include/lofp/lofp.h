@@ -231,7 +231,8 @@ typedef enum lofp_dtype {
 } lofp_dtype;
 
 /* The padded K the codes hold: K itself when it is a multiple of the block, else (with pad)
- * round_up(K, block). Returns 0 if K is not a multiple and the scheme does not pad, or on overflow. */
+ * round_up(K, block). Returns 0 if K is 0, the scheme is invalid (lofp_scheme_validate), K is not
+ * a multiple and the scheme does not pad, or on overflow. */
 LOFP_API size_t lofp_padded_k(const lofp_scheme *s, size_t k);
 
 /* Bytes of the codes for a [rows, K] tensor: rows * padded_k / 2 for FP4, rows * padded_k for
@@ -286,6 +287,18 @@ LOFP_API lofp_status lofp_quantize_with_global(const lofp_scheme *s, lofp_dtype 
 LOFP_API lofp_status lofp_dequantize(const lofp_scheme *s, const uint8_t *codes,
                                      const uint8_t *scales, float global_scale, size_t rows,
                                      size_t k, lofp_dtype out_dt, void *out);
+
+/* The operations whose CPU kernel lofp_kernel_name() can name (append-only). */
+typedef enum lofp_kernel_op {
+    LOFP_KERNEL_QUANTIZE = 0,  /* lofp_quantize / lofp_quantize_with_global rows */
+    LOFP_KERNEL_DEQUANTIZE = 1 /* lofp_dequantize rows */
+} lofp_kernel_op;
+
+/* Names the kernel variant this process runs for operation `op` of scheme `id`: "avx2" or
+ * "generic" (portable C), chosen once from the CPU's features (LOFP_DISABLE_CPU_FEATURES=all
+ * forces "generic"; docs/KERNELS.md). Every variant gives bit-identical results. Returns a static
+ * string, or NULL for an unknown id or op. Thread-safe. */
+LOFP_API const char *lofp_kernel_name(lofp_scheme_id id, lofp_kernel_op op);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Walsh-Hadamard transform                                                                    */

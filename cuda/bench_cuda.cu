@@ -1,0 +1,302 @@
+/* bench_cuda.cu -- times liblofp_cuda's kernels on the device (`make gpu-bench`,
+ * scripts/gpu_run.sh). Prints one JSON object per line ({"name":..., "us":..., ...}); the torch
+ * baselines come from cuda/bench_torch.py in the same run and cuda/bench_report.py joins them.
+ *
+ * Method (METHOD.md): CUDA events around each call, warm-up first, median of N runs, inputs that
+ * do not fit in L2 or an L2 flush (a 256 MiB memset) before every timed run, random data.
+ */
+#include <algorithm>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "lofp/lofp.h"
+#include "lofp/lofp_cuda.h"
+
+#define CU(x)                                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = (x);                                                                  \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+#define LC(x)                                                                                  \
+    do {                                                                                       \
+        lofp_status s_ = (x);                                                                  \
+        if (s_ != LOFP_OK) {                                                                   \
+            fprintf(stderr, "%s:%d: %s -> %s (%s)\n", __FILE__, __LINE__, #x,                  \
+                    lofp_cuda_status_name(s_), lofp_cuda_last_error());                        \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+static void *g_flush;
+static const size_t FLUSH = 256u << 20;
+static int g_iters = 30;
+
+/* random bf16 ~ N(0, sigma) (sum of uniforms), deterministic per index */
+__global__ void fill_bf16(uint16_t *x, size_t n, uint32_t seed, float sigma)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 0x9E3779B1u ^ seed;
+        float s = 0;
+        for (int t = 0; t < 4; t++) {
+            h ^= h >> 15; h *= 0x2C1B3C6Du; h ^= h >> 12; h *= 0x297A2D39u; h ^= h >> 15;
+            s += (float)(h & 0xFFFFFF) * (1.0f / 16777216.0f);
+        }
+        float v = (s - 2.0f) * 1.7320508f * sigma;
+        uint32_t u = __float_as_uint(v);
+        u += 0x7FFFu + ((u >> 16) & 1);
+        x[i] = (uint16_t)(u >> 16);
+    }
+}
+
+/* Median time of one call. flush: a 256 MiB memset before each timed call (it also keeps the GPU
+ * busy while the call is enqueued). batch > 1: the timed region holds `batch` back-to-back calls
+ * (f(i) gets a running index, so callers rotate inputs) and the result is divided by it, which
+ * hides launch gaps for calls of a few microseconds. */
+template <class F> static double time_us(F &&f, bool flush, int batch = 1)
+{
+    cudaEvent_t a, b;
+    CU(cudaEventCreate(&a));
+    CU(cudaEventCreate(&b));
+    for (int i = 0; i < 3; i++) f(i);
+    CU(cudaDeviceSynchronize());
+    std::vector<float> ts;
+    for (int i = 0; i < g_iters; i++) {
+        if (flush) CU(cudaMemsetAsync(g_flush, i & 0xFF, FLUSH));
+        CU(cudaEventRecord(a));
+        for (int j = 0; j < batch; j++) f(i * batch + j);
+        CU(cudaEventRecord(b));
+        CU(cudaEventSynchronize(b));
+        float ms;
+        CU(cudaEventElapsedTime(&ms, a, b));
+        ts.push_back(ms * 1000.0f / batch);
+    }
+    CU(cudaGetLastError());
+    std::sort(ts.begin(), ts.end());
+    CU(cudaEventDestroy(a));
+    CU(cudaEventDestroy(b));
+    return ts[ts.size() / 2];
+}
+
+static void emit(const char *name, double us, double bytes, double flops, const char *extra)
+{
+    printf("{\"name\": \"%s\", \"us\": %.3f, \"bytes\": %.0f, \"flops\": %.0f%s%s}\n", name, us, bytes,
+           flops, extra ? ", " : "", extra ? extra : "");
+    fflush(stdout);
+}
+
+static void bench_copy(void)
+{
+    const size_t n = 1u << 30;
+    void *a, *b;
+    CU(cudaMalloc(&a, n));
+    CU(cudaMalloc(&b, n));
+    CU(cudaMemset(a, 1, n));
+    double us = time_us([&](int) { CU(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, false);
+    emit("copy_1GiB", us, 2.0 * n, 0, NULL);
+    CU(cudaFree(a));
+    CU(cudaFree(b));
+}
+
+static void bench_quantize(void)
+{
+    const size_t rows = 8192, k = 8192, n = rows * k;
+    uint16_t *x;
+    CU(cudaMalloc(&x, n * 2));
+    fill_bf16<<<1024, 256>>>(x, n, 1, 1.0f);
+    struct { const char *preset; lofp_layout L; int one_level; } cs[] = {
+        {"nvfp4", LOFP_LAYOUT_LINEAR, 0}, {"nvfp4", LOFP_LAYOUT_SWIZZLE_128X4, 0},
+        {"nvfp4", LOFP_LAYOUT_LINEAR, 1}, {"mxfp4", LOFP_LAYOUT_LINEAR, 0},
+        {"mxfp4", LOFP_LAYOUT_SWIZZLE_128X4, 0}, {"mxfp6-e2m3", LOFP_LAYOUT_LINEAR, 0},
+        {"mxfp8-e4m3", LOFP_LAYOUT_LINEAR, 0}, {"mxfp8-e5m2", LOFP_LAYOUT_LINEAR, 0},
+        {"mxint8", LOFP_LAYOUT_LINEAR, 0}, {"tilelang-mxfp8", LOFP_LAYOUT_PACKED_U32, 0},
+        {"ultraquant", LOFP_LAYOUT_LINEAR, 0},
+    };
+    uint8_t *codes, *scales;
+    float *g;
+    void *ws;
+    CU(cudaMalloc(&codes, n));
+    CU(cudaMalloc(&scales, n / 8));
+    CU(cudaMalloc(&g, 4));
+    CU(cudaMalloc(&ws, lofp_cuda_workspace_bytes()));
+    for (auto &c : cs) {
+        lofp_scheme s;
+        lofp_scheme_preset(c.preset, &s);
+        if (c.one_level) s.two_level = 0;
+        const double cb = (double)lofp_codes_bytes(&s, rows, k), sb = (double)lofp_scales_bytes(&s, rows, k);
+        double us = time_us([&](int) { LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, x, rows, k, c.L, codes, scales, g, ws, NULL)); }, true);
+        const bool two = s.id == LOFP_SCHEME_NVFP4 && s.two_level;
+        /* bytes counted: every pass reads the input, the last writes codes + scales */
+        const double bytes = (two ? 2.0 : 1.0) * n * 2 + cb + sb;
+        char name[96], extra[128];
+        snprintf(name, sizeof name, "quant_%s%s_%s", c.preset, c.one_level ? "_1level" : "", lofp_layout_name(c.L));
+        snprintf(extra, sizeof extra, "\"passes\": %d", two ? 2 : 1);
+        emit(name, us, bytes, 0, extra);
+    }
+    /* the amax pass alone (one-level quantize time is the other pass) and dequantize */
+    {
+        lofp_scheme s;
+        lofp_scheme_preset("nvfp4", &s);
+        LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, x, rows, k, LOFP_LAYOUT_LINEAR, codes, scales, g, ws, NULL));
+        uint16_t *out;
+        CU(cudaMalloc(&out, n * 2));
+        double us = time_us([&](int) { LC(lofp_cuda_dequantize(&s, codes, scales, LOFP_LAYOUT_LINEAR, g, rows, k, LOFP_DTYPE_BF16, out, NULL)); }, true);
+        emit("dequant_nvfp4_bf16", us, n * 2.0 + n / 2.0 + n / 16.0, 0, NULL);
+        CU(cudaFree(out));
+    }
+    CU(cudaFree(x)); CU(cudaFree(codes)); CU(cudaFree(scales)); CU(cudaFree(g)); CU(cudaFree(ws));
+}
+
+static void bench_gemm(void)
+{
+    struct { size_t n, k; } shapes[] = {{8192, 8192}, {14336, 4096}};
+    const size_t ms[] = {1, 16, 256, 4096};
+    const int NCOPY = 4; /* 4 weight copies rotate: > 60 MiB L2 */
+    for (const char *preset : {"nvfp4", "mxfp4"})
+        for (auto sh : shapes) {
+            lofp_scheme s;
+            lofp_scheme_preset(preset, &s);
+            const size_t n = sh.n, k = sh.k;
+            uint16_t *w;
+            CU(cudaMalloc(&w, n * k * 2));
+            fill_bf16<<<1024, 256>>>(w, n * k, 7, 0.02f);
+            uint8_t *codes, *scales;
+            float *g;
+            void *ws;
+            CU(cudaMalloc(&codes, n * k / 2));
+            CU(cudaMalloc(&scales, n * k / s.block));
+            CU(cudaMalloc(&g, 4));
+            CU(cudaMalloc(&ws, lofp_cuda_workspace_bytes()));
+            LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, w, n, k, LOFP_LAYOUT_LINEAR, codes, scales, g, ws, NULL));
+            lofp_cuda_w4 W[NCOPY];
+            for (int i = 0; i < NCOPY; i++) LC(lofp_cuda_w4_prepare(&s, codes, scales, g, n, k, &W[i], NULL));
+            CU(cudaDeviceSynchronize());
+            CU(cudaFree(w));
+            const size_t wbytes = n * k / 2 + n * k / s.block;
+            for (size_t m : ms) {
+                uint16_t *a;
+                void *c;
+                CU(cudaMalloc(&a, m * k * 2));
+                CU(cudaMalloc(&c, m * n * 4));
+                fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
+                std::vector<std::string> cfgs = {""};
+                if (m <= 64) cfgs = {"", "1,4", "1,8", "1,16", "2,4", "2,8", "4,4"};
+                for (auto &cfg : cfgs) {
+                    if (cfg.empty()) unsetenv("LOFP_CUDA_GEMV_CFG");
+                    else setenv("LOFP_CUDA_GEMV_CFG", cfg.c_str(), 1);
+                    double us = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL)); }, m > 64, m > 64 ? 1 : 20);
+                    char name[96], extra[96];
+                    snprintf(name, sizeof name, "w4a16_%s_m%zu_n%zu_k%zu%s%s", preset, m, n, k, cfg.empty() ? "" : "_cfg", cfg.c_str());
+                    for (char *p = name; *p; p++) if (*p == ',') *p = 'x';
+                    snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"default\": %d", m, n, k, cfg.empty() ? 1 : 0);
+                    emit(name, us, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
+                }
+                unsetenv("LOFP_CUDA_GEMV_CFG");
+                CU(cudaFree(a));
+                CU(cudaFree(c));
+            }
+            for (int i = 0; i < NCOPY; i++) lofp_cuda_w4_free(&W[i]);
+            CU(cudaFree(codes)); CU(cudaFree(scales)); CU(cudaFree(g)); CU(cudaFree(ws));
+        }
+}
+
+static void bench_attention(void)
+{
+    const size_t B = 8, hq = 32, hk = 8, D = 128, N = 32768, bs = 16;
+    const size_t slot = lofp_cuda_uq_slot_bytes(D);
+    const size_t nblk_seq = N / bs, nblocks = B * nblk_seq;
+    const size_t cache_bytes = nblocks * bs * hk * slot;
+    uint8_t *cache;
+    CU(cudaMalloc(&cache, cache_bytes));
+    /* fill through the store kernel from random bf16 K/V, in chunks of 64K tokens */
+    std::vector<int32_t> bt(B * nblk_seq);
+    for (size_t i = 0; i < bt.size(); i++) bt[i] = (int32_t)i;
+    uint64_t st = 12345;
+    for (size_t i = bt.size() - 1; i > 0; i--) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        size_t j = (st >> 33) % (i + 1);
+        std::swap(bt[i], bt[j]);
+    }
+    lofp_scheme s;
+    lofp_scheme_preset("ultraquant", &s);
+    const size_t chunk = 65536;
+    uint16_t *kv;
+    int64_t *dmap;
+    CU(cudaMalloc(&kv, 2 * chunk * hk * D * 2));
+    CU(cudaMalloc(&dmap, chunk * 8));
+    std::vector<int64_t> map(chunk);
+    double store_us = 0;
+    for (size_t t0 = 0; t0 < B * N; t0 += chunk) {
+        fill_bf16<<<1024, 256>>>(kv, 2 * chunk * hk * D, (uint32_t)t0 + 11, 1.0f);
+        for (size_t i = 0; i < chunk; i++) {
+            size_t t = t0 + i, b = t / N, nn = t % N;
+            map[i] = (int64_t)bt[b * nblk_seq + nn / bs] * bs + nn % bs;
+        }
+        CU(cudaMemcpy(dmap, map.data(), chunk * 8, cudaMemcpyHostToDevice));
+        if (t0 == 0) {
+            store_us = time_us([&](int) { LC(lofp_cuda_uq_store(&s, LOFP_DTYPE_BF16, kv, kv + chunk * hk * D, chunk, hk, D, dmap, cache, bs, NULL)); }, true);
+        } else {
+            LC(lofp_cuda_uq_store(&s, LOFP_DTYPE_BF16, kv, kv + chunk * hk * D, chunk, hk, D, dmap, cache, bs, NULL));
+        }
+    }
+    CU(cudaDeviceSynchronize());
+    emit("uq_store_64k_tokens_hk8_d128", store_us, chunk * hk * D * 2.0 * 2 + chunk * hk * slot, 0, NULL);
+    int32_t *dbt, *dseq;
+    uint16_t *q;
+    float *out;
+    CU(cudaMalloc(&dbt, bt.size() * 4));
+    CU(cudaMemcpy(dbt, bt.data(), bt.size() * 4, cudaMemcpyHostToDevice));
+    std::vector<int32_t> seq(B, (int32_t)N);
+    CU(cudaMalloc(&dseq, B * 4));
+    CU(cudaMemcpy(dseq, seq.data(), B * 4, cudaMemcpyHostToDevice));
+    CU(cudaMalloc(&q, B * hq * D * 2));
+    fill_bf16<<<64, 256>>>(q, B * hq * D, 99, 1.0f);
+    CU(cudaMalloc(&out, B * hq * D * 4));
+    lofp_cuda_uq_attention_args a;
+    memset(&a, 0, sizeof a);
+    a.d_q = q; a.q_dtype = LOFP_DTYPE_BF16; a.d_cache = cache; a.d_block_tables = dbt;
+    a.max_blocks_per_seq = nblk_seq; a.d_seq_lens = dseq; a.max_seq_len = N;
+    a.batch = B; a.hq = hq; a.hk = hk; a.head_dim = D; a.block_size = bs;
+    a.scale = 1.0f / sqrtf((float)D); a.d_out = out;
+    for (int splits : {0, 16, 32, 64, 128}) {
+        a.num_splits = splits;
+        const size_t wb = lofp_cuda_uq_attention_workspace_bytes(&a);
+        CU(cudaMalloc(&a.d_workspace, wb));
+        double us = time_us([&](int) { LC(lofp_cuda_uq_decode_attention(&a, NULL)); }, true);
+        char name[96], extra[64];
+        snprintf(name, sizeof name, "uq_decode_B8_Hq32_Hk8_D128_N32768%s%d", splits ? "_splits" : "", splits);
+        snprintf(extra, sizeof extra, "\"splits\": %d, \"default\": %d", splits, splits == 0);
+        emit(name, us, (double)B * N * hk * slot, 4.0 * B * hq * N * D, extra);
+        CU(cudaFree(a.d_workspace));
+    }
+    CU(cudaFree(cache)); CU(cudaFree(kv)); CU(cudaFree(dmap)); CU(cudaFree(dbt)); CU(cudaFree(dseq));
+    CU(cudaFree(q)); CU(cudaFree(out));
+}
+
+int main(int argc, char **argv)
+{
+    if (lofp_cuda_device_count() == 0) {
+        printf("bench_cuda: no CUDA device -- skipped\n");
+        return 0;
+    }
+    const char *only = argc > 1 ? argv[1] : "";
+    if (getenv("LOFP_BENCH_ITERS")) g_iters = atoi(getenv("LOFP_BENCH_ITERS"));
+    cudaDeviceProp p;
+    CU(cudaGetDeviceProperties(&p, 0));
+    printf("{\"name\": \"device\", \"device\": \"%s\", \"sms\": %d, \"l2_bytes\": %d}\n", p.name, p.multiProcessorCount, p.l2CacheSize);
+    CU(cudaMalloc(&g_flush, FLUSH));
+    if (!*only || strstr(only, "copy")) bench_copy();
+    if (!*only || strstr(only, "quant")) bench_quantize();
+    if (!*only || strstr(only, "gemm")) bench_gemm();
+    if (!*only || strstr(only, "attn")) bench_attention();
+    CU(cudaFree(g_flush));
+    return 0;
+}

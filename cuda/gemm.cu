@@ -1,0 +1,563 @@
+/* gemm.cu -- W4A16: C[m, n] = A[m, k] . W[n, k]^T with NVFP4 / MXFP4 weights dequantized in
+ * registers and bf16 tensor-core mma.sync (m16n8k16, fp32 accumulation).
+ *
+ * Orientation: the weight tile is the mma's A operand (16 output features per m16 tile) and the
+ * activations are the B operand (8 tokens per n8 tile), so M = 1 wastes 7/8 of an n8 tile rather
+ * than 15/16 of an m16 one.
+ *
+ * K order. Within every 128-element chunk of K, mma step j (0..7) and thread (g = lane/4,
+ * c = lane%4) use physical k = 32c + 4j + {0,1} for the fragment slots kk = 2c, 2c+1 and
+ * 32c + 4j + {2,3} for kk = 2c+8, 2c+9. A dot product does not care how K is permuted as long as
+ * both operands use the same permutation, and this one makes each thread's share of a weight row
+ * 32 contiguous elements (one 16-byte load; one NVFP4 scale pair, one MXFP4 scale) and of an
+ * activation row 32 contiguous bf16 (four 16-byte loads, in natural memory order).
+ *
+ * Dequantization (Marlin's bit trick, docs/CUDA.md): lofp_cuda_w4_prepare de-interleaves the
+ * nibbles of every 32-bit word (even elements in the low half-word); pair p of a word is then
+ * t = q << (12 - 4p); bf16x2 = (t & 0x80008000) | ((t & 0x70007000) >> 6), i.e. e2m1 * 2^-126,
+ * exact (0.5 becomes the bf16 subnormal 2^-127), and one bf16x2 fma by the block scale S
+ * (NVFP4: UE4M3 * 2^119 built from the native e4m3x2 -> f16x2 convert; MXFP4: 2^(e - emax_tensor
+ * + 126)) gives e2m1 * scale * 2^-7 (NVFP4) or e2m1 * 2^(e - emax_tensor) (MXFP4), exact in bf16.
+ * The epilogue multiplies by alpha = 2^7 / global (NVFP4) or 2^(emax_tensor - 127) (MXFP4).
+ *
+ * Kernels: gemv_kernel (m <= 64: each warp streams MT weight m16 tiles over a K range with the
+ * activations read from L1/L2; WK warps split K and reduce in shared memory, deterministic) and
+ * gemm_kernel (m > 64: 128 x 128 CTA tiles, 3-stage cp.async pipeline, swizzled shared memory).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lofp_cuda_device.cuh"
+#include "lofp_cuda_internal.h"
+
+using namespace lofpcu;
+
+namespace {
+
+/* ---- prepare ---- */
+__global__ void w4_prep_codes(const uint8_t *codes, const uint8_t *scales, uint8_t *out, size_t n,
+                              size_t k, int nvfp4)
+{
+    const size_t words = n * k / 8;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t x = ((const uint32_t *)codes)[i];
+        if (nvfp4) {
+            const size_t r = i / (k / 8), col = (i % (k / 8)) * 8;
+            if (scales[r * (k / 16) + col / 16] == 0) x = 0;
+        }
+        uint32_t o = 0;
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            o |= ((x >> (8 * t)) & 0xFu) << (4 * t);            /* element 2t -> nibble t */
+            o |= ((x >> (8 * t + 4)) & 0xFu) << (16 + 4 * t);   /* element 2t+1 -> nibble 4+t */
+        }
+        ((uint32_t *)out)[i] = o;
+    }
+}
+
+__global__ void w4_scale_max(const uint8_t *s, size_t nbytes, unsigned int *mx)
+{
+    unsigned int m = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nbytes;
+         i += (size_t)gridDim.x * blockDim.x) {
+        unsigned int b = s[i];
+        if (b != 0xFF && b > m) m = b;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        unsigned int t = __shfl_xor_sync(0xFFFFFFFFu, m, o);
+        m = t > m ? t : m;
+    }
+    if ((threadIdx.x & 31) == 0) atomicMax(mx, m);
+}
+
+__global__ void w4_params(float *params, const float *global, const unsigned int *smax, int nvfp4)
+{
+    if (nvfp4) {
+        const float g = global ? *global : 1.0f;
+        params[0] = fdiv(128.0f, g);
+        params[1] = 0.0f;
+    } else {
+        const int bmax = (int)*smax; /* 0..254 */
+        params[0] = bmax - 127 >= -126 ? u2f((uint32_t)(bmax) << 23) : u2f(0x00400000u);
+        params[1] = (float)(253 - bmax);
+    }
+}
+
+/* ---- fragments ---- */
+__device__ __forceinline__ uint32_t fp4pair(uint32_t q, int p)
+{
+    const uint32_t t = q << (12 - 4 * p);
+    return (t & 0x80008000u) | ((t & 0x70007000u) >> 6);
+}
+
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b)
+{
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+    return d;
+}
+
+/* NVFP4: two UE4M3 bytes (low, high of a 16-bit word) -> bf16 of scale * 2^119, as two splats. */
+__device__ __forceinline__ void nv_scale2(uint32_t two, uint32_t &s0, uint32_t &s1)
+{
+    uint32_t h;
+    asm("{ .reg .b16 t; mov.b16 t, %1; cvt.rn.f16x2.e4m3x2 %0, t; }" : "=r"(h) : "h"((unsigned short)two));
+    const uint32_t t = ((h >> 3) & 0x0FFF0FFFu) + 0x73807380u;
+    s0 = __byte_perm(t, 0, 0x1010);
+    s1 = __byte_perm(t, 0, 0x3232);
+}
+
+/* MXFP4: E8M0 byte -> bf16 splat of 2^(b + sbias - 127) (0 if it underflows, NaN for 0xFF). */
+__device__ __forceinline__ uint32_t mx_scale1(uint32_t b, int sbias)
+{
+    if (b == 0xFF) return 0x7FC07FC0u;
+    int f = (int)b + sbias;
+    uint32_t v = f <= 0 ? 0u : (uint32_t)f << 7;
+    return v | (v << 16);
+}
+
+__device__ __forceinline__ void mma_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+struct GemmP {
+    const uint8_t *codes, *scales;
+    const float *params;
+    const uint16_t *a;
+    void *c;
+    int m, n, k, out_bf16;
+};
+
+__device__ __forceinline__ void store_out(const GemmP &p, int tok, int col, float v)
+{
+    if (tok >= p.m || col >= p.n) return;
+    const size_t i = (size_t)tok * p.n + col;
+    if (p.out_bf16) ((uint16_t *)p.c)[i] = f32_to_bf16(v);
+    else ((float *)p.c)[i] = v;
+}
+
+/* Dequantizes the A fragments of one k16 step for a weight m16 tile: rows g (word qa) and g+8
+ * (word qb), word-step half h (0/1), scale splats sa/sb. */
+__device__ __forceinline__ void wfrag(uint32_t qa, uint32_t qb, int h, uint32_t sa, uint32_t sb,
+                                      uint32_t &a0, uint32_t &a1, uint32_t &a2, uint32_t &a3)
+{
+    a0 = bf16x2_mul(fp4pair(qa, 2 * h), sa);
+    a2 = bf16x2_mul(fp4pair(qa, 2 * h + 1), sa);
+    a1 = bf16x2_mul(fp4pair(qb, 2 * h), sb);
+    a3 = bf16x2_mul(fp4pair(qb, 2 * h + 1), sb);
+}
+
+/* ---- GEMV: m <= 8*NT ---- */
+/* One 128-chunk of K for MT weight m16 tiles and NT token tiles. */
+template <int MT, int NT, int NV>
+__device__ __forceinline__ void gemv_chunk(const GemmP &p, int ch, int g, int c, int sbias,
+                                           const uint4 (&wq)[MT][2], const uint32_t (&ws)[MT][2],
+                                           float (&acc)[MT][NT][4])
+{
+    uint4 av[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int tok = nt * 8 + g;
+#pragma unroll
+        for (int w4 = 0; w4 < 4; w4++) {
+            if (tok < p.m)
+                av[nt][w4] = __ldg((const uint4 *)(p.a + (size_t)tok * p.k + (size_t)ch * 128 + 32 * c + 8 * w4));
+            else av[nt][w4] = make_uint4(0, 0, 0, 0);
+        }
+    }
+    uint32_t sc[MT][2][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if (NV) nv_scale2(ws[mt][h], sc[mt][h][0], sc[mt][h][1]);
+            else sc[mt][h][0] = sc[mt][h][1] = mx_scale1(ws[mt][h], sbias);
+        }
+#pragma unroll
+    for (int w4 = 0; w4 < 4; w4++) {
+#pragma unroll
+        for (int hs = 0; hs < 2; hs++) {
+            uint32_t af[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                const uint32_t qa = w4 == 0 ? wq[mt][0].x : w4 == 1 ? wq[mt][0].y : w4 == 2 ? wq[mt][0].z : wq[mt][0].w;
+                const uint32_t qb = w4 == 0 ? wq[mt][1].x : w4 == 1 ? wq[mt][1].y : w4 == 2 ? wq[mt][1].z : wq[mt][1].w;
+                wfrag(qa, qb, hs, sc[mt][0][w4 >> 1], sc[mt][1][w4 >> 1], af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
+            }
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const uint32_t b0 = hs ? av[nt][w4].z : av[nt][w4].x;
+                const uint32_t b1 = hs ? av[nt][w4].w : av[nt][w4].y;
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) mma_bf16(acc[mt][nt], af[mt][0], af[mt][1], af[mt][2], af[mt][3], b0, b1);
+            }
+        }
+    }
+}
+
+template <int MT, int NV>
+__device__ __forceinline__ void gemv_loadw(const GemmP &p, int n0, int ch, int g, int c, size_t crow,
+                                           size_t srow, uint4 (&wq)[MT][2], uint32_t (&ws)[MT][2])
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const size_t r = (size_t)(n0 + 16 * mt + g + 8 * h);
+            wq[mt][h] = __ldg((const uint4 *)(p.codes + r * crow + (size_t)ch * 64 + 16 * c));
+            if (NV) ws[mt][h] = __ldg((const unsigned short *)(p.scales + r * srow + (size_t)ch * 8 + 2 * c));
+            else ws[mt][h] = __ldg(p.scales + r * srow + (size_t)ch * 4 + c);
+        }
+}
+
+template <int MT, int NT, int WK, int NV>
+__global__ void __launch_bounds__(32 * WK) gemv_kernel(GemmP p)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, c = lane & 3;
+    const int n0 = blockIdx.x * 16 * MT;
+    const int chunks = p.k / 128;
+    const int c_beg = (int)((long long)chunks * warp / WK), c_end = (int)((long long)chunks * (warp + 1) / WK);
+    const int sbias = NV ? 0 : (int)p.params[1];
+    const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int t = 0; t < 4; t++) acc[i][j][t] = 0.0f;
+
+    /* two chunks per step, the next two prefetched: up to four chunks of weights in flight */
+    uint4 wa[MT][2], wb[MT][2], na[MT][2], nb[MT][2];
+    uint32_t sa[MT][2], sb[MT][2], nsa[MT][2], nsb[MT][2];
+    if (c_beg < c_end) gemv_loadw<MT, NV>(p, n0, c_beg, g, c, crow, srow, wa, sa);
+    if (c_beg + 1 < c_end) gemv_loadw<MT, NV>(p, n0, c_beg + 1, g, c, crow, srow, wb, sb);
+    for (int ch = c_beg; ch < c_end; ch += 2) {
+        if (ch + 2 < c_end) gemv_loadw<MT, NV>(p, n0, ch + 2, g, c, crow, srow, na, nsa);
+        if (ch + 3 < c_end) gemv_loadw<MT, NV>(p, n0, ch + 3, g, c, crow, srow, nb, nsb);
+        gemv_chunk<MT, NT, NV>(p, ch, g, c, sbias, wa, sa, acc);
+        if (ch + 1 < c_end) gemv_chunk<MT, NT, NV>(p, ch + 1, g, c, sbias, wb, sb, acc);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                wa[mt][h] = na[mt][h]; sa[mt][h] = nsa[mt][h];
+                wb[mt][h] = nb[mt][h]; sb[mt][h] = nsb[mt][h];
+            }
+    }
+
+    /* deterministic cross-warp reduction */
+    extern __shared__ float red[];
+    constexpr int PER = MT * NT * 4;
+    if (WK > 1) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int t = 0; t < 4; t++) red[((warp * PER) + (mt * NT + nt) * 4 + t) * 32 + lane] = acc[mt][nt][t];
+        __syncthreads();
+        if (warp != 0) return;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int t = 0; t < 4; t++) {
+                    float s = red[((mt * NT + nt) * 4 + t) * 32 + lane];
+                    for (int w = 1; w < WK; w++) s = fadd(s, red[((w * PER) + (mt * NT + nt) * 4 + t) * 32 + lane]);
+                    acc[mt][nt][t] = s;
+                }
+    }
+    const float alpha = p.params[0];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const int row = n0 + 16 * mt + g, tok = nt * 8 + 2 * c;
+            store_out(p, tok, row, fmul(acc[mt][nt][0], alpha));
+            store_out(p, tok + 1, row, fmul(acc[mt][nt][1], alpha));
+            store_out(p, tok, row + 8, fmul(acc[mt][nt][2], alpha));
+            store_out(p, tok + 1, row + 8, fmul(acc[mt][nt][3], alpha));
+        }
+}
+
+/* ---- tiled GEMM: 128 weight rows x 128 tokens per CTA, K in 128-chunks, 3 stages ---- */
+constexpr int GT_W = 128, GT_T = 128, GSTAGES = 3;
+constexpr int G_ACT_BYTES = GT_T * 256;   /* 128 tokens x 128 bf16 */
+constexpr int G_W_BYTES = GT_W * 64;      /* 128 rows x 64 bytes of codes */
+constexpr int G_S_BYTES = GT_W * 8;       /* 128 rows x 8 scale bytes (NVFP4; MXFP4 uses 4) */
+constexpr int G_STAGE = G_ACT_BYTES + G_W_BYTES + G_S_BYTES;
+
+__device__ __forceinline__ int act_swz(int t, int s) { return s ^ (((s >> 3) & 1) << 1) ^ (t & 1); }
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async8(void *smem, const void *gmem, int src_bytes)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, int src_bytes)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+template <int NV>
+__global__ void __launch_bounds__(256, 1) gemm_kernel(GemmP p)
+{
+    extern __shared__ __align__(128) uint8_t smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, c = lane & 3;
+    const int w0 = blockIdx.x * GT_W, t0 = blockIdx.y * GT_T;
+    const int wm = warp & 3, wt = warp >> 2; /* warp tile: 32 weight rows x 64 tokens */
+    const int chunks = p.k / 128;
+    const int sbias = NV ? 0 : (int)p.params[1];
+    const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
+
+    auto load_stage = [&](int st, int ch) {
+        uint8_t *sa = smem + st * G_STAGE;
+        uint8_t *sw = sa + G_ACT_BYTES;
+        uint8_t *ss = sw + G_W_BYTES;
+        /* activations: 128 tokens x 16 slots of 16 bytes */
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int idx = tid + 256 * i;
+            const int t = idx >> 4, s = idx & 15;
+            const int tok = t0 + t;
+            const bool ok = tok < p.m;
+            const uint16_t *src = p.a + (size_t)(ok ? tok : 0) * p.k + (size_t)ch * 128 + s * 8;
+            cp_async16(sa + t * 256 + act_swz(t, s) * 16, src, ok ? 16 : 0);
+        }
+        /* weight codes: 128 rows x 4 slots */
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int idx = tid + 256 * i;
+            const int r = idx >> 2, s = idx & 3;
+            const int row = w0 + r;
+            const bool ok = row < p.n;
+            cp_async16(sw + r * 64 + s * 16, p.codes + (size_t)(ok ? row : 0) * crow + (size_t)ch * 64 + s * 16, ok ? 16 : 0);
+        }
+        if (tid < 128) {
+            const int row = w0 + tid;
+            const bool ok = row < p.n;
+            if (NV) cp_async8(ss + tid * 8, p.scales + (size_t)(ok ? row : 0) * srow + (size_t)ch * 8, ok ? 8 : 0);
+            else cp_async4(ss + tid * 8, p.scales + (size_t)(ok ? row : 0) * srow + (size_t)ch * 4, ok ? 4 : 0);
+        }
+    };
+
+    float acc[2][8][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int t = 0; t < 4; t++) acc[i][j][t] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < GSTAGES - 1; s++) {
+        if (s < chunks) load_stage(s, s);
+        cp_commit();
+    }
+    for (int ch = 0; ch < chunks; ch++) {
+        cp_wait<GSTAGES - 2>();
+        __syncthreads();
+        {
+            const int nx = ch + GSTAGES - 1;
+            if (nx < chunks) load_stage(nx % GSTAGES, nx);
+            cp_commit();
+        }
+        const uint8_t *sa = smem + (ch % GSTAGES) * G_STAGE;
+        const uint8_t *sw = sa + G_ACT_BYTES;
+        const uint8_t *ss = sw + G_W_BYTES;
+        uint4 wq[2][2];
+        uint32_t sc[2][2][2];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int r = wm * 32 + mt * 16 + g + 8 * h;
+                wq[mt][h] = *(const uint4 *)(sw + r * 64 + 16 * c);
+                if (NV) nv_scale2(*(const unsigned short *)(ss + r * 8 + 2 * c), sc[mt][h][0], sc[mt][h][1]);
+                else sc[mt][h][0] = sc[mt][h][1] = mx_scale1(ss[r * 8 + c], sbias);
+            }
+#pragma unroll
+        for (int w4 = 0; w4 < 4; w4++) {
+            uint4 av[8];
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                const int t = wt * 64 + nt * 8 + g;
+                av[nt] = *(const uint4 *)(sa + t * 256 + act_swz(t, 4 * c + w4) * 16);
+            }
+#pragma unroll
+            for (int hs = 0; hs < 2; hs++) {
+                uint32_t af[2][4];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    const uint32_t qa = w4 == 0 ? wq[mt][0].x : w4 == 1 ? wq[mt][0].y : w4 == 2 ? wq[mt][0].z : wq[mt][0].w;
+                    const uint32_t qb = w4 == 0 ? wq[mt][1].x : w4 == 1 ? wq[mt][1].y : w4 == 2 ? wq[mt][1].z : wq[mt][1].w;
+                    wfrag(qa, qb, hs, sc[mt][0][w4 >> 1], sc[mt][1][w4 >> 1], af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
+                }
+#pragma unroll
+                for (int nt = 0; nt < 8; nt++) {
+                    const uint32_t b0 = hs ? av[nt].z : av[nt].x;
+                    const uint32_t b1 = hs ? av[nt].w : av[nt].y;
+                    mma_bf16(acc[0][nt], af[0][0], af[0][1], af[0][2], af[0][3], b0, b1);
+                    mma_bf16(acc[1][nt], af[1][0], af[1][1], af[1][2], af[1][3], b0, b1);
+                }
+            }
+        }
+    }
+    cp_wait<0>();
+    const float alpha = p.params[0];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            const int row = w0 + wm * 32 + mt * 16 + g, tok = t0 + wt * 64 + nt * 8 + 2 * c;
+            store_out(p, tok, row, fmul(acc[mt][nt][0], alpha));
+            store_out(p, tok + 1, row, fmul(acc[mt][nt][1], alpha));
+            store_out(p, tok, row + 8, fmul(acc[mt][nt][2], alpha));
+            store_out(p, tok + 1, row + 8, fmul(acc[mt][nt][3], alpha));
+        }
+}
+
+} // namespace
+
+/* ------------------------------------------------------------------------------------------ */
+
+extern "C" lofp_status lofp_cuda_w4_prepare(const lofp_scheme *s, const uint8_t *d_codes,
+                                            const uint8_t *d_scales, const float *d_global,
+                                            size_t n, size_t k, lofp_cuda_w4 *w,
+                                            lofp_cuda_stream stream)
+{
+    clear_cuda_error();
+    if (!s || !w || !d_codes || !d_scales) return LOFP_ERR_INVALID_ARG;
+    if (lofp_scheme_validate(s) != LOFP_OK) return LOFP_ERR_INVALID_ARG;
+    const bool nv = s->id == LOFP_SCHEME_NVFP4;
+    if (!(nv && s->block == 16) && !(s->id == LOFP_SCHEME_MXFP4 && s->block == 32))
+        return LOFP_ERR_UNSUPPORTED;
+    if (n == 0 || k == 0 || k % 128 || n % 16) return LOFP_ERR_SHAPE;
+    if (n > 0x7FFFFFFF || k > 0x7FFFFFFF || n * k / 2 > ((size_t)1 << 40)) return LOFP_ERR_SIZE_OVERFLOW;
+    memset(w, 0, sizeof *w);
+    cudaStream_t st = (cudaStream_t)stream;
+    const size_t cb = n * k / 2, sb = n * k / s->block;
+    LOFP_CU(cudaMalloc((void **)&w->d_codes, cb));
+    if (cudaMalloc((void **)&w->d_scales, sb) != cudaSuccess ||
+        cudaMalloc((void **)&w->d_params, 4 * sizeof(float)) != cudaSuccess) {
+        lofp_cuda_w4_free(w);
+        LOFP_CU(cudaErrorMemoryAllocation);
+    }
+    w->id = s->id;
+    w->n = n;
+    w->k = k;
+    const int grid = sm_count() * 8;
+    w4_prep_codes<<<grid, 256, 0, st>>>(d_codes, d_scales, w->d_codes, n, k, nv ? 1 : 0);
+    LOFP_CU_LAUNCH();
+    LOFP_CU(cudaMemcpyAsync(w->d_scales, d_scales, sb, cudaMemcpyDeviceToDevice, st));
+    unsigned int *smax = (unsigned int *)(w->d_params + 2);
+    LOFP_CU(cudaMemsetAsync(smax, 0, sizeof(unsigned int), st));
+    if (!nv) {
+        w4_scale_max<<<grid, 256, 0, st>>>(d_scales, sb, smax);
+        LOFP_CU_LAUNCH();
+    }
+    w4_params<<<1, 1, 0, st>>>(w->d_params, nv ? d_global : NULL, smax, nv ? 1 : 0);
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
+
+extern "C" void lofp_cuda_w4_free(lofp_cuda_w4 *w)
+{
+    if (!w) return;
+    if (w->d_codes) cudaFree(w->d_codes);
+    if (w->d_scales) cudaFree(w->d_scales);
+    if (w->d_params) cudaFree(w->d_params);
+    memset(w, 0, sizeof *w);
+}
+
+/* Kernel choice for m <= 64: LOFP_CUDA_GEMV_CFG="MT,WK" overrides (bench sweeps). */
+template <int NT, int NV>
+static lofp_status launch_gemv(const GemmP &p, int mt, int wk, cudaStream_t st)
+{
+#define GV(MTV, WKV)                                                                           \
+    do {                                                                                       \
+        const unsigned grid = (unsigned)(p.n / (16 * MTV));                                    \
+        const size_t shm = WKV > 1 ? (size_t)WKV * MTV * NT * 4 * 32 * sizeof(float) : 0;      \
+        if (shm > 48 * 1024)                                                                   \
+            LOFP_CU(cudaFuncSetAttribute(gemv_kernel<MTV, NT, WKV, NV>,                       \
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm)); \
+        gemv_kernel<MTV, NT, WKV, NV><<<grid, 32 * WKV, shm, st>>>(p);                         \
+    } while (0)
+    if (mt == 1 && wk == 4) GV(1, 4);
+    else if (mt == 1 && wk == 8) GV(1, 8);
+    else if (mt == 2 && wk == 4) GV(2, 4);
+    else if (mt == 2 && wk == 8) GV(2, 8);
+    else if (mt == 4 && wk == 4) GV(4, 4);
+    else GV(1, 16);
+#undef GV
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
+
+extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
+                                            lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream)
+{
+    clear_cuda_error();
+    if (!w || !w->d_codes || !d_a || !d_c || m == 0) return LOFP_ERR_INVALID_ARG;
+    if (out_dt != LOFP_DTYPE_F32 && out_dt != LOFP_DTYPE_BF16) return LOFP_ERR_INVALID_ARG;
+    if (((uintptr_t)d_a & 15)) return LOFP_ERR_INVALID_ARG;
+    if (m > 0x7FFFFFFF) return LOFP_ERR_SIZE_OVERFLOW;
+    cudaStream_t st = (cudaStream_t)stream;
+    GemmP p;
+    p.codes = w->d_codes; p.scales = w->d_scales; p.params = w->d_params;
+    p.a = (const uint16_t *)d_a; p.c = d_c;
+    p.m = (int)m; p.n = (int)w->n; p.k = (int)w->k; p.out_bf16 = out_dt == LOFP_DTYPE_BF16;
+    const bool nv = w->id == LOFP_SCHEME_NVFP4;
+    if (m <= 64) {
+        int mt, wk;
+        /* defaults: enough CTAs for 132 SMs; measured in cuda/NOTES.md */
+        const int n16 = p.n / 16;
+        mt = (m <= 8) ? 1 : 2;               /* run 1 sweep: M=1 best at 1 tile, M=16 at 2 */
+        wk = p.k >= 8192 ? 8 : 4;            /* ~8 chunks of K per warp */
+        if (n16 % mt) mt = 1;
+        const char *cfg = getenv("LOFP_CUDA_GEMV_CFG");
+        if (cfg && sscanf(cfg, "%d,%d", &mt, &wk) != 2) { mt = 1; wk = 8; }
+        if (n16 % mt) mt = 1;
+        const int nt = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
+#define GVN(NTV) return nv ? launch_gemv<NTV, 1>(p, mt, wk, st) : launch_gemv<NTV, 0>(p, mt, wk, st)
+        switch (nt) {
+        case 1: GVN(1);
+        case 2: GVN(2);
+        case 4: GVN(4);
+        default: GVN(8);
+        }
+#undef GVN
+    }
+    const dim3 grid((unsigned)((p.n + GT_W - 1) / GT_W), (unsigned)((p.m + GT_T - 1) / GT_T));
+    if (grid.y > 65535) return LOFP_ERR_UNSUPPORTED;
+    const int shm = GSTAGES * G_STAGE;
+    if (nv) {
+        LOFP_CU(cudaFuncSetAttribute(gemm_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm));
+        gemm_kernel<1><<<grid, 256, shm, st>>>(p);
+    } else {
+        LOFP_CU(cudaFuncSetAttribute(gemm_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm));
+        gemm_kernel<0><<<grid, 256, shm, st>>>(p);
+    }
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}

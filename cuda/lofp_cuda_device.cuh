@@ -1,0 +1,552 @@
+/* lofp_cuda_device.cuh -- element codecs and per-block rules shared by the CUDA kernels.
+ *
+ * Everything here is __host__ __device__ so that the host-side unit test (cuda/test_codec_host.cu,
+ * which runs without a GPU) can check each helper against the CPU library on millions of inputs.
+ * The arithmetic is a line-by-line port of src/element.c, src/quant_mx.c, src/quant_nvfp4.c and
+ * src/quant_uq.c: every fp32 operation is an explicit round-to-nearest intrinsic on the device
+ * (__fmul_rn, __fadd_rn, __fdiv_rn, __fmaf_rn) and the files are built with -fmad=false, so no
+ * contraction can change a bit. Narrow-type encodes are integer code (sm_90 has no FP4/E8M0 cvt).
+ */
+#ifndef LOFP_CUDA_DEVICE_CUH
+#define LOFP_CUDA_DEVICE_CUH
+
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+#if defined(__CUDACC__)
+#define LHD __host__ __device__ __forceinline__
+#else
+#define LHD static inline
+#endif
+
+namespace lofpcu {
+
+/* ---------------------------------------------------------------------------------------- */
+/* fp32 primitives with one rounding each                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+LHD uint32_t f2u(float f)
+{
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+#endif
+}
+LHD float u2f(uint32_t u)
+{
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+#if defined(__CUDA_ARCH__)
+LHD float fmul(float a, float b) { return __fmul_rn(a, b); }
+LHD float fadd(float a, float b) { return __fadd_rn(a, b); }
+LHD float fsub(float a, float b) { return __fsub_rn(a, b); }
+LHD float fdiv(float a, float b) { return __fdiv_rn(a, b); }
+LHD float ffma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+LHD float frcp(float a) { return __frcp_rn(a); }
+#else
+/* host: the host compiler is run with -ffp-contract=off (cuda/CMakeLists.txt) */
+LHD float fmul(float a, float b) { volatile float r = a * b; return r; }
+LHD float fadd(float a, float b) { volatile float r = a + b; return r; }
+LHD float fsub(float a, float b) { volatile float r = a - b; return r; }
+LHD float fdiv(float a, float b) { volatile float r = a / b; return r; }
+LHD float ffma(float a, float b, float c) { return fmaf(a, b, c); }
+LHD float frcp(float a) { volatile float r = 1.0f / a; return r; }
+#endif
+LHD float fabs_(float a) { return u2f(f2u(a) & 0x7FFFFFFFu); }
+LHD bool is_finite_bits(uint32_t u) { return (u & 0x7F800000u) != 0x7F800000u; }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Minifloat traits (the rows of src/traits.c that the kernels need)                         */
+/* ---------------------------------------------------------------------------------------- */
+
+enum { R_RNE = 0, R_TTZ = 1, R_TAWAY = 2, R_STOCH = 3 };
+enum { T_E2M1 = 1, T_E2M3 = 2, T_E3M2 = 3, T_E4M3 = 4, T_E5M2 = 5, T_E8M0 = 6, T_UE4M3 = 7,
+       T_MXINT8 = 8, T_BF16 = 9, T_FP16 = 10 };
+
+struct MF {
+    int mbits, bias, emax_binade;
+    uint32_t max_code, sign_bit, overflow_code, nan_code;
+    int nan_keeps_sign;
+};
+
+LHD MF mf_of(int t)
+{
+    switch (t) {
+    case T_E2M1: return MF{1, 1, 2, 0x7u, 0x8u, 0u, 0u, 1};
+    case T_E2M3: return MF{3, 1, 2, 0x1Fu, 0x20u, 0u, 0u, 1};
+    case T_E3M2: return MF{2, 3, 4, 0x1Fu, 0x20u, 0u, 0u, 1};
+    case T_E4M3: return MF{3, 7, 8, 0x7Eu, 0x80u, 0x7Fu, 0x7Fu, 1};
+    case T_E5M2: return MF{2, 15, 15, 0x7Bu, 0x80u, 0x7Cu, 0x7Eu, 1};
+    case T_UE4M3: return MF{3, 7, 8, 0x7Eu, 0x80u, 0u, 0x7Fu, 0};
+    case T_BF16: return MF{7, 127, 127, 0x7F7Fu, 0x8000u, 0x7F80u, 0x7FC0u, 1};
+    default: /* T_FP16 */ return MF{10, 15, 15, 0x7BFFu, 0x8000u, 0x7C00u, 0x7E00u, 1};
+    }
+}
+
+/* element.c round_up() */
+LHD int round_up(int mode, uint64_t q, uint64_t rem, unsigned shift, uint32_t rbits)
+{
+    if (rem == 0) return 0;
+    if (shift > 64) return mode == R_STOCH ? rbits == 0 : 0;
+    uint64_t half = (uint64_t)1 << (shift - 1);
+    switch (mode) {
+    case R_RNE: return rem > half || (rem == half && (q & 1));
+    case R_TTZ: return rem > half;
+    case R_TAWAY: return rem >= half;
+    default:
+        if (shift <= 32) return ((uint64_t)rbits << shift) < (rem << 32) ? 1 : 0;
+        return ((uint64_t)rbits << (shift - 32)) < rem;
+    }
+}
+
+/* element.c minifloat_mag() */
+LHD uint32_t minifloat_mag(const MF &tr, uint32_t a, int mode, uint32_t rbits)
+{
+    if (a == 0) return 0;
+    int ex = (int)(a >> 23);
+    uint64_t sig = a & 0x7FFFFFu;
+    if (ex == 0) ex = 1;
+    else sig |= 0x800000u;
+    ex -= 127;
+    const int mbits = tr.mbits;
+    const int emin = 1 - tr.bias;
+    if (ex > tr.emax_binade + 1) return tr.max_code + 1;
+    int te = ex > emin ? ex : emin;
+    unsigned shift = (unsigned)((te - mbits) - (ex - 23));
+    uint64_t q, rem;
+    if (shift >= 64) { q = 0; rem = sig; }
+    else { q = sig >> shift; rem = sig & (((uint64_t)1 << shift) - 1); }
+    q += (uint64_t)round_up(mode, q, rem, shift, rbits);
+    uint64_t code = ((uint64_t)(te - emin) << mbits) + q;
+    return code > 0xFFFFFFu ? 0xFFFFFFu : (uint32_t)code;
+}
+
+/* element.c encode_minifloat(); ieee = LOFP_IEEE overflow policy */
+LHD uint32_t encode_mf(const MF &tr, float x, int mode, bool ieee, uint32_t rbits)
+{
+    uint32_t u = f2u(x);
+    uint32_t sign = (u >> 31) ? tr.sign_bit : 0;
+    uint32_t a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return tr.nan_code ? (tr.nan_code | (tr.nan_keeps_sign ? sign : 0)) : 0;
+    if (a == 0x7F800000u) {
+        if (ieee && tr.overflow_code) return tr.overflow_code | sign;
+        return tr.max_code | sign;
+    }
+    uint32_t mag = minifloat_mag(tr, a, mode, rbits);
+    if (mag > tr.max_code) {
+        if (ieee && tr.overflow_code) return tr.overflow_code | sign;
+        mag = tr.max_code;
+    }
+    return mag | sign;
+}
+
+
+/* 32-bit version of minifloat_mag for the deterministic modes (RNE, ties-to-zero, ties-away):
+ * the same result (when every dropped bit is below half an ulp, nothing rounds up). */
+LHD uint32_t minifloat_mag32(const MF &tr, uint32_t a, int mode)
+{
+    if (a == 0) return 0;
+    int ex = (int)(a >> 23);
+    uint32_t sig = a & 0x7FFFFFu;
+    if (ex == 0) ex = 1;
+    else sig |= 0x800000u;
+    ex -= 127;
+    const int emin = 1 - tr.bias;
+    if (ex > tr.emax_binade + 1) return tr.max_code + 1;
+    const int te = ex > emin ? ex : emin;
+    const int shift = (te - tr.mbits) - (ex - 23);
+    if (shift > 24) return (uint32_t)(te - emin) << tr.mbits; /* sig < half an ulp */
+    const uint32_t q = sig >> shift, rem = sig & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    uint32_t up;
+    if (mode == R_RNE) up = rem > half || (rem == half && (q & 1u));
+    else if (mode == R_TTZ) up = rem > half;
+    else up = rem >= half && rem != 0;
+    return ((uint32_t)(te - emin) << tr.mbits) + q + up;
+}
+
+LHD uint32_t encode_mf32(const MF &tr, float x, int mode)
+{
+    const uint32_t u = f2u(x);
+    const uint32_t sign = (u >> 31) ? tr.sign_bit : 0;
+    const uint32_t a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return tr.nan_code ? (tr.nan_code | (tr.nan_keeps_sign ? sign : 0)) : 0;
+    if (a == 0x7F800000u) return tr.max_code | sign;
+    uint32_t mag = minifloat_mag32(tr, a, mode);
+    if (mag > tr.max_code) mag = tr.max_code;
+    return mag | sign;
+}
+
+LHD uint32_t encode_mxint8_32(float x, int mode)
+{
+    const uint32_t u = f2u(x), a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return 0;
+    uint32_t k;
+    if (a >= 0x43000000u) k = 127;
+    else if (a == 0) k = 0;
+    else {
+        int ex = (int)(a >> 23);
+        uint32_t sig = a & 0x7FFFFFu;
+        if (ex == 0) ex = 1; else sig |= 0x800000u;
+        const int shift = 144 - ex;
+        if (shift > 24) k = 0;
+        else {
+            const uint32_t q = sig >> shift, rem = sig & ((1u << shift) - 1u), half = 1u << (shift - 1);
+            uint32_t up;
+            if (mode == R_RNE) up = rem > half || (rem == half && (q & 1u));
+            else if (mode == R_TTZ) up = rem > half;
+            else up = rem >= half && rem != 0;
+            k = q + up;
+            if (k > 127) k = 127;
+        }
+    }
+    const int v = (u >> 31) ? -(int)k : (int)k;
+    return (uint32_t)(uint8_t)(int8_t)v;
+}
+
+/* E2M1 magnitude code of a >= 0 (not NaN) under RNE in three rints: spacing 0.5 below 2, 1 below
+ * 4, 2 above; the integer's parity is the code's, so rint's ties-to-even is the code's. */
+LHD uint32_t e2m1_rne_fast(float a)
+{
+    const bool lo = a < 2.0f, mid = a < 4.0f;
+    const float sc = lo ? 2.0f : mid ? 1.0f : 0.5f;
+    const float t = fmul(a, sc);
+    uint32_t c;
+#if defined(__CUDA_ARCH__)
+    c = __float2uint_rn(fminf(t, 8.0f));
+#else
+    c = (uint32_t)rintf(fminf(t, 8.0f));
+#endif
+    c += lo ? 0u : mid ? 2u : 4u;
+    return c > 7u ? 7u : c;
+}
+
+/* UE4M3 (RNE) of bs in [1e-12, 448] (the NVFP4 block scale after its clamp) and its value. */
+LHD uint32_t ue4m3_rne_fast(float bs)
+{
+    const uint32_t u = f2u(bs);
+    if (bs >= 0.015625f) { /* normal E4M3: keep 3 mantissa bits, RNE, carry into the exponent */
+        const uint32_t r = u + 0x7FFFFu + ((u >> 20) & 1u);
+        return (r >> 20) - 960u;
+    }
+#if defined(__CUDA_ARCH__)
+    return __float2uint_rn(fmul(bs, 512.0f)); /* subnormal grid 2^-9, exact scaling */
+#else
+    return (uint32_t)rintf(fmul(bs, 512.0f));
+#endif
+}
+LHD float ue4m3_value(uint32_t code)
+{
+    if (code >= 8u) return u2f((code + 960u) << 20);
+    return fmul((float)code, 0x1p-9f);
+}
+
+/* element.c encode_ue4m3() (SATURATE) */
+LHD uint32_t encode_ue4m3_rne(float x)
+{
+    uint32_t u = f2u(x);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7F;
+    if (u >> 31) return 0;
+    return encode_mf(mf_of(T_UE4M3), x, R_RNE, false, 0);
+}
+
+/* element.c encode_mxint8() */
+LHD uint32_t encode_mxint8(float x, int mode, uint32_t rbits)
+{
+    uint32_t u = f2u(x);
+    uint32_t a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return 0;
+    uint32_t k;
+    if (a >= 0x43000000u) k = 127;
+    else if (a == 0) k = 0;
+    else {
+        int ex = (int)(a >> 23);
+        uint64_t sig = a & 0x7FFFFFu;
+        if (ex == 0) ex = 1; else sig |= 0x800000u;
+        unsigned shift = (unsigned)(144 - ex);
+        uint64_t q, rem;
+        if (shift >= 64) { q = 0; rem = sig; }
+        else { q = sig >> shift; rem = sig & (((uint64_t)1 << shift) - 1); }
+        q += (uint64_t)round_up(mode, q, rem, shift, rbits);
+        k = q > 127 ? 127 : (uint32_t)q;
+    }
+    int v = (u >> 31) ? -(int)k : (int)k;
+    return (uint32_t)(uint8_t)(int8_t)v;
+}
+
+/* Block-element encode under SATURATE for every element type of the MX/NVFP4 families. */
+LHD uint32_t encode_elem(int t, float x, int mode, uint32_t rbits)
+{
+    if (mode != R_STOCH) {
+        if (t == T_MXINT8) return encode_mxint8_32(x, mode);
+        return encode_mf32(mf_of(t), x, mode);
+    }
+    if (t == T_MXINT8) return encode_mxint8(x, mode, rbits);
+    return encode_mf(mf_of(t), x, mode, false, rbits);
+}
+
+/* E2M1 magnitude code of a = |x| (a >= 0, not NaN) for the three deterministic modes: the number of
+ * midpoints (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5) below a, a tie counting as "below" when the mode
+ * rounds it up (RNE: toward the even code; ties-to-zero: never; ties-away: always). Equal to
+ * minifloat_mag(E2M1) saturated at 7 -- the host test checks it on every fp32 pattern class. */
+LHD uint32_t e2m1_mag_fast(float a, int mode)
+{
+    uint32_t c;
+    if (mode == R_RNE) {
+        c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) +
+            (a > 5.0f);
+    } else if (mode == R_TTZ) {
+        c = (a > 0.25f) + (a > 0.75f) + (a > 1.25f) + (a > 1.75f) + (a > 2.5f) + (a > 3.5f) +
+            (a > 5.0f);
+    } else {
+        c = (a >= 0.25f) + (a >= 0.75f) + (a >= 1.25f) + (a >= 1.75f) + (a >= 2.5f) +
+            (a >= 3.5f) + (a >= 5.0f);
+    }
+    return c;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Decoding (exact)                                                                          */
+/* ---------------------------------------------------------------------------------------- */
+
+LHD float ldexp_small(uint32_t m, int e) /* m * 2^e, exact for m < 2^24 and a normal/subnormal result */
+{
+    /* build 2^e (e in [-149, 127]) as bits and multiply: exact because m has <= 11 bits here */
+    float p = e >= -126 ? u2f((uint32_t)(e + 127) << 23) : u2f(1u << (e + 149));
+    return fmul((float)m, p);
+}
+
+/* element.c decode_minifloat() for the block element types and fp16 */
+LHD float decode_mf(int t, uint32_t code)
+{
+    MF tr = mf_of(t);
+    const int mbits = tr.mbits;
+    int bias = tr.bias;
+    bool has_inf = (t == T_E5M2 || t == T_BF16 || t == T_FP16);
+    if (t == T_UE4M3) code &= 0x7F;
+    else code &= (tr.sign_bit << 1) - 1;
+    uint32_t sign = (code & tr.sign_bit) ? 0x80000000u : 0;
+    uint32_t mag = code & (tr.sign_bit - 1);
+    if (tr.nan_code && (mag == tr.nan_code || (has_inf && mag > tr.overflow_code)))
+        return u2f(sign | 0x7FC00000u);
+    if (has_inf && mag == tr.overflow_code) return u2f(sign | 0x7F800000u);
+    uint32_t e = mag >> mbits, m = mag & ((1u << mbits) - 1);
+    float v;
+    if (e == 0) v = ldexp_small(m, 1 - bias - mbits);
+    else v = ldexp_small((1u << mbits) | m, (int)e - bias - mbits);
+    return u2f(f2u(v) | sign);
+}
+
+LHD float decode_elem(int t, uint32_t code)
+{
+    if (t == T_MXINT8) return fmul((float)(int8_t)(uint8_t)code, 0.015625f);
+    return decode_mf(t, code);
+}
+
+/* E2M1 value without a multiply: magnitude table {0,.5,1,1.5,2,3,4,6} */
+LHD float e2m1_value(uint32_t code)
+{
+    const uint32_t mag = code & 7u;
+    /* fp32 bits: mag 1 -> 0.5 (0x3F000000); mag >= 2: exponent 127 + (mag>>1) - 1, mantissa bit */
+    uint32_t bits = mag == 0 ? 0u : mag == 1 ? 0x3F000000u
+                              : (((126u + (mag >> 1)) << 23) | ((mag & 1u) << 22));
+    return u2f(bits | ((code & 8u) << 28));
+}
+
+LHD float e8m0_value(uint32_t b) /* E8M0 as lofp_decode: 0 -> 2^-127, 0xFF -> NaN */
+{
+    if (b == 0xFF) return u2f(0x7FC00000u);
+    if (b == 0) return u2f(0x00400000u);
+    return u2f(b << 23);
+}
+
+/* element.c lofp_fp32_to_bf16() */
+LHD uint16_t f32_to_bf16(float x)
+{
+    uint32_t u = f2u(x);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(((u >> 16) & 0x8000u) | 0x7FC0u);
+    u += 0x7FFFu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+LHD uint16_t f32_to_f16(float x) { return (uint16_t)encode_mf(mf_of(T_FP16), x, R_RNE, true, 0); }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Stochastic rounding bits (src/internal.h)                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+LHD uint32_t stochastic_bits(uint64_t seed, uint64_t i)
+{
+    uint64_t s = seed ^ (i * 0xD1B54A32D192ED03ull);
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z = z ^ (z >> 31);
+    return (uint32_t)(z >> 32);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* NVFP4                                                                                     */
+/* ---------------------------------------------------------------------------------------- */
+
+/* global = fl(fl(1/amax) * 2688), amax floored at 1e-12 (quantize.c) */
+LHD float nvfp4_global_from_amax(float amax)
+{
+    if (amax < 1e-12f) amax = 1e-12f;
+    return fmul(frcp(amax), 2688.0f);
+}
+
+/* Block scale: bs = clamp(bmax / 6, 1e-12, 448); byte = UE4M3(bs) (RNE). *bq gets the divisor
+ * (decoded scale, 2^-9 when the byte is 0). */
+LHD uint32_t nvfp4_scale(float bmax, float *bq)
+{
+    float bs = fdiv(bmax, 6.0f);
+    if (bs < 1e-12f) bs = 1e-12f;
+    if (bs > 448.0f) bs = 448.0f;
+    uint32_t sb = ue4m3_rne_fast(bs);
+    float q = ue4m3_value(sb);
+    if (!(q > 0.0f)) q = 0x1p-9f;
+    *bq = q;
+    return sb;
+}
+
+/* Correctly rounded a / b for a >= 0 finite and b one of the NVFP4 divisors (a UE4M3 value or
+ * 2^-9), given r = fl(1/b): Markstein's iteration q1 = fl(q0 + fl(a - q0*b)*r), which is the
+ * correctly rounded quotient when r is the correctly rounded reciprocal and q0 is within one ulp
+ * (no underflow of the remainder). The GPU test checks it against __fdiv_rn for every divisor and
+ * every fp32 mantissa in the binades that can reach a midpoint; below them the code is 0 anyway. */
+LHD float div_markstein(float a, float b, float r)
+{
+    float q0 = fmul(a, r);
+    float rem = ffma(-q0, b, a);
+    return ffma(rem, r, q0);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* MX scale rules (quant_mx.c mx_scale_byte)                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+struct MXInfo { int emax, mbits; float maxv; };
+LHD MXInfo mx_info(int t)
+{
+    switch (t) {
+    case T_E2M1: return MXInfo{2, 1, 6.0f};
+    case T_E2M3: return MXInfo{2, 3, 7.5f};
+    case T_E3M2: return MXInfo{4, 2, 28.0f};
+    case T_E4M3: return MXInfo{8, 3, 448.0f};
+    case T_E5M2: return MXInfo{15, 2, 57344.0f};
+    default: return MXInfo{0, 6, 1.984375f}; /* MXINT8 */
+    }
+}
+
+LHD int clz32(uint32_t x)
+{
+#if defined(__CUDA_ARCH__)
+    return __clz((int)x);
+#else
+    return x ? __builtin_clz(x) : 32;
+#endif
+}
+
+LHD int floor_log2_pos(float a)
+{
+    uint32_t u = f2u(a);
+    int ex = (int)(u >> 23);
+    if (ex) return ex - 127;
+    return (31 - clz32(u & 0x7FFFFFu)) - 149;
+}
+LHD int is_pow2_pos(float a)
+{
+    uint32_t u = f2u(a);
+    if (u >> 23) return (u & 0x7FFFFFu) == 0;
+    return (u & (u - 1)) == 0;
+}
+LHD uint32_t clamp_biased(int e) { return (uint32_t)(e < 0 ? 0 : e > 254 ? 254 : e); }
+
+enum { S_FLOOR = 0, S_CEIL = 1, S_EVEN = 2, S_RCEIL = 3 };
+
+LHD uint32_t mx_scale_byte(int elem, int rule, float amax_floor, int ceil_clamp, float amax)
+{
+    const MXInfo ei = mx_info(elem);
+    if (amax < amax_floor) amax = amax_floor;
+    if (rule == S_RCEIL) {
+        float ratio = fdiv(amax, ei.maxv);
+        uint32_t u = f2u(ratio);
+        int ex = (int)(u >> 23);
+        uint32_t m = u & 0x7FFFFFu;
+        if (ceil_clamp) {
+            int e = ex + (m != 0);
+            return (uint32_t)(e < 1 ? 1 : e > 254 ? 254 : e);
+        }
+        if (ex == 0) return m > 0x400000u ? 1 : 0;
+        return clamp_biased(ex + (m != 0));
+    }
+    if (amax == 0.0f) return 0;
+    if (rule == S_EVEN) {
+        uint32_t u = f2u(amax);
+        if (u >> 23) {
+            u += 1u << (22 - ei.mbits);
+            u &= 0x7F800000u; /* a carry out of the top binade gives field 255: floor_log2 128 */
+            amax = u2f(u);
+        }
+    }
+    int e = floor_log2_pos(amax);
+    if (rule == S_CEIL && !is_pow2_pos(amax)) e += 1;
+    return clamp_biased(e - ei.emax + 127);
+}
+
+/* 2^(127-b) for b in [0, 254]: the exact reciprocal of the E8M0 scale, so x * it == x / scale. */
+LHD float e8m0_recip(uint32_t b)
+{
+    int e = 127 - (int)b; /* [-127, 127] */
+    return e >= -126 ? u2f((uint32_t)(e + 127) << 23) : u2f(0x00400000u);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* UltraQuant                                                                                */
+/* ---------------------------------------------------------------------------------------- */
+
+/* e = clamp(floor(fl(log2(s)) + 0.5), -126, 127) for finite s > 0, via thresholds: for s normal
+ * with exponent E, the result is E + (mantissa >= thr[E + 126]); thr is computed on the host from
+ * the CPU library's own expression (cuda/quantize.cu uq_thresholds_init). */
+LHD int uq_exponent(float s, const uint32_t *thr)
+{
+    uint32_t u = f2u(s);
+    int ex = (int)(u >> 23);
+    if (ex == 0) return -126; /* subnormal: floor(log2 s + 0.5) <= -126 */
+    int E = ex - 127;
+    int e = E + ((u & 0x7FFFFFu) >= thr[E + 126] ? 1 : 0);
+    return e > 127 ? 127 : e;
+}
+
+/* UltraQuant element code of y = x / 2^e: #midpoints strictly below y, mapped to bits. */
+LHD uint32_t uq_code(float y)
+{
+    float a = fabs_(y);
+    if (y > 0.0f) {
+        return (a > 0.25f) + (a > 0.75f) + (a > 1.25f) + (a > 1.75f) + (a > 2.5f) + (a > 3.5f) +
+               (a > 5.0f);
+    }
+    uint32_t n = (a >= 0.25f) + (a >= 0.75f) + (a >= 1.25f) + (a >= 1.75f) + (a >= 2.5f) +
+                 (a >= 3.5f) + (a >= 5.0f);
+    return n ? 8u + n : 0u; /* NaN: y > 0 false, n = 0 -> code 0 (never reached) */
+}
+
+/* 2^-e for e in [-126, 127] (exact) */
+LHD float pow2_neg(int e)
+{
+    int f = -e; /* [-127, 126] */
+    return f >= -126 ? u2f((uint32_t)(f + 127) << 23) : u2f(0x00400000u);
+}
+
+} /* namespace lofpcu */
+
+#endif

@@ -1,0 +1,132 @@
+/* lofp_cuda_kern.cuh -- device-only building blocks shared by quantize.cu and uqcache.cu:
+ * dense loads, the in-warp UltraQuant group encoder, the warp butterfly and code stores. */
+#ifndef LOFP_CUDA_KERN_CUH
+#define LOFP_CUDA_KERN_CUH
+
+#include <cuda_fp16.h>
+
+#include "lofp_cuda_device.cuh"
+#include "lofp/lofp.h"
+
+namespace lofpcu {
+
+template <int DT> __device__ __forceinline__ float load1(const void *x, size_t i)
+{
+    if (DT == LOFP_DTYPE_F32) return ((const float *)x)[i];
+    if (DT == LOFP_DTYPE_BF16) return u2f((uint32_t)((const uint16_t *)x)[i] << 16);
+    return __half2float(((const __half *)x)[i]);
+}
+
+/* 8 consecutive elements starting at i (16-byte aligned for 16-bit types, 32 for fp32) */
+template <int DT> __device__ __forceinline__ void load8(const void *x, size_t i, float v[8])
+{
+    if (DT == LOFP_DTYPE_F32) {
+        const float4 *p = (const float4 *)((const float *)x + i);
+        float4 a = __ldg(p), b = __ldg(p + 1);
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+        v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    } else {
+        uint4 w = __ldg((const uint4 *)((const uint16_t *)x + i));
+        uint32_t ww[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            if (DT == LOFP_DTYPE_BF16) {
+                v[2 * t] = u2f(ww[t] << 16);
+                v[2 * t + 1] = u2f(ww[t] & 0xFFFF0000u);
+            } else {
+                v[2 * t] = __half2float(__ushort_as_half((unsigned short)(ww[t] & 0xFFFF)));
+                v[2 * t + 1] = __half2float(__ushort_as_half((unsigned short)(ww[t] >> 16)));
+            }
+        }
+    }
+}
+
+/* Encodes one group held by GL consecutive lanes, E elements per lane (E * GL == 32). Returns the
+ * scale byte; codes[i] are the 4-bit codes of the lane's elements. */
+template <int E>
+__device__ __forceinline__ uint32_t uq_group(const float *v, float c, const uint32_t *thr,
+                                             uint32_t *codes, int *nonfinite)
+{
+    constexpr int GL = 32 / E;
+    float amax = 0.0f;
+    int fin = 1;
+#pragma unroll
+    for (int i = 0; i < E; i++) {
+        float a = fabs_(v[i]);
+        if (!is_finite_bits(f2u(a))) fin = 0;
+        else if (a > amax) amax = a;
+    }
+#pragma unroll
+    for (int o = 1; o < GL; o <<= 1) {
+        float a = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+        int f = __shfl_xor_sync(0xFFFFFFFFu, fin, o);
+        amax = a > amax ? a : amax;
+        fin &= f;
+    }
+    const float s_raw = fmul(amax, c);
+    *nonfinite = !fin;
+    if (!fin || !(s_raw > 0.0f) || !is_finite_bits(f2u(s_raw))) {
+#pragma unroll
+        for (int i = 0; i < E; i++) codes[i] = 0;
+        return 0;
+    }
+    const int e = uq_exponent(s_raw, thr);
+    const float inv = pow2_neg(e);
+#pragma unroll
+    for (int i = 0; i < E; i++) codes[i] = uq_code(fmul(v[i], inv));
+    return (uint32_t)(e + 127);
+}
+
+/* In-warp butterfly over 32*E elements, lane l holding [l*E, l*E+E). */
+template <int E> __device__ __forceinline__ void butterfly_warp(float *v, int lane)
+{
+    const float rr = 0.70710678118654752f;
+#pragma unroll
+    for (int h = 1; h < E; h <<= 1) {
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            if ((j & h) == 0) {
+                float a = v[j], b = v[j + h];
+                v[j] = fmul(fadd(a, b), rr);
+                v[j + h] = fmul(fsub(a, b), rr);
+            }
+        }
+    }
+#pragma unroll
+    for (int hl = 1; hl < 32; hl <<= 1) { /* element stride hl * E */
+        const bool upper = (lane & hl) != 0;
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            float o = __shfl_xor_sync(0xFFFFFFFFu, v[j], hl);
+            v[j] = upper ? fmul(fsub(o, v[j]), rr) : fmul(fadd(v[j], o), rr);
+        }
+    }
+}
+
+/* Stores E 4-bit codes of lane `lane` at byte offset base + lane*E/2 (E >= 2), or pairs lanes. */
+template <int E>
+__device__ __forceinline__ void store_codes(uint8_t *dst, const uint32_t *codes, int lane, bool active)
+{
+    if constexpr (E == 1) {
+        uint32_t other = __shfl_down_sync(0xFFFFFFFFu, codes[0], 1);
+        if (active && (lane & 1) == 0) dst[lane / 2] = (uint8_t)(codes[0] | (other << 4));
+        return;
+    } else {
+    uint32_t w[E / 8 > 0 ? E / 8 : 1];
+#pragma unroll
+    for (int t = 0; t < (E / 8 > 0 ? E / 8 : 1); t++) w[t] = 0;
+#pragma unroll
+    for (int i = 0; i < E; i++) w[i / 8] |= codes[i] << (4 * (i % 8));
+    if (!active) return;
+    uint8_t *p = dst + (size_t)lane * E / 2;
+    if (E == 2) *p = (uint8_t)w[0];
+    else if (E == 4) *(uint16_t *)p = (uint16_t)w[0];
+    else if (E == 8) *(uint32_t *)p = w[0];
+    else if (E == 16) *(uint2 *)p = make_uint2(w[0], w[1]);
+    else *(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+
+} // namespace lofpcu
+
+#endif

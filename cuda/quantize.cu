@@ -1,0 +1,953 @@
+/* quantize.cu -- block quantize / dequantize kernels (NVFP4 one- and two-level, the MX family,
+ * tilelang-mxfp8, UltraQuant with the butterfly or dense Hadamard), bit-identical to the CPU
+ * library. Built with -fmad=false; every fp32 step is an explicit _rn intrinsic (see
+ * lofp_cuda_device.cuh). Scales are written straight into the requested layout.
+ *
+ * Kernels (docs/CUDA.md has the full story, cuda/NOTES.md the measurements):
+ *   amax_kernel      tensor-wide max |x| (uint max of the bit patterns) for two-level NVFP4, plus
+ *                    the first non-finite index; one atomicMax per CTA.
+ *   nvfp4_kernel     one thread per 16-element block (two 16-byte bf16 loads); the
+ *                    per-element division g / bq is Markstein's correctly rounded iteration on the
+ *                    block's reciprocal; E2M1 by midpoint counting. Runs in reverse block order
+ *                    after the amax pass so that its first CTAs hit the L2 lines the amax pass
+ *                    touched last.
+ *   mx_kernel        block/16 lanes per block (block 32..256), 16 elements each; E8M0 rule in
+ *                    integer code; elements x * 2^(127-e) (exact, equal to the CPU's division);
+ *                    E4M3/E5M2 through the native cvt.rn.satfinite (checked bit-exact by the test,
+ *                    LOFP_CUDA_GENERIC=1 forces the integer encoder), others integer.
+ *   mx_generic_kernel  one thread per block, any block that is a multiple of 32 (two passes).
+ *   uq_warp_kernel   one warp per row, padded K = 32*E (32..1024): butterfly stages in registers
+ *                    and across lanes (shfl_xor), group amax across 32/E lanes.
+ *   uq_smem_kernel   one CTA per row in shared memory: larger K and the dense Hadamard.
+ *   dequant_kernel   one thread per output element.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_fp16.h>
+#include <mutex>
+
+#include "lofp_cuda_device.cuh"
+#include "lofp_cuda_internal.h"
+#include "lofp_cuda_kern.cuh"
+
+using namespace lofpcu;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Host bookkeeping: errors, device properties, the UltraQuant threshold table                 */
+/* ------------------------------------------------------------------------------------------ */
+
+static thread_local char t_err[512];
+
+void lofpcu::record_cuda_error(cudaError_t e, const char *what, const char *file, int line)
+{
+    snprintf(t_err, sizeof t_err, "%s: %s (%s:%d: %s)", cudaGetErrorName(e), cudaGetErrorString(e),
+             file, line, what);
+}
+void lofpcu::clear_cuda_error(void) { t_err[0] = 0; }
+
+extern "C" const char *lofp_cuda_last_error(void) { return t_err; }
+
+extern "C" const char *lofp_cuda_status_name(lofp_status s)
+{
+    if (s == LOFP_CUDA_ERR_RUNTIME) return "CUDA runtime error";
+    return lofp_status_name(s);
+}
+
+extern "C" int lofp_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+int lofpcu::sm_count(void)
+{
+    static int cache[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+    if (!cache[dev]) {
+        int n = 0;
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+            n = 132;
+        cache[dev] = n;
+    }
+    return cache[dev];
+}
+
+/* The CPU's exponent rule, verbatim (quant_uq.c). */
+static int uq_e_cpu(float s)
+{
+    volatile float l = (float)log2((double)s);
+    volatile float t = l + 0.5f;
+    return (int)floorf(t);
+}
+static float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static UqThr g_uq_thr;
+static std::once_flag g_uq_once;
+
+static void uq_thresholds_init(void)
+{
+    for (int E = -126; E <= 127; E++) {
+        const uint32_t base = (uint32_t)(E + 127) << 23;
+        /* smallest mantissa m with e(s) == E + 1 (binary search; the rule is monotonic) */
+        uint32_t lo = 0, hi = 0x800000u;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (uq_e_cpu(bits_f(base | mid)) >= E + 1) hi = mid;
+            else lo = mid + 1;
+        }
+        g_uq_thr.t[E + 126] = lo;
+        /* verify monotonicity and the value on both sides around the threshold */
+        for (int64_t d = -4096; d <= 4096; d++) {
+            int64_t m = (int64_t)lo + d;
+            if (m < 0 || m >= 0x800000) continue;
+            int want = E + (m >= (int64_t)lo ? 1 : 0);
+            if (uq_e_cpu(bits_f(base | (uint32_t)m)) != want) {
+                fprintf(stderr, "lofp_cuda: UltraQuant exponent rule not monotonic at E=%d m=%lld\n",
+                        E, (long long)m);
+                abort();
+            }
+        }
+    }
+}
+
+const UqThr &lofpcu::uq_thresholds(void)
+{
+    std::call_once(g_uq_once, uq_thresholds_init);
+    return g_uq_thr;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Device-side shared pieces                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+namespace {
+
+struct DevWs {
+    unsigned long long first_bad;        /* ~0 = none */
+    unsigned long long nonfinite_blocks;
+    unsigned long long logical_k, padded_k;
+    unsigned int amax_bits;
+    unsigned int propagate;              /* 1 if non-finite input is not an error */
+};
+
+struct LayoutP {
+    int layout;
+    size_t rows, cols, ma;
+};
+
+__device__ __forceinline__ size_t scale_off(const LayoutP &L, size_t r, size_t c)
+{
+    switch (L.layout) {
+    case LOFP_LAYOUT_LINEAR: return r * L.cols + c;
+    case LOFP_LAYOUT_SWIZZLE_128X4: {
+        size_t ktiles = (L.cols + 3) / 4;
+        return ((r / 128) * ktiles + c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
+    }
+    default: return ((c / 4) * L.ma + r) * 4 + c % 4;
+    }
+}
+
+/* Row r, elements j0..j0+7 of a [rows, k] tensor, zero past k. */
+template <int DT, bool VEC>
+__device__ __forceinline__ void load_row8(const void *x, size_t k, size_t r, size_t j0, float v[8])
+{
+    if (VEC) {
+        load8<DT>(x, r * k + j0, v);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = (j0 + i < k) ? load1<DT>(x, r * k + j0 + i) : 0.0f;
+    }
+}
+
+/* Records the first non-finite element among v[0..n) (row r, columns j0..): atomicMin. */
+__device__ __forceinline__ void note_nonfinite(DevWs *ws, const float *v, int n, size_t k, size_t r,
+                                               size_t j0)
+{
+    for (int i = 0; i < n; i++) {
+        if (!is_finite_bits(f2u(v[i])) && j0 + i < k) {
+            atomicMin(&ws->first_bad, (unsigned long long)(r * k + j0 + i));
+            return;
+        }
+    }
+}
+
+struct BQParams {
+    const void *x;
+    size_t rows, k, kp, nb; /* nb = blocks per row */
+    uint8_t *codes, *scales;
+    LayoutP L;
+    int mode, elem, rule, ceil_clamp, propagate, generic, reverse;
+    float amax_floor;
+    unsigned long long seed;
+    float global;                 /* when amax_bits == NULL */
+    const unsigned int *amax_bits; /* two-level NVFP4: global from the device amax */
+    float *global_out;
+    DevWs *ws;
+};
+
+__global__ void ws_init_kernel(DevWs *ws, unsigned long long lk, unsigned long long pk,
+                               unsigned int propagate, float *global_out, int write_one)
+{
+    ws->first_bad = ~0ull;
+    ws->nonfinite_blocks = 0;
+    ws->logical_k = lk;
+    ws->padded_k = pk;
+    ws->amax_bits = 0;
+    ws->propagate = propagate;
+    if (global_out && write_one) *global_out = 1.0f;
+}
+
+/* ---- tensor amax (two-level NVFP4) ---- */
+template <int DT, bool VEC>
+__global__ void __launch_bounds__(512) amax_kernel(const void *x, size_t n, DevWs *ws)
+{
+    uint32_t m = 0;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (VEC) {
+        const size_t nc = n / 8;
+        for (size_t c = t; c < nc; c += 2 * stride) {
+            float v[8], w[8];
+            const bool two = c + stride < nc;
+            load8<DT>(x, c * 8, v);
+            if (two) load8<DT>(x, (c + stride) * 8, w);
+            uint32_t mv = 0, mw = 0;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                uint32_t a = f2u(v[i]) & 0x7FFFFFFFu;
+                mv = a > mv ? a : mv;
+                uint32_t b = two ? (f2u(w[i]) & 0x7FFFFFFFu) : 0u;
+                mw = b > mw ? b : mw;
+            }
+            if (mv >= 0x7F800000u) note_nonfinite(ws, v, 8, n, 0, c * 8);
+            if (mw >= 0x7F800000u) note_nonfinite(ws, w, 8, n, 0, (c + stride) * 8);
+            m = mv > m ? mv : m;
+            m = mw > m ? mw : m;
+        }
+    } else {
+        for (size_t i = t; i < n; i += stride) {
+            float v = load1<DT>(x, i);
+            uint32_t a = f2u(v) & 0x7FFFFFFFu;
+            if (a >= 0x7F800000u) atomicMin(&ws->first_bad, (unsigned long long)i);
+            m = a > m ? a : m;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        uint32_t b = __shfl_xor_sync(0xFFFFFFFFu, m, o);
+        m = b > m ? b : m;
+    }
+    __shared__ uint32_t sm[16];
+    const int w = threadIdx.x >> 5;
+    if ((threadIdx.x & 31) == 0) sm[w] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint32_t mm = 0;
+        for (int i = 0; i < (int)(blockDim.x >> 5); i++) mm = sm[i] > mm ? sm[i] : mm;
+        atomicMax(&ws->amax_bits, mm);
+    }
+}
+
+/* Block index -> (row, block): 32-bit division when the counts fit (they do below 2^32 blocks). */
+__device__ __forceinline__ void split_gid(size_t gid, size_t nb, size_t &r, size_t &b)
+{
+    if ((gid | nb) < 0xFFFFFFFFull) {
+        const uint32_t g32 = (uint32_t)gid, n32 = (uint32_t)nb;
+        r = g32 / n32;
+        b = g32 - (uint32_t)r * n32;
+    } else {
+        r = gid / nb;
+        b = gid % nb;
+    }
+}
+
+/* 16 elements of row r from column j0, zero past k; vec: two aligned 8-element loads. */
+template <int DT>
+__device__ __forceinline__ void load_row16(const void *x, size_t k, size_t r, size_t j0, bool vec, float v[16])
+{
+    if (vec) {
+        load8<DT>(x, r * k + j0, v);
+        load8<DT>(x, r * k + j0 + 8, v + 8);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 16; i++) v[i] = (j0 + i < k) ? load1<DT>(x, r * k + j0 + i) : 0.0f;
+    }
+}
+
+/* E2M1 code (sign in bit 3) of e under a compile-time rounding mode (not stochastic). */
+template <int MODE> __device__ __forceinline__ uint32_t e2m1_code(float e)
+{
+    const float a = fabs_(e);
+    const uint32_t m = MODE == R_RNE ? e2m1_rne_fast(a) : e2m1_mag_fast(a, MODE);
+    return m | ((f2u(e) >> 31) << 3);
+}
+
+/* ---- NVFP4: one thread per block of 16 ---- */
+template <int DT, int MODE>
+__global__ void __launch_bounds__(256) nvfp4_kernel(BQParams p, int vec)
+{
+    const size_t total = p.rows * p.nb;
+    size_t gid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (gid >= total) return;
+    if (p.reverse) gid = total - 1 - gid;
+    const float global = p.amax_bits ? nvfp4_global_from_amax(u2f(*p.amax_bits)) : p.global;
+    if (gid == total - 1 && p.global_out) *p.global_out = global;
+    size_t r, b;
+    split_gid(gid, p.nb, r, b);
+    const size_t j0 = b * 16;
+
+    float g[16];
+    load_row16<DT>(p.x, p.k, r, j0, vec != 0, g);
+    uint32_t bad = 0;
+#pragma unroll
+    for (int i = 0; i < 16; i++) bad |= (f2u(g[i]) & 0x7F800000u) == 0x7F800000u;
+    if (bad) note_nonfinite(p.ws, g, 16, p.k, r, j0);
+    float bmax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        g[i] = fmul(g[i], global);
+        const float a = fabs_(g[i]);
+        if (a > bmax) bmax = a;
+    }
+    float bq;
+    const uint32_t sb = nvfp4_scale(bmax, &bq);
+    const float rcp = frcp(bq);
+    uint32_t w[2] = {0u, 0u};
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const float a = fabs_(g[i]);
+        const float q = is_finite_bits(f2u(a)) ? div_markstein(a, bq, rcp) : a;
+        uint32_t c;
+        if (MODE != R_STOCH) {
+            c = (MODE == R_RNE ? e2m1_rne_fast(q) : e2m1_mag_fast(q, MODE)) | ((f2u(g[i]) >> 31) << 3);
+        } else {
+            float e = u2f(f2u(q) | (f2u(g[i]) & 0x80000000u));
+            if (e < -6.0f) e = -6.0f;
+            if (e > 6.0f) e = 6.0f;
+            c = encode_mf(mf_of(T_E2M1), e, R_STOCH, false,
+                          stochastic_bits(p.seed, (unsigned long long)(r * p.kp + j0 + i)));
+        }
+        w[i >> 3] |= c << (4 * (i & 7));
+    }
+    *(uint2 *)(p.codes + (r * p.kp + j0) / 2) = make_uint2(w[0], w[1]);
+    p.scales[scale_off(p.L, r, b)] = (uint8_t)sb;
+}
+
+/* ---- MX family: lg = block/16 lanes x 16 elements per block (block 32..256) ---- */
+template <int DT, int ELEM, int MODE>
+__global__ void __launch_bounds__(256) mx_kernel(BQParams p, int lg_log2, int vec)
+{
+    const int lg = 1 << lg_log2;
+    const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    const size_t total = p.rows * p.nb;
+    size_t gid = tid >> lg_log2;
+    const int li = (int)(tid & (size_t)(lg - 1));
+    const bool active = gid < total;
+    if (!active) gid = 0;
+    size_t r, b;
+    split_gid(gid, p.nb, r, b);
+    const size_t j0 = b * (size_t)(16 * lg) + (size_t)li * 16;
+
+    float v[16];
+    load_row16<DT>(p.x, p.k, r, j0, vec != 0, v);
+    float amax = 0.0f;
+    int fin = 1;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const float a = fabs_(v[i]);
+        if (!is_finite_bits(f2u(a))) fin = 0;
+        else if (a > amax) amax = a;
+    }
+    if (!fin && active) note_nonfinite(p.ws, v, 16, p.k, r, j0);
+    for (int o = 1; o < lg; o <<= 1) {
+        const float a = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+        const int f = __shfl_xor_sync(0xFFFFFFFFu, fin, o);
+        amax = a > amax ? a : amax;
+        fin &= f;
+    }
+    if (!active) return;
+    uint32_t sb;
+    uint32_t out[4] = {0u, 0u, 0u, 0u};
+    if (!fin) {
+        sb = 0xFF;
+        if (li == 0) atomicAdd(&p.ws->nonfinite_blocks, 1ull);
+    } else {
+        sb = mx_scale_byte(ELEM, p.rule, p.amax_floor, p.ceil_clamp, amax);
+        const float inv = e8m0_recip(sb);
+        const unsigned long long base = (unsigned long long)(r * p.kp + j0);
+        if (ELEM == T_E2M1) {
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                const float e = fmul(v[i], inv);
+                uint32_t c;
+                if (MODE != R_STOCH) c = e2m1_code<MODE>(e);
+                else c = encode_mf(mf_of(T_E2M1), e, R_STOCH, false, stochastic_bits(p.seed, base + i));
+                out[i >> 3] |= c << (4 * (i & 7));
+            }
+        } else if ((ELEM == T_E4M3 || ELEM == T_E5M2) && MODE == R_RNE && !p.generic) {
+#pragma unroll
+            for (int i = 0; i < 16; i += 2) {
+                const float e0 = fmul(v[i], inv), e1 = fmul(v[i + 1], inv);
+                unsigned short h;
+                if (ELEM == T_E4M3)
+                    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(h) : "f"(e0), "f"(e1));
+                else
+                    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %2, %1;" : "=h"(h) : "f"(e0), "f"(e1));
+                out[i >> 2] |= (uint32_t)h << (8 * (i & 3));
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                const float e = fmul(v[i], inv);
+                const uint32_t rb = MODE == R_STOCH ? stochastic_bits(p.seed, base + i) : 0u;
+                out[i >> 2] |= (encode_elem(ELEM, e, MODE, rb) & 0xFFu) << (8 * (i & 3));
+            }
+        }
+    }
+    if (ELEM == T_E2M1) *(uint2 *)(p.codes + (r * p.kp + j0) / 2) = make_uint2(out[0], out[1]);
+    else *(uint4 *)(p.codes + r * p.kp + j0) = make_uint4(out[0], out[1], out[2], out[3]);
+    if (li == 0) p.scales[scale_off(p.L, r, b)] = (uint8_t)sb;
+}
+
+/* ---- MX, any block (multiple of 32): one thread per block, two passes ---- */
+template <int DT>
+__global__ void __launch_bounds__(128) mx_generic_kernel(BQParams p, int B)
+{
+    const size_t gid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (gid >= p.rows * p.nb) return;
+    const size_t r = gid / p.nb, b = gid % p.nb;
+    float amax = 0.0f;
+    int fin = 1;
+    size_t firstbad = ~(size_t)0;
+    for (int i = 0; i < B; i++) {
+        size_t j = b * B + i;
+        float v = j < p.k ? load1<DT>(p.x, r * p.k + j) : 0.0f;
+        float a = fabs_(v);
+        if (!is_finite_bits(f2u(a))) {
+            if (fin) firstbad = r * p.k + j;
+            fin = 0;
+        } else if (a > amax) amax = a;
+    }
+    uint32_t sb = 0xFF;
+    float inv = 0.0f;
+    if (!fin) {
+        atomicMin(&p.ws->first_bad, (unsigned long long)firstbad);
+        atomicAdd(&p.ws->nonfinite_blocks, 1ull);
+    } else {
+        sb = mx_scale_byte(p.elem, p.rule, p.amax_floor, p.ceil_clamp, amax);
+        inv = e8m0_recip(sb);
+    }
+    const bool fp4 = p.elem == T_E2M1;
+    for (int i = 0; i < B; i += 2) {
+        uint32_t c2[2];
+        for (int t = 0; t < 2; t++) {
+            size_t j = b * B + i + t;
+            uint32_t c = 0;
+            if (fin) {
+                float v = j < p.k ? load1<DT>(p.x, r * p.k + j) : 0.0f;
+                float e = fmul(v, inv);
+                uint32_t rb = p.mode == R_STOCH ? stochastic_bits(p.seed, r * p.kp + j) : 0u;
+                c = encode_elem(p.elem, e, p.mode, rb);
+            }
+            c2[t] = c;
+        }
+        size_t j = b * B + i;
+        if (fp4) p.codes[(r * p.kp + j) / 2] = (uint8_t)((c2[0] & 0xF) | ((c2[1] & 0xF) << 4));
+        else {
+            p.codes[r * p.kp + j] = (uint8_t)c2[0];
+            p.codes[r * p.kp + j + 1] = (uint8_t)c2[1];
+        }
+    }
+    p.scales[scale_off(p.L, r, b)] = (uint8_t)sb;
+}
+
+/* ---- UltraQuant ---- */
+struct UQParams {
+    const void *x;
+    size_t rows, k, kp;
+    uint8_t *codes, *scales;
+    LayoutP L;
+    float c;
+    int rotate, dense;
+    float hd; /* dense entry fl(1/sqrt(kp)) */
+    DevWs *ws;
+    UqThr thr;
+};
+
+template <int DT, int E>
+__global__ void __launch_bounds__(256) uq_warp_kernel(UQParams p)
+{
+    const int lane = threadIdx.x & 31;
+    size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
+    const bool active = r < p.rows;
+    if (!active) r = 0;
+    float v[E];
+    const size_t j0 = (size_t)lane * E;
+    if (p.k == p.kp && E % 8 == 0 && ((uintptr_t)p.x & 15) == 0) {
+#pragma unroll
+        for (int t = 0; t < E; t += 8) load8<DT>(p.x, r * p.k + j0 + t, v + t);
+    } else {
+#pragma unroll
+        for (int i = 0; i < E; i++) v[i] = (j0 + i < p.k) ? load1<DT>(p.x, r * p.k + j0 + i) : 0.0f;
+    }
+    if (active) {
+        uint32_t bad = 0;
+#pragma unroll
+        for (int i = 0; i < E; i++) bad |= !is_finite_bits(f2u(v[i]));
+        if (bad) note_nonfinite(p.ws, v, E, p.k, r, j0);
+    }
+    if (p.rotate) butterfly_warp<E>(v, lane);
+    uint32_t codes[E];
+    int nf;
+    const uint32_t sb = uq_group<E>(v, p.c, p.thr.t, codes, &nf);
+    store_codes<E>(p.codes + r * p.kp / 2, codes, lane, active);
+    constexpr int GL = 32 / E;
+    if (active && lane % GL == 0) {
+        p.scales[scale_off(p.L, r, (size_t)lane / GL)] = (uint8_t)sb;
+        if (nf) atomicAdd(&p.ws->nonfinite_blocks, 1ull);
+    }
+}
+
+template <int DT>
+__global__ void __launch_bounds__(256) uq_smem_kernel(UQParams p)
+{
+    extern __shared__ float sbuf[];
+    float *x = sbuf;
+    const size_t r = blockIdx.x;
+    const size_t kp = p.kp;
+    for (size_t j = threadIdx.x; j < kp; j += blockDim.x) {
+        float v = j < p.k ? load1<DT>(p.x, r * p.k + j) : 0.0f;
+        if (!is_finite_bits(f2u(v))) atomicMin(&p.ws->first_bad, (unsigned long long)(r * p.k + j));
+        x[j] = v;
+    }
+    __syncthreads();
+    if (p.rotate && !p.dense) {
+        const float rr = 0.70710678118654752f;
+        for (size_t h = 1; h < kp; h <<= 1) {
+            for (size_t q = threadIdx.x; q < kp / 2; q += blockDim.x) {
+                size_t i = (q / h) * 2 * h + q % h;
+                float a = x[i], b = x[i + h];
+                x[i] = fmul(fadd(a, b), rr);
+                x[i + h] = fmul(fsub(a, b), rr);
+            }
+            __syncthreads();
+        }
+    } else if (p.rotate) {
+        float *y = sbuf + kp;
+        for (size_t i = threadIdx.x; i < kp; i += blockDim.x) {
+            float acc = 0.0f;
+            for (size_t j = 0; j < kp; j++) {
+                float hij = (__popcll((unsigned long long)(i & j)) & 1) ? -p.hd : p.hd;
+                acc = fadd(acc, fmul(x[j], hij));
+            }
+            y[i] = acc;
+        }
+        __syncthreads();
+        x = y;
+    }
+    for (size_t g = threadIdx.x; g < kp / 32; g += blockDim.x) {
+        const float *v = x + g * 32;
+        float amax = 0.0f;
+        int fin = 1;
+        for (int i = 0; i < 32; i++) {
+            float a = fabs_(v[i]);
+            if (!is_finite_bits(f2u(a))) fin = 0;
+            else if (a > amax) amax = a;
+        }
+        const float s_raw = fmul(amax, p.c);
+        uint32_t w[4] = {0, 0, 0, 0};
+        uint32_t sb = 0;
+        if (!fin) atomicAdd(&p.ws->nonfinite_blocks, 1ull);
+        if (fin && s_raw > 0.0f && is_finite_bits(f2u(s_raw))) {
+            const int e = uq_exponent(s_raw, p.thr.t);
+            const float inv = pow2_neg(e);
+            sb = (uint32_t)(e + 127);
+            for (int i = 0; i < 32; i++) w[i / 8] |= uq_code(fmul(v[i], inv)) << (4 * (i % 8));
+        }
+        *(uint4 *)(p.codes + (r * kp + g * 32) / 2) = make_uint4(w[0], w[1], w[2], w[3]);
+        p.scales[scale_off(p.L, r, g)] = (uint8_t)sb;
+    }
+}
+
+/* ---- dequantize ---- */
+struct DQParams {
+    const uint8_t *codes, *scales;
+    LayoutP L;
+    size_t rows, k, kp;
+    int fam; /* 0 nvfp4, 1 mx, 2 uq */
+    int elem, block, out_dt;
+    const float *global;
+    void *out;
+};
+
+__global__ void dequant_kernel(DQParams p)
+{
+    const size_t n = p.rows * p.k;
+    const float global = p.global ? *p.global : 1.0f;
+    const bool fp4 = p.elem == T_E2M1;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        size_t r, j;
+        if (n < 0xFFFFFFFFull) {
+            const uint32_t i32 = (uint32_t)idx, k32 = (uint32_t)p.k;
+            r = i32 / k32;
+            j = i32 - (uint32_t)r * k32;
+        } else {
+            r = idx / p.k;
+            j = idx % p.k;
+        }
+        const size_t f = r * p.kp + j;
+        uint32_t code = fp4 ? (p.codes[f >> 1] >> ((f & 1) * 4)) & 0xFu : p.codes[f];
+        uint32_t sb = p.scales[scale_off(p.L, r, j / p.block)];
+        float y;
+        if (p.fam == 0) {
+            y = fdiv(fmul(e2m1_value(code), decode_mf(T_UE4M3, sb)), global);
+        } else if (p.fam == 1) {
+            y = sb == 0xFF ? u2f(0x7FC00000u) : fmul(decode_elem(p.elem, code), e8m0_value(sb));
+        } else {
+            y = fmul(e2m1_value(code), sb ? u2f(sb << 23) : 0.0f);
+        }
+        if (p.out_dt == LOFP_DTYPE_F32) ((float *)p.out)[idx] = y;
+        else if (p.out_dt == LOFP_DTYPE_BF16) ((uint16_t *)p.out)[idx] = f32_to_bf16(y);
+        else ((uint16_t *)p.out)[idx] = f32_to_f16(y);
+    }
+}
+
+
+/* ---- probe: the native e4m3x2 / e5m2x2 cvt against the integer encoder ---- */
+__global__ void fp8_cvt_probe(unsigned long long *bad)
+{
+    unsigned long long nb = 0;
+    const uint32_t stride = gridDim.x * blockDim.x;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (0x48000000u / 61u) + 65536u; i += stride) {
+        uint32_t u;
+        if (i < 0x48000000u / 61u) u = i * 61u; /* |x| < 131072: every 61st pattern */
+        else {                                    /* +-64 ulps around every E4M3/E5M2 value */
+            const uint32_t j = i - 0x48000000u / 61u, code = (j >> 7) & 0x7F, t = j >> 14;
+            const float v = decode_mf((t & 1) ? T_E5M2 : T_E4M3, code);
+            u = f2u(v) + (j & 127) - 64;
+        }
+        if (!is_finite_bits(u) || (u & 0x80000000u)) continue; /* NaN/Inf never reach the encoder */
+        for (int sg = 0; sg < 2; sg++) {
+            const float x = u2f(u | (sg ? 0x80000000u : 0u));
+            unsigned short h4, h5;
+            asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(h4) : "f"(x), "f"(x));
+            asm("cvt.rn.satfinite.e5m2x2.f32 %0, %2, %1;" : "=h"(h5) : "f"(x), "f"(x));
+            if ((h4 & 0xFF) != encode_elem(T_E4M3, x, R_RNE, 0)) nb++;
+            if ((h5 & 0xFF) != encode_elem(T_E5M2, x, R_RNE, 0)) nb++;
+        }
+    }
+    if (nb) atomicAdd(bad, nb);
+}
+} // namespace
+
+/* ------------------------------------------------------------------------------------------ */
+/* Host API                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+extern "C" size_t lofp_cuda_workspace_bytes(void) { return 64; }
+
+static bool valid_dt(lofp_dtype dt)
+{
+    return dt == LOFP_DTYPE_F32 || dt == LOFP_DTYPE_BF16 || dt == LOFP_DTYPE_F16;
+}
+
+static bool env_generic(void)
+{
+    const char *e = getenv("LOFP_CUDA_GENERIC");
+    return e && *e && *e != '0';
+}
+
+/* Whether the native E4M3/E5M2 cvt equals the integer encoder on this device: probed once per
+ * device (about 90 M conversions, well under a millisecond of GPU time, one synchronisation), and
+ * the integer path is used if anything differs. */
+static bool native_fp8_ok(void)
+{
+    static int state[64]; /* 0 unknown, 1 ok, 2 differs */
+    static std::mutex mu;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+    std::lock_guard<std::mutex> lk(mu);
+    if (!state[dev]) {
+        unsigned long long *d = NULL, h = 1;
+        if (cudaMalloc(&d, 8) == cudaSuccess && cudaMemset(d, 0, 8) == cudaSuccess) {
+            fp8_cvt_probe<<<sm_count() * 8, 256>>>(d);
+            if (cudaMemcpy(&h, d, 8, cudaMemcpyDeviceToHost) != cudaSuccess) h = 1;
+        }
+        if (d) cudaFree(d);
+        (void)cudaGetLastError();
+        state[dev] = h == 0 ? 1 : 2;
+        if (h) fprintf(stderr, "lofp_cuda: native fp8 cvt differs from the encoder on %llu inputs; "
+                               "using the integer path\n", h);
+    }
+    return state[dev] == 1;
+}
+
+/* Validates the common arguments and fills the padded K and the layout descriptor. */
+static lofp_status check_q(const lofp_scheme *s, lofp_dtype dt, size_t rows, size_t k,
+                           lofp_layout layout, size_t *kp_out, LayoutP *L)
+{
+    if (!s || lofp_scheme_validate(s) != LOFP_OK || !valid_dt(dt)) return LOFP_ERR_INVALID_ARG;
+    if (rows == 0 || k == 0) return LOFP_ERR_INVALID_ARG;
+    if ((int)layout < 0 || (int)layout >= LOFP_LAYOUT_COUNT_) return LOFP_ERR_INVALID_ARG;
+    if (k % s->block != 0 && !s->pad) return LOFP_ERR_SHAPE;
+    size_t kp = lofp_padded_k(s, k);
+    if (!kp) return LOFP_ERR_SIZE_OVERFLOW;
+    size_t n;
+    if (__builtin_mul_overflow(rows, kp, &n) || n > ((size_t)1 << 60)) return LOFP_ERR_SIZE_OVERFLOW;
+    if (s->id == LOFP_SCHEME_ULTRAQUANT && s->rotate && (kp & (kp - 1)) != 0) return LOFP_ERR_SHAPE;
+    *kp_out = kp;
+    L->layout = (int)layout;
+    L->rows = rows;
+    L->cols = kp / s->block;
+    L->ma = layout == LOFP_LAYOUT_PACKED_U32_DG ? round_up_sz(rows, 4) : rows;
+    return LOFP_OK;
+}
+
+static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void *x, size_t rows,
+                                 size_t k, bool have_global, float global, lofp_layout layout,
+                                 uint8_t *codes, uint8_t *scales, float *global_out, void *ws_v,
+                                 cudaStream_t st)
+{
+    clear_cuda_error();
+    size_t kp = 0;
+    LayoutP L;
+    lofp_status rc = check_q(s, dt, rows, k, layout, &kp, &L);
+    if (rc != LOFP_OK) return rc;
+    if (!x || !codes || !scales || !ws_v) return LOFP_ERR_INVALID_ARG;
+    if (((uintptr_t)codes & 15) || ((uintptr_t)ws_v & 7)) return LOFP_ERR_INVALID_ARG;
+    if (have_global && s->id == LOFP_SCHEME_NVFP4 && !(isfinite(global) && global > 0.0f))
+        return LOFP_ERR_INVALID_ARG;
+    const bool nv = s->id == LOFP_SCHEME_NVFP4;
+    const bool uq = s->id == LOFP_SCHEME_ULTRAQUANT;
+    if (!nv && !uq && s->block > 1024) return LOFP_ERR_UNSUPPORTED;
+    if (uq && kp > 16384) return LOFP_ERR_UNSUPPORTED;
+    DevWs *ws = (DevWs *)ws_v;
+    const unsigned prop = (!nv && s->propagate_nonfinite) ? 1u : 0u;
+    ws_init_kernel<<<1, 1, 0, st>>>(ws, k, kp, prop, global_out, nv ? 0 : 1);
+    LOFP_CU_LAUNCH();
+
+    /* padding bytes of the scale layout */
+    const size_t lay_bytes = lofp_layout_required_bytes(rows, kp, s->block, layout);
+    if (!lay_bytes) return LOFP_ERR_SIZE_OVERFLOW;
+    if (layout == LOFP_LAYOUT_SWIZZLE_128X4 && (rows % 128 || L.cols % 4))
+        LOFP_CU(cudaMemsetAsync(scales, 0, lay_bytes, st));
+    if (layout == LOFP_LAYOUT_PACKED_U32 && L.cols % 4)
+        LOFP_CU(cudaMemsetAsync(scales, 127, lay_bytes, st));
+    if (layout == LOFP_LAYOUT_PACKED_U32_DG && (L.cols % 4 || rows % 4))
+        LOFP_CU(cudaMemsetAsync(scales, 0, lay_bytes, st));
+
+    const int vec = (k == kp) && (k % 16 == 0) && (((uintptr_t)x & 31) == 0);
+    const int sms = sm_count();
+
+    if (uq) {
+        UQParams p;
+        p.x = x; p.rows = rows; p.k = k; p.kp = kp; p.codes = codes; p.scales = scales; p.L = L;
+        p.c = s->c; p.rotate = s->rotate; p.dense = s->hadamard == LOFP_HADAMARD_DENSE;
+        p.hd = (float)(1.0 / sqrt((double)kp));
+        p.ws = ws;
+        p.thr = uq_thresholds();
+        const bool warp = (kp & (kp - 1)) == 0 && kp >= 32 && kp <= 1024 && !(p.rotate && p.dense);
+        if (warp) {
+            const unsigned grid = (unsigned)((rows + 7) / 8);
+#define UQW(DT, E) uq_warp_kernel<DT, E><<<grid, 256, 0, st>>>(p)
+#define UQW_E(DT)                                                                              \
+    switch (kp) {                                                                              \
+    case 32: UQW(DT, 1); break;                                                                \
+    case 64: UQW(DT, 2); break;                                                                \
+    case 128: UQW(DT, 4); break;                                                               \
+    case 256: UQW(DT, 8); break;                                                               \
+    case 512: UQW(DT, 16); break;                                                              \
+    default: UQW(DT, 32); break;                                                               \
+    }
+            if (dt == LOFP_DTYPE_F32) { UQW_E(LOFP_DTYPE_F32) }
+            else if (dt == LOFP_DTYPE_BF16) { UQW_E(LOFP_DTYPE_BF16) }
+            else { UQW_E(LOFP_DTYPE_F16) }
+#undef UQW_E
+#undef UQW
+            LOFP_CU_LAUNCH();
+            return LOFP_OK;
+        }
+        {
+        const size_t smem = kp * sizeof(float) * ((p.rotate && p.dense) ? 2 : 1);
+        if (rows > 0x7FFFFFFFu) return LOFP_ERR_UNSUPPORTED;
+        const unsigned grid = (unsigned)rows;
+#define UQS(DT)                                                                                \
+    do {                                                                                       \
+        if (smem > 48 * 1024)                                                                  \
+            LOFP_CU(cudaFuncSetAttribute(uq_smem_kernel<DT>,                                   \
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); \
+        uq_smem_kernel<DT><<<grid, 256, smem, st>>>(p);                                        \
+    } while (0)
+        if (dt == LOFP_DTYPE_F32) UQS(LOFP_DTYPE_F32);
+        else if (dt == LOFP_DTYPE_BF16) UQS(LOFP_DTYPE_BF16);
+        else UQS(LOFP_DTYPE_F16);
+#undef UQS
+        LOFP_CU_LAUNCH();
+        return LOFP_OK;
+    }
+    }
+
+    BQParams p;
+    memset(&p, 0, sizeof p);
+    p.x = x; p.rows = rows; p.k = k; p.kp = kp; p.nb = kp / s->block;
+    p.codes = codes; p.scales = scales; p.L = L;
+    p.mode = (int)s->rounding; p.elem = (int)s->elem; p.rule = (int)s->scale_rule;
+    p.ceil_clamp = s->ceil_clamp; p.propagate = s->propagate_nonfinite;
+    p.generic = env_generic() || ((s->elem == LOFP_ELEM_E4M3 || s->elem == LOFP_ELEM_E5M2) &&
+                                  s->rounding == LOFP_RNE && !native_fp8_ok());
+    p.amax_floor = s->amax_floor; p.seed = s->seed;
+    p.ws = ws;
+    const size_t total = rows * p.nb;
+
+    if (nv) {
+        p.global_out = global_out;
+        if (s->two_level && !have_global) {
+            p.amax_bits = &ws->amax_bits;
+            p.reverse = 1;
+            const size_t n = rows * k;
+            const unsigned grid = (unsigned)(sms * 4);
+            const bool av = (n % 8 == 0) && (((uintptr_t)x & 15) == 0);
+#define AMX(DT)                                                                                \
+    do {                                                                                       \
+        if (av) amax_kernel<DT, true><<<grid, 512, 0, st>>>(x, n, ws);                         \
+        else amax_kernel<DT, false><<<grid, 512, 0, st>>>(x, n, ws);                           \
+    } while (0)
+            if (dt == LOFP_DTYPE_F32) AMX(LOFP_DTYPE_F32);
+            else if (dt == LOFP_DTYPE_BF16) AMX(LOFP_DTYPE_BF16);
+            else AMX(LOFP_DTYPE_F16);
+#undef AMX
+            LOFP_CU_LAUNCH();
+        } else {
+            p.global = have_global ? global : 1.0f;
+        }
+        const unsigned grid = (unsigned)((total + 255) / 256);
+#define NVK(DT)                                                                                \
+    do {                                                                                       \
+        switch (s->rounding) {                                                                 \
+        case LOFP_RNE: nvfp4_kernel<DT, R_RNE><<<grid, 256, 0, st>>>(p, vec); break;           \
+        case LOFP_TIES_TO_ZERO: nvfp4_kernel<DT, R_TTZ><<<grid, 256, 0, st>>>(p, vec); break;  \
+        case LOFP_TIES_AWAY: nvfp4_kernel<DT, R_TAWAY><<<grid, 256, 0, st>>>(p, vec); break;   \
+        default: nvfp4_kernel<DT, R_STOCH><<<grid, 256, 0, st>>>(p, vec); break;               \
+        }                                                                                      \
+    } while (0)
+        if (dt == LOFP_DTYPE_F32) NVK(LOFP_DTYPE_F32);
+        else if (dt == LOFP_DTYPE_BF16) NVK(LOFP_DTYPE_BF16);
+        else NVK(LOFP_DTYPE_F16);
+#undef NVK
+        LOFP_CU_LAUNCH();
+        return LOFP_OK;
+    }
+
+    /* MX family */
+    const uint32_t B = s->block;
+    const bool fast = B == 32 || B == 64 || B == 128 || B == 256;
+    if (!fast) {
+        const unsigned grid = (unsigned)((total + 127) / 128);
+        if (dt == LOFP_DTYPE_F32) mx_generic_kernel<LOFP_DTYPE_F32><<<grid, 128, 0, st>>>(p, (int)B);
+        else if (dt == LOFP_DTYPE_BF16) mx_generic_kernel<LOFP_DTYPE_BF16><<<grid, 128, 0, st>>>(p, (int)B);
+        else mx_generic_kernel<LOFP_DTYPE_F16><<<grid, 128, 0, st>>>(p, (int)B);
+        LOFP_CU_LAUNCH();
+        return LOFP_OK;
+    }
+    const int lgl = B == 32 ? 1 : B == 64 ? 2 : B == 128 ? 3 : 4; /* lanes = block / 16 */
+    const size_t threads = total << lgl;
+    const unsigned grid = (unsigned)((threads + 255) / 256);
+#define MXL(DT, EL, MD) mx_kernel<DT, EL, MD><<<grid, 256, 0, st>>>(p, lgl, vec)
+#define MXM(DT, EL)                                                                            \
+    switch (s->rounding) {                                                                     \
+    case LOFP_RNE: MXL(DT, EL, R_RNE); break;                                                  \
+    case LOFP_TIES_TO_ZERO: MXL(DT, EL, R_TTZ); break;                                         \
+    case LOFP_TIES_AWAY: MXL(DT, EL, R_TAWAY); break;                                          \
+    default: MXL(DT, EL, R_STOCH); break;                                                      \
+    }
+#define MXE(DT)                                                                                \
+    switch (s->elem) {                                                                         \
+    case LOFP_ELEM_E2M1: MXM(DT, T_E2M1) break;                                                \
+    case LOFP_ELEM_E2M3: MXM(DT, T_E2M3) break;                                                \
+    case LOFP_ELEM_E3M2: MXM(DT, T_E3M2) break;                                                \
+    case LOFP_ELEM_E4M3: MXM(DT, T_E4M3) break;                                                \
+    case LOFP_ELEM_E5M2: MXM(DT, T_E5M2) break;                                                \
+    default: MXM(DT, T_MXINT8) break;                                                          \
+    }
+    if (dt == LOFP_DTYPE_F32) { MXE(LOFP_DTYPE_F32) }
+    else if (dt == LOFP_DTYPE_BF16) { MXE(LOFP_DTYPE_BF16) }
+    else { MXE(LOFP_DTYPE_F16) }
+#undef MXE
+#undef MXM
+#undef MXL
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
+
+extern "C" lofp_status lofp_cuda_quantize(const lofp_scheme *s, lofp_dtype dt, const void *d_x,
+                                          size_t rows, size_t k, lofp_layout scale_layout,
+                                          uint8_t *d_codes, uint8_t *d_scales, float *d_global_out,
+                                          void *d_ws, lofp_cuda_stream stream)
+{
+    return quantize_impl(s, dt, d_x, rows, k, false, 1.0f, scale_layout, d_codes, d_scales,
+                         d_global_out, d_ws, (cudaStream_t)stream);
+}
+
+extern "C" lofp_status lofp_cuda_quantize_with_global(const lofp_scheme *s, lofp_dtype dt,
+                                                      const void *d_x, size_t rows, size_t k,
+                                                      float global_scale, lofp_layout scale_layout,
+                                                      uint8_t *d_codes, uint8_t *d_scales,
+                                                      void *d_ws, lofp_cuda_stream stream)
+{
+    return quantize_impl(s, dt, d_x, rows, k, true, global_scale, scale_layout, d_codes, d_scales,
+                         NULL, d_ws, (cudaStream_t)stream);
+}
+
+extern "C" lofp_status lofp_cuda_quant_report(const void *d_ws, lofp_cuda_stream stream,
+                                              lofp_quant_report *rep)
+{
+    clear_cuda_error();
+    if (!d_ws) return LOFP_ERR_INVALID_ARG;
+    DevWs h;
+    LOFP_CU(cudaStreamSynchronize((cudaStream_t)stream));
+    LOFP_CU(cudaMemcpy(&h, d_ws, sizeof h, cudaMemcpyDeviceToHost));
+    if (rep) {
+        memset(rep, 0, sizeof *rep);
+        rep->logical_k = (size_t)h.logical_k;
+        rep->padded_k = (size_t)h.padded_k;
+        rep->nonfinite_blocks = (size_t)h.nonfinite_blocks;
+        if (h.first_bad != ~0ull) rep->first_bad_index = (size_t)h.first_bad;
+    }
+    if (h.first_bad != ~0ull && !h.propagate) return LOFP_ERR_NONFINITE;
+    return LOFP_OK;
+}
+
+extern "C" lofp_status lofp_cuda_dequantize(const lofp_scheme *s, const uint8_t *d_codes,
+                                            const uint8_t *d_scales, lofp_layout scale_layout,
+                                            const float *d_global, size_t rows, size_t k,
+                                            lofp_dtype out_dt, void *d_out, lofp_cuda_stream stream)
+{
+    clear_cuda_error();
+    size_t kp = 0;
+    LayoutP L;
+    lofp_status rc = check_q(s, out_dt, rows, k, scale_layout, &kp, &L);
+    if (rc != LOFP_OK) return rc;
+    if (!d_codes || !d_scales || !d_out) return LOFP_ERR_INVALID_ARG;
+    DQParams p;
+    p.codes = d_codes; p.scales = d_scales; p.L = L; p.rows = rows; p.k = k; p.kp = kp;
+    p.fam = s->id == LOFP_SCHEME_NVFP4 ? 0 : s->id == LOFP_SCHEME_ULTRAQUANT ? 2 : 1;
+    p.elem = (int)s->elem; p.block = (int)s->block; p.out_dt = (int)out_dt;
+    p.global = s->id == LOFP_SCHEME_NVFP4 ? d_global : NULL;
+    p.out = d_out;
+    const size_t n = rows * k;
+    size_t g = (n + 255) / 256;
+    const size_t gmax = (size_t)sm_count() * 32;
+    if (g > gmax) g = gmax;
+    dequant_kernel<<<(unsigned)g, 256, 0, (cudaStream_t)stream>>>(p);
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}

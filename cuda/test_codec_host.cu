@@ -1,0 +1,407 @@
+/* test_codec_host.cu -- runs WITHOUT a GPU: checks the __host__ __device__ helpers the kernels use
+ * (lofp_cuda_device.cuh) against the CPU library, and emulates the per-block arithmetic of the
+ * NVFP4, MX and UltraQuant kernels (including the butterfly's lane formula) on the host, comparing
+ * with lofp_quantize byte for byte. This is the cheap half of the bit-exactness proof; the GPU test
+ * (test_cuda.c) compares the kernels' own output. Part of the normal ctest suite. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "lofp_cuda_device.cuh"
+#include "lofp_cuda_internal.h"
+
+using namespace lofpcu;
+
+static int failures = 0;
+#define EXPECT(c, ...)                                                                         \
+    do {                                                                                       \
+        if (!(c)) {                                                                            \
+            if (failures++ < 30) {                                                             \
+                fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                \
+                fprintf(stderr, __VA_ARGS__);                                                  \
+                fputc('\n', stderr);                                                           \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
+static uint64_t rng_s = 0x1234567887654321ull;
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double unif(void) { return (double)(rnd() >> 11) * 0x1p-53; }
+static float bf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t fb(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static const lofp_elem k_types[] = {LOFP_ELEM_E2M1, LOFP_ELEM_E2M3, LOFP_ELEM_E3M2, LOFP_ELEM_E4M3,
+                                    LOFP_ELEM_E5M2, LOFP_ELEM_MXINT8};
+
+static void test_encoders(void)
+{
+    /* every element type x mode against lofp_encode on random and near-boundary inputs */
+    for (lofp_elem t : k_types) {
+        for (int mode = 0; mode < 4; mode++) {
+            for (int i = 0; i < 40000; i++) {
+                uint32_t u;
+                switch (i % 4) {
+                case 0: u = (uint32_t)rnd(); break;
+                case 1: u = fb((float)((unif() * 2 - 1) * 1000.0)); break;
+                case 2: u = fb((float)((unif() * 2 - 1) * 8.0)); break;
+                default: { /* a code value or midpoint, nudged by a few ulps */
+                    float v = lofp_decode(t, (uint32_t)(rnd() & 0xFF));
+                    float w = lofp_decode(t, (uint32_t)(rnd() & 0xFF));
+                    float m = (float)(((double)v + (double)w) / 2);
+                    u = fb(m) + (uint32_t)((int)(rnd() % 7) - 3);
+                }
+                }
+                float x = bf(u);
+                uint32_t rb = (uint32_t)rnd();
+                uint32_t want = lofp_encode(t, x, (lofp_rounding)mode, LOFP_SATURATE, rb);
+                uint32_t got = encode_elem((int)t, x, mode, rb);
+                EXPECT(want == got, "encode type %d mode %d x=%08x: cpu %x gpu %x", (int)t, mode, u,
+                       want, got);
+            }
+        }
+    }
+    /* UE4M3 RNE, fp16 IEEE, bf16 */
+    for (int i = 0; i < 300000; i++) {
+        uint32_t u = (i & 1) ? (uint32_t)rnd() : fb((float)(unif() * 500.0));
+        float x = bf(u);
+        EXPECT(lofp_encode(LOFP_ELEM_UE4M3, x, LOFP_RNE, LOFP_SATURATE, 0) == encode_ue4m3_rne(x),
+               "ue4m3 %08x", u);
+        EXPECT(lofp_fp32_to_fp16(x) == f32_to_f16(x), "fp16 %08x", u);
+        EXPECT(lofp_fp32_to_bf16(x) == f32_to_bf16(x), "bf16 %08x", u);
+    }
+    /* decoders: every code */
+    for (lofp_elem t : k_types)
+        for (uint32_t c = 0; c < 256; c++) {
+            float a = lofp_decode(t, c), b = decode_elem((int)t, c);
+            EXPECT(fb(a) == fb(b) || (isnan(a) && isnan(b)), "decode %d %x", (int)t, c);
+        }
+    for (uint32_t c = 0; c < 256; c++) {
+        float a = lofp_decode(LOFP_ELEM_UE4M3, c), b = decode_mf(T_UE4M3, c);
+        EXPECT(fb(a) == fb(b) || (isnan(a) && isnan(b)), "decode ue4m3 %x", c);
+        if (c < 16) EXPECT(fb(lofp_decode(LOFP_ELEM_E2M1, c)) == fb(e2m1_value(c)), "e2m1 value %x", c);
+        a = lofp_decode(LOFP_ELEM_E8M0, c);
+        b = e8m0_value(c);
+        EXPECT(fb(a) == fb(b) || (isnan(a) && isnan(b)), "e8m0 %x", c);
+    }
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = lofp_fp16_to_fp32((uint16_t)h), b = decode_mf(T_FP16, h);
+        EXPECT(fb(a) == fb(b) || (isnan(a) && isnan(b)), "fp16 decode %x", h);
+    }
+}
+
+static void test_fast_paths(void)
+{
+    /* e2m1_rne_fast against the integer encoder */
+    const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.0f, 2.5f, 3.5f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f};
+    auto chk = [&](float a) {
+        uint32_t want = lofp_encode(LOFP_ELEM_E2M1, a, LOFP_RNE, LOFP_SATURATE, 0) & 7;
+        EXPECT(want == e2m1_rne_fast(a), "e2m1_rne_fast a=%.9g (%08x): %u vs %u", a, fb(a), want, e2m1_rne_fast(a));
+    };
+    for (float m : mids)
+        for (int d = -4096; d <= 4096; d++) chk(bf(fb(m) + d));
+    for (uint32_t u = 0; u < 0x42000000u; u += 331) chk(bf(u));
+    for (int i = 0; i < 200000; i++) chk(bf((uint32_t)rnd() & 0x7F7FFFFFu));
+    chk(INFINITY);
+    /* UE4M3 fast encode / value on [1e-12, 448]: near every code value and midpoint, and a sweep */
+    auto chk2 = [&](float bs) {
+        if (!(bs >= 1e-12f && bs <= 448.0f)) return;
+        uint32_t want = lofp_encode(LOFP_ELEM_UE4M3, bs, LOFP_RNE, LOFP_SATURATE, 0);
+        uint32_t got = ue4m3_rne_fast(bs);
+        EXPECT(want == got, "ue4m3 fast bs=%.9g (%08x): %u vs %u", bs, fb(bs), want, got);
+    };
+    for (uint32_t code = 0; code < 0x7F; code++) {
+        float v = lofp_decode(LOFP_ELEM_UE4M3, code), w = lofp_decode(LOFP_ELEM_UE4M3, code + 1);
+        EXPECT(fb(ue4m3_value(code)) == fb(v), "ue4m3_value %u", code);
+        float m = (float)(((double)v + (double)w) / 2);
+        for (int d = -2048; d <= 2048; d++) { chk2(bf(fb(v) + d)); chk2(bf(fb(m) + d)); }
+    }
+    for (uint32_t u = fb(1e-12f); u <= fb(448.0f); u += 97) chk2(bf(u));
+}
+
+static void test_e2m1_fast(void)
+{
+    /* the midpoint-counting E2M1 against the integer encoder: all floats within 4096 ulps of every
+     * midpoint, a strided sweep of [0, 16], and random patterns */
+    const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
+    for (int mode = 0; mode < 3; mode++) {
+        auto check = [&](float a) {
+            uint32_t want = lofp_encode(LOFP_ELEM_E2M1, a, (lofp_rounding)mode, LOFP_SATURATE, 0) & 7;
+            uint32_t got = e2m1_mag_fast(a, mode);
+            EXPECT(want == got, "e2m1 fast mode %d a=%.9g (%08x): %u vs %u", mode, a, fb(a), want, got);
+        };
+        for (float m : mids)
+            for (int d = -4096; d <= 4096; d++) check(bf(fb(m) + d));
+        for (uint32_t u = 0; u < 0x41800000u; u += 997) check(bf(u));
+        for (int i = 0; i < 200000; i++) check(bf((uint32_t)rnd() & 0x7F7FFFFFu));
+        check(INFINITY);
+    }
+}
+
+/* Emulates nvfp4_kernel on the host for a [rows, k] fp32 tensor (k % 16 == 0). */
+static void nvfp4_host(const float *x, size_t rows, size_t k, float global, int mode, uint64_t seed,
+                       uint8_t *codes, uint8_t *scales)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < k / 16; b++) {
+            float g[16], bmax = 0;
+            for (int i = 0; i < 16; i++) {
+                g[i] = fmul(x[r * k + b * 16 + i], global);
+                float a = fabs_(g[i]);
+                if (a > bmax) bmax = a;
+            }
+            float bq;
+            uint32_t sb = nvfp4_scale(bmax, &bq);
+            float rcp = frcp(bq);
+            scales[r * (k / 16) + b] = (uint8_t)sb;
+            for (int i = 0; i < 16; i++) {
+                float a = fabs_(g[i]);
+                float q = is_finite_bits(f2u(a)) ? div_markstein(a, bq, rcp) : a;
+                uint32_t c;
+                if (mode != R_STOCH) c = e2m1_mag_fast(q, mode) | ((f2u(g[i]) >> 31) << 3);
+                else {
+                    float e = u2f(f2u(q) | (f2u(g[i]) & 0x80000000u));
+                    if (e < -6.0f) e = -6.0f;
+                    if (e > 6.0f) e = 6.0f;
+                    c = encode_mf(mf_of(T_E2M1), e, R_STOCH, false,
+                                  stochastic_bits(seed, r * k + b * 16 + i));
+                }
+                size_t j = r * k + b * 16 + i;
+                if (j & 1) codes[j / 2] = (uint8_t)((codes[j / 2] & 0x0F) | (c << 4));
+                else codes[j / 2] = (uint8_t)((codes[j / 2] & 0xF0) | c);
+            }
+        }
+}
+
+static std::vector<float> make_input(size_t n, int kind)
+{
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; i++) {
+        double v;
+        switch (kind) {
+        case 0: v = (unif() * 2 - 1) * 3; break;
+        case 1: { /* heavy tails and tiny blocks */
+            double e = (unif() * 2 - 1) * 20;
+            v = (unif() < 0.5 ? -1 : 1) * pow(2.0, e);
+            break;
+        }
+        case 2: /* exact grid points (ties after scaling) */
+            v = (double)lofp_decode(LOFP_ELEM_E2M1, (uint32_t)(rnd() & 15)) * ((rnd() & 1) ? 1 : 0.25);
+            break;
+        default: v = ((rnd() % 17) - 8) * 0.125; break;
+        }
+        x[i] = (float)v;
+        if (kind == 1 && (i % 64) < 16) x[i] *= 1e-30f; /* some near-zero blocks */
+    }
+    return x;
+}
+
+static void test_nvfp4_emulation(void)
+{
+    for (int kind = 0; kind < 4; kind++)
+        for (int mode = 0; mode < 4; mode++) {
+            const size_t rows = 37, k = 256;
+            auto x = make_input(rows * k, kind);
+            lofp_scheme s;
+            lofp_scheme_preset("nvfp4", &s);
+            s.rounding = (lofp_rounding)mode;
+            s.seed = 77;
+            std::vector<uint8_t> c1(rows * k / 2), s1(rows * k / 16), c2(c1.size()), s2(s1.size());
+            float global = 0;
+            lofp_status st = lofp_quantize(&s, LOFP_DTYPE_F32, x.data(), rows, k, c1.data(),
+                                           s1.data(), &global, NULL);
+            EXPECT(st == LOFP_OK, "cpu nvfp4 failed");
+            float amax = 0;
+            for (float v : x) amax = fabsf(v) > amax ? fabsf(v) : amax;
+            float g2 = nvfp4_global_from_amax(amax);
+            EXPECT(fb(g2) == fb(global), "global %g vs %g", g2, global);
+            nvfp4_host(x.data(), rows, k, g2, mode, 77, c2.data(), s2.data());
+            EXPECT(c1 == c2, "nvfp4 codes kind %d mode %d", kind, mode);
+            EXPECT(s1 == s2, "nvfp4 scales kind %d mode %d", kind, mode);
+        }
+}
+
+static void test_markstein_sample(void)
+{
+    /* every UE4M3 divisor (and 2^-9) x every mantissa of [1,2) for a subset, random elsewhere */
+    for (uint32_t sb = 0; sb < 0x7F; sb++) {
+        float b = sb ? lofp_decode(LOFP_ELEM_UE4M3, sb) : 0x1p-9f;
+        float r = frcp(b);
+        const int full = sb == 0x33 || sb == 0x7E;
+        for (uint32_t m = 0; m < 0x800000u; m += full ? 1 : 997) {
+            for (int e = -3; e <= 3; e++) {
+                float a = fmul(bf(0x3F800000u | m), ldexpf(1.0f, e) * b);
+                float want = fdiv(a, b), got = div_markstein(a, b, r);
+                EXPECT(fb(want) == fb(got), "markstein a=%08x b=%g", fb(a), b);
+            }
+        }
+    }
+}
+
+static void test_mx_emulation(void)
+{
+    const char *presets[] = {"mxfp4", "mxfp6-e2m3", "mxfp6-e3m2", "mxfp8-e4m3", "mxfp8-e5m2",
+                             "mxint8", "tilelang-mxfp8"};
+    for (const char *pn : presets)
+        for (int rule = 0; rule < 4; rule++)
+            for (int mode = 0; mode < 4; mode++)
+                for (int kind = 0; kind < 4; kind++) {
+                    lofp_scheme s;
+                    lofp_scheme_preset(pn, &s);
+                    if (strcmp(pn, "tilelang-mxfp8") != 0) s.scale_rule = (lofp_scale_rule)rule;
+                    else if (rule) continue;
+                    s.rounding = (lofp_rounding)mode;
+                    s.seed = 5;
+                    const size_t rows = 9, k = 512, B = s.block, nb = k / B;
+                    auto x = make_input(rows * k, kind);
+                    const bool fp4 = s.elem == LOFP_ELEM_E2M1;
+                    std::vector<uint8_t> c1(fp4 ? rows * k / 2 : rows * k), s1(rows * nb);
+                    std::vector<uint8_t> c2(c1.size()), s2(s1.size());
+                    EXPECT(lofp_quantize(&s, LOFP_DTYPE_F32, x.data(), rows, k, c1.data(), s1.data(),
+                                         NULL, NULL) == LOFP_OK, "cpu mx");
+                    for (size_t r = 0; r < rows; r++)
+                        for (size_t b = 0; b < nb; b++) {
+                            float amax = 0;
+                            for (size_t i = 0; i < B; i++) {
+                                float a = fabs_(x[r * k + b * B + i]);
+                                if (a > amax) amax = a;
+                            }
+                            uint32_t sb = mx_scale_byte((int)s.elem, (int)s.scale_rule, s.amax_floor,
+                                                        s.ceil_clamp, amax);
+                            s2[r * nb + b] = (uint8_t)sb;
+                            float inv = e8m0_recip(sb);
+                            for (size_t i = 0; i < B; i++) {
+                                size_t j = r * k + b * B + i;
+                                float e = fmul(x[j], inv);
+                                uint32_t c;
+                                if (fp4 && mode != R_STOCH)
+                                    c = e2m1_mag_fast(fabs_(e), mode) | ((f2u(e) >> 31) << 3);
+                                else
+                                    c = encode_elem((int)s.elem, e, mode,
+                                                    mode == R_STOCH ? stochastic_bits(5, j) : 0);
+                                if (fp4) {
+                                    if (j & 1) c2[j / 2] = (uint8_t)((c2[j / 2] & 0x0F) | (c << 4));
+                                    else c2[j / 2] = (uint8_t)((c2[j / 2] & 0xF0) | (c & 0xF));
+                                } else c2[j] = (uint8_t)c;
+                            }
+                        }
+                    EXPECT(c1 == c2, "mx codes %s rule %d mode %d kind %d", pn, rule, mode, kind);
+                    EXPECT(s1 == s2, "mx scales %s rule %d mode %d kind %d", pn, rule, mode, kind);
+                }
+    /* scale rules on random amax bit patterns, one block each */
+    for (int i = 0; i < 100000; i++) {
+        float amax = bf((uint32_t)rnd() & 0x7F7FFFFFu);
+        lofp_scheme s;
+        lofp_scheme_preset((i & 1) ? "mxfp4" : "mxfp8-e4m3", &s);
+        s.scale_rule = (lofp_scale_rule)(i % 4);
+        float x[32] = {0};
+        x[i % 32] = (i & 2) ? -amax : amax;
+        uint8_t c[32], sc;
+        lofp_quantize(&s, LOFP_DTYPE_F32, x, 1, 32, c, &sc, NULL, NULL);
+        uint32_t got = mx_scale_byte((int)s.elem, (int)s.scale_rule, s.amax_floor, s.ceil_clamp, amax);
+        EXPECT(got == sc, "mx rule %d amax %08x: cpu %u gpu %u", (int)s.scale_rule, fb(amax), sc, got);
+    }
+}
+
+/* The warp butterfly's lane formula, simulated: 32 lanes x E elements. */
+static void butterfly_sim(float *v, int kp)
+{
+    const int E = kp / 32;
+    const float rr = 0.70710678118654752f;
+    for (int h = 1; h < E; h <<= 1)
+        for (int l = 0; l < 32; l++)
+            for (int j = 0; j < E; j++)
+                if ((j & h) == 0) {
+                    float a = v[l * E + j], b = v[l * E + j + h];
+                    v[l * E + j] = fmul(fadd(a, b), rr);
+                    v[l * E + j + h] = fmul(fsub(a, b), rr);
+                }
+    for (int hl = 1; hl < 32; hl <<= 1) {
+        std::vector<float> o(kp);
+        for (int l = 0; l < 32; l++)
+            for (int j = 0; j < E; j++) o[l * E + j] = v[(l ^ hl) * E + j];
+        for (int l = 0; l < 32; l++)
+            for (int j = 0; j < E; j++) {
+                float me = v[l * E + j];
+                v[l * E + j] = (l & hl) ? fmul(fsub(o[l * E + j], me), rr) : fmul(fadd(me, o[l * E + j]), rr);
+            }
+    }
+}
+
+static void test_uq_emulation(void)
+{
+    const UqThr &thr = uq_thresholds();
+    /* the exponent rule against the CPU expression */
+    for (int i = 0; i < 1000000; i++) {
+        float s;
+        if (i % 3 == 0) s = bf(((uint32_t)rnd() & 0x7F7FFFFFu) | 0x00800000u);
+        else if (i % 3 == 1) s = bf((uint32_t)((rnd() % 254) + 1) << 23 | (0x3504F3u + (uint32_t)(rnd() % 512) - 256));
+        else s = (float)(unif() * 10);
+        if (!(s > 0)) continue;
+        int e = (int)floorf((float)log2((double)s) + 0.5f);
+        if (e < -126) e = -126;
+        if (e > 127) e = 127;
+        EXPECT(uq_exponent(s, thr.t) == e, "uq exponent s=%08x: %d vs %d", fb(s), e, uq_exponent(s, thr.t));
+    }
+    for (int kp : {32, 64, 128, 256, 512, 1024}) {
+        for (int rot = 0; rot < 2; rot++)
+            for (int kind = 0; kind < 4; kind++) {
+                const size_t rows = 6;
+                auto x = make_input(rows * kp, kind);
+                lofp_scheme s;
+                lofp_scheme_preset("ultraquant", &s);
+                s.rotate = rot;
+                std::vector<uint8_t> c1(rows * kp / 2), s1(rows * kp / 32), c2(c1.size()), s2(s1.size());
+                EXPECT(lofp_quantize(&s, LOFP_DTYPE_F32, x.data(), rows, kp, c1.data(), s1.data(),
+                                     NULL, NULL) == LOFP_OK, "cpu uq");
+                for (size_t r = 0; r < rows; r++) {
+                    std::vector<float> v(x.begin() + r * kp, x.begin() + (r + 1) * kp);
+                    if (rot) butterfly_sim(v.data(), kp);
+                    for (int g = 0; g < kp / 32; g++) {
+                        float amax = 0;
+                        for (int i = 0; i < 32; i++) {
+                            float a = fabs_(v[g * 32 + i]);
+                            if (a > amax) amax = a;
+                        }
+                        float sr = fmul(amax, s.c);
+                        uint32_t sb = 0;
+                        uint32_t w[4] = {0, 0, 0, 0};
+                        if (sr > 0 && is_finite_bits(f2u(sr))) {
+                            int e = uq_exponent(sr, thr.t);
+                            sb = (uint32_t)(e + 127);
+                            float inv = pow2_neg(e);
+                            for (int i = 0; i < 32; i++) w[i / 8] |= uq_code(fmul(v[g * 32 + i], inv)) << (4 * (i % 8));
+                        }
+                        s2[r * (kp / 32) + g] = (uint8_t)sb;
+                        memcpy(&c2[(r * kp + g * 32) / 2], w, 16);
+                    }
+                }
+                EXPECT(c1 == c2, "uq codes kp %d rot %d kind %d", kp, rot, kind);
+                EXPECT(s1 == s2, "uq scales kp %d rot %d kind %d", kp, rot, kind);
+            }
+    }
+}
+
+int main(void)
+{
+    test_encoders();
+    test_e2m1_fast();
+    test_fast_paths();
+    test_nvfp4_emulation();
+    test_markstein_sample();
+    test_mx_emulation();
+    test_uq_emulation();
+    if (failures) {
+        fprintf(stderr, "test_codec_host: %d failures\n", failures);
+        return 1;
+    }
+    printf("test_codec_host: all checks passed\n");
+    return 0;
+}

@@ -1,0 +1,699 @@
+/* test_cuda.c -- GPU correctness test of liblofp_cuda through its public C API (`make gpu-test`).
+ * Exits 0 with a message when no CUDA device is present (CI compiles and links it only).
+ *
+ *   1. Markstein's division (NVFP4 kernel) vs __fdiv_rn, exhaustive over the divisors and the
+ *      mantissas of the binades that reach E2M1 midpoints; bf16/fp16 subnormal operand support.
+ *   2. Quantize: every preset x input dtype x rounding mode x scale layout x shape (padding, rows not
+ *      a multiple of 128, MX granularities) x input kind (normal, heavy-tailed with tiny blocks,
+ *      exact ties, zeros): codes, scales (in the layout) and the NVFP4 global compared byte for
+ *      byte with lofp_quantize on the same input, twice with different poison in the outputs.
+ *      Dequantize to f32/bf16/f16 compared bit for bit with lofp_dequantize. Non-finite input:
+ *      the same status and first index, and the same bytes under propagation. 8192 x 8192 cases.
+ *   3. W4A16 GEMV/GEMM (NVFP4, MXFP4; fp32 and bf16 output) against an fp64 product of the
+ *      CPU-dequantized weights: relative Frobenius error.
+ *   4. UltraQuant store vs lofp_quantize per K row (rotated) and V row; skipped slots untouched.
+ *   5. Decode attention vs an fp64 CPU reference over the same cache (SPEC §5 tolerance 1e-4), with
+ *      GQA, sinks, empty sequences, several split counts and head dims; and the vLLM golden case.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "lofp/lofp.h"
+#include "lofp/lofp_cuda.h"
+#include "test_util.h"
+
+int lofp_test_division(unsigned long long *nbad, unsigned long long *first);
+int lofp_test_subnormals(uint32_t out[3]);
+
+#define CU(x)                                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = (x);                                                                  \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+#define LC(x)                                                                                  \
+    do {                                                                                       \
+        lofp_status s_ = (x);                                                                  \
+        if (s_ != LOFP_OK) {                                                                   \
+            fprintf(stderr, "%s:%d: %s -> %s (%s)\n", __FILE__, __LINE__, #x,                  \
+                    lofp_cuda_status_name(s_), lofp_cuda_last_error());                        \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+static void *dalloc(size_t n)
+{
+    void *p = NULL;
+    CU(cudaMalloc(&p, n ? n : 16));
+    return p;
+}
+static void *halloc(size_t n)
+{
+    void *p = malloc(n ? n : 16);
+    if (!p) { fprintf(stderr, "out of host memory\n"); exit(1); }
+    return p;
+}
+static void h2d(void *d, const void *h, size_t n) { CU(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice)); }
+static void d2h(void *h, const void *d, size_t n) { CU(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost)); }
+static unsigned ncpu(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (unsigned)n;
+}
+static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static tu_rng g_rng = {0xC0FFEE1234ull};
+static int g_cases = 0;
+
+/* ---- inputs ---- */
+static void gen(float *x, size_t rows, size_t k, int kind)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < k; j++) {
+            size_t i = r * k + j;
+            double v;
+            switch (kind) {
+            case 0: v = tu_normal(&g_rng) * 3.0; break;
+            case 1: { /* heavy tails, some tiny and some zero blocks */
+                double e = (tu_uniform(&g_rng) * 2 - 1) * 24;
+                v = (tu_uniform(&g_rng) < 0.5 ? -1 : 1) * pow(2.0, e);
+                if ((j / 16) % 7 == 3) v *= 1e-35;
+                if ((j / 32) % 11 == 5) v = 0;
+                break;
+            }
+            case 2: /* exact E2M1 grid points times powers of two: ties after scaling */
+                v = (double)lofp_decode(LOFP_ELEM_E2M1, (uint32_t)(tu_next(&g_rng) & 15)) *
+                    ldexp(1.0, (int)(tu_next(&g_rng) % 5) - 2);
+                break;
+            default: /* zeros and small integers */
+                v = (tu_next(&g_rng) % 3 == 0) ? 0.0 : (double)((int)(tu_next(&g_rng) % 17) - 8) * 0.125;
+                break;
+            }
+            x[i] = (float)v;
+        }
+}
+
+static size_t dt_size(lofp_dtype dt) { return dt == LOFP_DTYPE_F32 ? 4 : 2; }
+static void *to_dtype(const float *x, size_t n, lofp_dtype dt)
+{
+    void *o = halloc(n * dt_size(dt));
+    for (size_t i = 0; i < n; i++) {
+        if (dt == LOFP_DTYPE_F32) ((float *)o)[i] = x[i];
+        else if (dt == LOFP_DTYPE_BF16) ((uint16_t *)o)[i] = lofp_fp32_to_bf16(x[i]);
+        else ((uint16_t *)o)[i] = lofp_fp32_to_fp16(x[i]);
+    }
+    return o;
+}
+
+static size_t first_diff(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return i;
+    return n;
+}
+
+/* ---- 2. quantize ---- */
+typedef struct {
+    const char *preset;
+    lofp_rounding rounding;
+    int rule;       /* -1 = preset default */
+    uint32_t block; /* 0 = preset default */
+    int one_level, pad, propagate, dense, norotate, with_global;
+} qopts;
+
+static void qcase(const qopts *o, lofp_dtype dt, size_t rows, size_t k, int kind, lofp_layout L,
+                  int nan_at /* -1 = none */)
+{
+    lofp_scheme s;
+    CHECK_OK(lofp_scheme_preset(o->preset, &s));
+    s.rounding = o->rounding;
+    if (o->rule >= 0) s.scale_rule = (lofp_scale_rule)o->rule;
+    if (o->block) s.block = o->block;
+    if (o->one_level) s.two_level = 0;
+    s.pad = o->pad;
+    s.propagate_nonfinite = o->propagate;
+    if (o->dense) s.hadamard = LOFP_HADAMARD_DENSE;
+    if (o->norotate) s.rotate = 0;
+    s.seed = 0x5EED;
+    s.threads = ncpu();
+    g_cases++;
+    const size_t n = rows * k;
+    float *xf = halloc(n * sizeof(float));
+    gen(xf, rows, k, kind);
+    if (nan_at >= 0 && (size_t)nan_at < n) xf[nan_at] = (nan_at & 1) ? NAN : -INFINITY;
+    void *xd = to_dtype(xf, n, dt);
+    const size_t kp = lofp_padded_k(&s, k), cols = kp / s.block;
+    const size_t cb = lofp_codes_bytes(&s, rows, k), sb = lofp_scales_bytes(&s, rows, k);
+    const size_t lb = lofp_layout_required_bytes(rows, kp, s.block, L);
+    uint8_t *c_cpu = halloc(cb), *s_cpu = halloc(sb), *l_cpu = halloc(lb);
+    uint8_t *c_gpu = halloc(cb), *l_gpu = halloc(lb);
+    float g_cpu = 1.0f, g_gpu = 0.0f;
+    const float given = 1234.5f;
+    lofp_quant_report rc, rg;
+    lofp_status st_cpu = o->with_global
+                             ? lofp_quantize_with_global(&s, dt, xd, rows, k, given, c_cpu, s_cpu, &rc)
+                             : lofp_quantize(&s, dt, xd, rows, k, c_cpu, s_cpu, &g_cpu, &rc);
+    if (o->with_global) g_cpu = given;
+    if (st_cpu == LOFP_OK) CHECK_OK(lofp_layout_from_linear(s_cpu, rows, cols, L, -1, l_cpu));
+
+    void *dx = dalloc(n * dt_size(dt));
+    uint8_t *dc = dalloc(cb), *ds = dalloc(lb);
+    float *dg = dalloc(sizeof(float));
+    void *dws = dalloc(lofp_cuda_workspace_bytes());
+    h2d(dx, xd, n * dt_size(dt));
+    for (int pass = 0; pass < 2; pass++) {
+        const int poison = pass ? 0x5A : 0xA5;
+        CU(cudaMemset(dc, poison, cb));
+        CU(cudaMemset(ds, poison, lb));
+        CU(cudaMemset(dg, poison, sizeof(float)));
+        lofp_status st = o->with_global
+                             ? lofp_cuda_quantize_with_global(&s, dt, dx, rows, k, given, L, dc, ds, dws, NULL)
+                             : lofp_cuda_quantize(&s, dt, dx, rows, k, L, dc, ds, dg, dws, NULL);
+        if (st_cpu != LOFP_OK && st_cpu != LOFP_ERR_NONFINITE) { /* argument/shape errors: same status */
+            CHECKF(st == st_cpu, "%s: launch -> %s, cpu %s", o->preset, lofp_cuda_status_name(st), lofp_status_name(st_cpu));
+            break;
+        }
+        CHECKF(st == LOFP_OK, "%s: launch -> %s (%s)", o->preset, lofp_cuda_status_name(st), lofp_cuda_last_error());
+        lofp_status st_gpu = lofp_cuda_quant_report(dws, NULL, &rg);
+        CHECKF(st_gpu == st_cpu, "%s dt=%d rows=%zu k=%zu kind=%d: status cpu %s gpu %s", o->preset, (int)dt,
+               rows, k, kind, lofp_status_name(st_cpu), lofp_cuda_status_name(st_gpu));
+        if (st_cpu == LOFP_ERR_NONFINITE) {
+            CHECKF(rg.first_bad_index == rc.first_bad_index, "%s: first bad %zu vs %zu", o->preset,
+                   rg.first_bad_index, rc.first_bad_index);
+            break;
+        }
+        if (st_cpu != LOFP_OK) break;
+        d2h(c_gpu, dc, cb);
+        d2h(l_gpu, ds, lb);
+        if (!o->with_global) d2h(&g_gpu, dg, sizeof(float));
+        else g_gpu = given;
+        size_t dc_i = first_diff(c_cpu, c_gpu, cb), dl_i = first_diff(l_cpu, l_gpu, lb);
+        CHECKF(dc_i == cb, "%s dt=%d rnd=%d rule=%d blk=%u rows=%zu k=%zu kind=%d layout=%d: codes differ at byte %zu (cpu %02x gpu %02x)",
+               o->preset, (int)dt, (int)s.rounding, (int)s.scale_rule, s.block, rows, k, kind, (int)L, dc_i,
+               dc_i < cb ? c_cpu[dc_i] : 0, dc_i < cb ? c_gpu[dc_i] : 0);
+        CHECKF(dl_i == lb, "%s dt=%d rnd=%d rule=%d blk=%u rows=%zu k=%zu kind=%d layout=%d: scales differ at byte %zu (cpu %02x gpu %02x)",
+               o->preset, (int)dt, (int)s.rounding, (int)s.scale_rule, s.block, rows, k, kind, (int)L, dl_i,
+               dl_i < lb ? l_cpu[dl_i] : 0, dl_i < lb ? l_gpu[dl_i] : 0);
+        CHECKF(fbits(g_cpu) == fbits(g_gpu), "%s: global %.9g vs %.9g", o->preset, g_cpu, g_gpu);
+        CHECK_EQ_U(rg.nonfinite_blocks, rc.nonfinite_blocks);
+        CHECK_EQ_U(rg.padded_k, kp);
+    }
+
+    /* dequantize, every output dtype */
+    if (st_cpu == LOFP_OK && nan_at < 0 && rows * k <= (1u << 22)) {
+        for (int odt = 1; odt <= 3; odt++) {
+            const size_t ob = n * dt_size((lofp_dtype)odt);
+            uint8_t *ocpu = halloc(ob), *ogpu = halloc(ob);
+            uint8_t *dout = dalloc(ob);
+            CHECK_OK(lofp_dequantize(&s, c_cpu, s_cpu, g_cpu, rows, k, (lofp_dtype)odt, ocpu));
+            CU(cudaMemset(dout, 0xA5, ob));
+            h2d(dg, &g_cpu, sizeof(float));
+            CHECK_OK(lofp_cuda_dequantize(&s, dc, ds, L, dg, rows, k, (lofp_dtype)odt, dout, NULL));
+            CU(cudaDeviceSynchronize());
+            d2h(ogpu, dout, ob);
+            size_t bad = 0, firstb = ob;
+            for (size_t i = 0; i < n; i++) {
+                int eq;
+                if (odt == LOFP_DTYPE_F32) {
+                    float a, b;
+                    memcpy(&a, ocpu + 4 * i, 4);
+                    memcpy(&b, ogpu + 4 * i, 4);
+                    eq = fbits(a) == fbits(b) || (isnan(a) && isnan(b));
+                } else {
+                    eq = memcmp(ocpu + 2 * i, ogpu + 2 * i, 2) == 0;
+                }
+                if (!eq) { if (!bad) firstb = i; bad++; }
+            }
+            CHECKF(bad == 0, "%s dequant odt=%d: %zu elements differ, first %zu", o->preset, odt, bad, firstb);
+            free(ocpu); free(ogpu);
+            CU(cudaFree(dout));
+        }
+    }
+    free(xf); free(xd); free(c_cpu); free(s_cpu); free(l_cpu); free(c_gpu); free(l_gpu);
+    CU(cudaFree(dx)); CU(cudaFree(dc)); CU(cudaFree(ds)); CU(cudaFree(dg)); CU(cudaFree(dws));
+}
+
+static void test_quantize(void)
+{
+    const char *presets[] = {"nvfp4", "mxfp4", "mxfp6-e2m3", "mxfp6-e3m2", "mxfp8-e4m3",
+                             "mxfp8-e5m2", "mxint8", "tilelang-mxfp8", "ultraquant"};
+    const lofp_dtype dts[] = {LOFP_DTYPE_F32, LOFP_DTYPE_BF16, LOFP_DTYPE_F16};
+    const int f0 = tu_failures;
+    /* every preset x dtype x rounding x kind, linear, a shape that is no multiple of 128 rows */
+    for (size_t p = 0; p < sizeof presets / sizeof *presets; p++)
+        for (int d = 0; d < 3; d++)
+            for (int r = 0; r < 4; r++)
+                for (int kind = 0; kind < 4; kind++) {
+                    qopts o = {presets[p], (lofp_rounding)r, -1, 0, 0, 0, 0, 0, 0, 0};
+                    qcase(&o, dts[d], 37, 512, kind, LOFP_LAYOUT_LINEAR, -1);
+                }
+    printf("  quantize presets x dtypes x roundings x kinds: %s\n", tu_failures == f0 ? "ok" : "FAILED");
+    /* layouts x presets (rows 200: swizzle padding) */
+    int f1 = tu_failures;
+    for (size_t p = 0; p < sizeof presets / sizeof *presets; p++)
+        for (int L = 0; L < LOFP_LAYOUT_COUNT_; L++)
+            for (int kind = 0; kind < 2; kind++) {
+                qopts o = {presets[p], LOFP_RNE, -1, 0, 0, 0, 0, 0, 0, 0};
+                qcase(&o, LOFP_DTYPE_BF16, 200, 384, kind, (lofp_layout)L, -1);
+                qcase(&o, LOFP_DTYPE_F32, 131, 256, kind, (lofp_layout)L, -1);
+            }
+    printf("  scale layouts: %s\n", tu_failures == f1 ? "ok" : "FAILED");
+    /* MX scale rules and granularities (fast and generic kernels) */
+    f1 = tu_failures;
+    const char *mx[] = {"mxfp4", "mxfp6-e3m2", "mxfp8-e4m3", "mxfp8-e5m2", "mxint8"};
+    const uint32_t blocks[] = {32, 64, 96, 128, 256, 512};
+    for (int p = 0; p < 5; p++)
+        for (int rule = 0; rule < 4; rule++)
+            for (int b = 0; b < 6; b++)
+                for (int kind = 0; kind < 3; kind++) {
+                    qopts o = {mx[p], LOFP_RNE, rule, blocks[b], 0, 0, 0, 0, 0, 0};
+                    qcase(&o, (kind & 1) ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, 19, 1536, kind,
+                          (b & 1) ? LOFP_LAYOUT_PACKED_U32 : LOFP_LAYOUT_LINEAR, -1);
+                }
+    printf("  MX rules x granularities: %s\n", tu_failures == f1 ? "ok" : "FAILED");
+    /* NVFP4 one-level and with_global; UltraQuant unrotated, dense, D sizes; padding */
+    f1 = tu_failures;
+    for (int kind = 0; kind < 4; kind++) {
+        qopts a = {"nvfp4", LOFP_RNE, -1, 0, 1, 0, 0, 0, 0, 0};
+        qcase(&a, LOFP_DTYPE_BF16, 64, 1024, kind, LOFP_LAYOUT_SWIZZLE_128X4, -1);
+        qopts b = {"nvfp4", LOFP_TIES_TO_ZERO, -1, 0, 0, 0, 0, 0, 0, 1};
+        qcase(&b, LOFP_DTYPE_F32, 64, 1024, kind, LOFP_LAYOUT_LINEAR, -1);
+        for (size_t kk = 32; kk <= 4096; kk *= 2) {
+            qopts u = {"ultraquant", LOFP_TIES_TO_ZERO, -1, 0, 0, 0, 0, 0, kind & 1, 0};
+            qcase(&u, LOFP_DTYPE_BF16, 9, kk, kind, LOFP_LAYOUT_LINEAR, -1);
+        }
+        qopts ud = {"ultraquant", LOFP_TIES_TO_ZERO, -1, 0, 0, 0, 0, 1, 0, 0};
+        qcase(&ud, LOFP_DTYPE_F32, 7, 256, kind, LOFP_LAYOUT_LINEAR, -1);
+        qopts un = {"ultraquant", LOFP_TIES_TO_ZERO, -1, 0, 0, 1, 0, 0, 1, 0};
+        qcase(&un, LOFP_DTYPE_F16, 7, 200, kind, LOFP_LAYOUT_LINEAR, -1); /* unrotated, padded to 224 */
+        for (size_t p = 0; p < 8; p++) {
+            qopts o = {presets[p], LOFP_RNE, -1, 0, 0, 1, 0, 0, 0, 0};
+            qcase(&o, LOFP_DTYPE_BF16, 13, 200, kind, LOFP_LAYOUT_SWIZZLE_128X4, -1); /* K padded */
+            qcase(&o, LOFP_DTYPE_F32, 5, 37, kind, LOFP_LAYOUT_LINEAR, -1);
+        }
+    }
+    printf("  one-level / given global / UltraQuant sizes, dense, unrotated / padding: %s\n",
+           tu_failures == f1 ? "ok" : "FAILED");
+    /* non-finite input: status + first index, and propagation */
+    f1 = tu_failures;
+    for (size_t p = 0; p < sizeof presets / sizeof *presets; p++)
+        for (int prop = 0; prop < 2; prop++) {
+            qopts o = {presets[p], LOFP_RNE, -1, 0, 0, 0, prop, 0, 0, 0};
+            qcase(&o, LOFP_DTYPE_F32, 33, 256, 0, LOFP_LAYOUT_LINEAR, 33 * 256 / 3 + 5);
+            qcase(&o, LOFP_DTYPE_BF16, 33, 256, 0, LOFP_LAYOUT_LINEAR, 1000);
+        }
+    printf("  non-finite input: %s\n", tu_failures == f1 ? "ok" : "FAILED");
+    /* the benchmark size */
+    f1 = tu_failures;
+    const char *big[] = {"nvfp4", "mxfp4", "mxfp8-e4m3", "tilelang-mxfp8", "ultraquant"};
+    for (int p = 0; p < 5; p++) {
+        qopts o = {big[p], LOFP_RNE, -1, 0, 0, 0, 0, 0, 0, 0};
+        if (p == 4) o.rounding = LOFP_TIES_TO_ZERO;
+        qcase(&o, LOFP_DTYPE_BF16, 8192, 8192, 0, p == 0 ? LOFP_LAYOUT_SWIZZLE_128X4 : p == 3 ? LOFP_LAYOUT_PACKED_U32 : LOFP_LAYOUT_LINEAR, -1);
+    }
+    printf("  8192 x 8192 bf16 (nvfp4 swizzle, mxfp4, mxfp8, tilelang packed, ultraquant): %s\n",
+           tu_failures == f1 ? "ok" : "FAILED");
+}
+
+/* ---- 3. W4A16 ---- */
+static double gemm_case(const char *preset, size_t m, size_t n, size_t k, int out_bf16, int print)
+{
+    lofp_scheme s;
+    CHECK_OK(lofp_scheme_preset(preset, &s));
+    s.threads = ncpu();
+    float *w = halloc(n * k * sizeof(float));
+    gen(w, n, k, 0);
+    for (size_t i = 0; i < n * k; i += 97) w[i] *= 8.0f; /* some outliers */
+    uint8_t *codes = halloc(n * k / 2), *scales = halloc(n * k / s.block);
+    float global = 1.0f;
+    CHECK_OK(lofp_quantize(&s, LOFP_DTYPE_F32, w, n, k, codes, scales, &global, NULL));
+    float *wd = halloc(n * k * sizeof(float));
+    CHECK_OK(lofp_dequantize(&s, codes, scales, global, n, k, LOFP_DTYPE_F32, wd));
+    uint16_t *a = halloc(m * k * 2);
+    for (size_t i = 0; i < m * k; i++) a[i] = lofp_fp32_to_bf16((float)tu_normal(&g_rng));
+    uint8_t *dcodes = dalloc(n * k / 2), *dscales = dalloc(n * k / s.block);
+    float *dglobal = dalloc(4);
+    uint16_t *da = dalloc(m * k * 2);
+    const size_t ob = m * n * (out_bf16 ? 2 : 4);
+    void *dc = dalloc(ob);
+    h2d(dcodes, codes, n * k / 2);
+    h2d(dscales, scales, n * k / s.block);
+    h2d(dglobal, &global, 4);
+    h2d(da, a, m * k * 2);
+    lofp_cuda_w4 W;
+    LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, dglobal, n, k, &W, NULL));
+    CU(cudaMemset(dc, 0xFF, ob)); /* NaN poison */
+    LC(lofp_cuda_w4a16_gemm(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL));
+    CU(cudaDeviceSynchronize());
+    void *hc = halloc(ob);
+    d2h(hc, dc, ob);
+    double num = 0, den = 0;
+    size_t nonfinite = 0;
+    double *arow = halloc(k * sizeof(double));
+    for (size_t i = 0; i < m; i++) {
+        for (size_t kk = 0; kk < k; kk++) arow[kk] = lofp_bf16_to_fp32(a[i * k + kk]);
+        for (size_t j = 0; j < n; j++) {
+            double ref = 0;
+            const float *wr = wd + j * k;
+            for (size_t kk = 0; kk < k; kk++) ref += arow[kk] * wr[kk];
+            double got = out_bf16 ? lofp_bf16_to_fp32(((uint16_t *)hc)[i * n + j]) : ((float *)hc)[i * n + j];
+            if (!isfinite(got)) nonfinite++;
+            num += (got - ref) * (got - ref);
+            den += ref * ref;
+        }
+    }
+    double err = sqrt(num / den);
+    const double tol = out_bf16 ? 4e-3 : 1e-5;
+    CHECKF(nonfinite == 0, "%s gemm m=%zu n=%zu k=%zu: %zu outputs not written/finite", preset, m, n, k, nonfinite);
+    CHECKF(err <= tol, "%s gemm m=%zu n=%zu k=%zu out=%s: rel Frobenius error %.3g > %.1g", preset, m, n,
+           k, out_bf16 ? "bf16" : "f32", err, tol);
+    if (print)
+        printf("    %-6s m=%-5zu n=%-5zu k=%-5zu out=%s  rel.err %.2e\n", preset, m, n, k, out_bf16 ? "bf16" : "f32 ", err);
+    lofp_cuda_w4_free(&W);
+    free(w); free(codes); free(scales); free(wd); free(a); free(hc); free(arow);
+    CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(dglobal)); CU(cudaFree(da)); CU(cudaFree(dc));
+    g_cases++;
+    return err;
+}
+
+static void test_gemm(void)
+{
+    const int f0 = tu_failures;
+    const char *ps[] = {"nvfp4", "mxfp4"};
+    for (int p = 0; p < 2; p++) {
+        const size_t ms[] = {1, 3, 8, 16, 17, 33, 64, 65, 130, 256};
+        for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) gemm_case(ps[p], ms[i], 512, 1024, 0, 1);
+        gemm_case(ps[p], 1, 8192, 8192, 0, 1);
+        gemm_case(ps[p], 16, 4096, 8192, 0, 1);
+        gemm_case(ps[p], 256, 1024, 2048, 1, 1);
+        gemm_case(ps[p], 300, 272, 1024, 0, 1); /* n not a multiple of 128 */
+    }
+    printf("  W4A16 GEMV/GEMM: %s\n", tu_failures == f0 ? "ok" : "FAILED");
+}
+
+/* ---- 4 and 5. UltraQuant cache ---- */
+typedef struct {
+    size_t B, hq, hk, D, bs, nblocks, maxb;
+    int32_t *seq, *bt;   /* host */
+    uint8_t *dcache;     /* device */
+    size_t slot, cache_bytes;
+    float *k, *v;        /* host [tokens, hk, D] fp32 (bf16 values) */
+    size_t tokens;
+    int64_t *map;        /* host slot mapping per token */
+} uqcache;
+
+/* Stores K/V of all tokens of all sequences; checks the bytes against lofp_quantize. */
+static void build_cache(uqcache *c, int check, const float *kin, const float *vin, lofp_dtype dt)
+{
+    lofp_scheme s;
+    lofp_scheme_preset("ultraquant", &s);
+    c->slot = lofp_cuda_uq_slot_bytes(c->D);
+    size_t total = 0;
+    c->maxb = 1;
+    for (size_t b = 0; b < c->B; b++) {
+        total += (size_t)c->seq[b];
+        size_t nb = ((size_t)c->seq[b] + c->bs - 1) / c->bs;
+        if (nb > c->maxb) c->maxb = nb;
+    }
+    c->tokens = total;
+    c->nblocks = c->B * c->maxb + 3;
+    c->cache_bytes = c->nblocks * c->bs * c->hk * c->slot;
+    /* block tables: a random permutation of physical blocks */
+    int32_t *perm = halloc(c->nblocks * sizeof(int32_t));
+    for (size_t i = 0; i < c->nblocks; i++) perm[i] = (int32_t)i;
+    for (size_t i = c->nblocks - 1; i > 0; i--) {
+        size_t j = tu_next(&g_rng) % (i + 1);
+        int32_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+    }
+    c->bt = halloc(c->B * c->maxb * sizeof(int32_t));
+    for (size_t i = 0; i < c->B * c->maxb; i++) c->bt[i] = perm[i];
+    c->map = halloc((total + 1) * sizeof(int64_t));
+    size_t t = 0;
+    for (size_t b = 0; b < c->B; b++)
+        for (int n = 0; n < c->seq[b]; n++, t++)
+            c->map[t] = (int64_t)c->bt[b * c->maxb + n / c->bs] * (int64_t)c->bs + n % c->bs;
+    const size_t ne = total * c->hk * c->D;
+    c->k = halloc((ne + 1) * sizeof(float));
+    c->v = halloc((ne + 1) * sizeof(float));
+    for (size_t i = 0; i < ne; i++) {
+        float kv = kin ? kin[i] : (float)(tu_normal(&g_rng) * ((i % 977) == 3 ? 40.0 : 2.0));
+        float vv = vin ? vin[i] : (float)(tu_normal(&g_rng) * 0.5);
+        c->k[i] = lofp_bf16_to_fp32(lofp_fp32_to_bf16(kv));
+        c->v[i] = lofp_bf16_to_fp32(lofp_fp32_to_bf16(vv));
+        if (kin) { c->k[i] = kv; c->v[i] = vv; }
+    }
+    /* skip one token (slot mapping -1) in the check run */
+    int64_t *map_dev = halloc((total + 1) * sizeof(int64_t));
+    memcpy(map_dev, c->map, total * sizeof(int64_t));
+    if (check && total > 3) map_dev[2] = -1;
+    void *kd = to_dtype(c->k, ne, dt), *vd = to_dtype(c->v, ne, dt);
+    void *dk = dalloc(ne * dt_size(dt) + 16), *dv = dalloc(ne * dt_size(dt) + 16);
+    int64_t *dmap = dalloc((total + 1) * sizeof(int64_t));
+    c->dcache = dalloc(c->cache_bytes);
+    h2d(dk, kd, ne * dt_size(dt));
+    h2d(dv, vd, ne * dt_size(dt));
+    h2d(dmap, map_dev, total * sizeof(int64_t));
+    CU(cudaMemset(c->dcache, 0xA5, c->cache_bytes));
+    LC(lofp_cuda_uq_store(&s, dt, dk, dv, total, c->hk, c->D, dmap, c->dcache, c->bs, NULL));
+    CU(cudaDeviceSynchronize());
+    if (check) {
+        uint8_t *hc = halloc(c->cache_bytes);
+        d2h(hc, c->dcache, c->cache_bytes);
+        const size_t D = c->D;
+        uint8_t *code = halloc(D), sc[64];
+        size_t bad = 0;
+        for (size_t tt = 0; tt < total; tt++)
+            for (size_t h = 0; h < c->hk; h++) {
+                const uint8_t *slot = hc + ((size_t)c->map[tt] * c->hk + h) * c->slot;
+                if (map_dev[tt] < 0) {
+                    for (size_t i = 0; i < c->slot; i++) bad += slot[i] != 0xA5;
+                    continue;
+                }
+                for (int kv = 0; kv < 2; kv++) {
+                    lofp_scheme q = s;
+                    q.rotate = kv == 0;
+                    const uint8_t *src = (const uint8_t *)(kv ? vd : kd) + (tt * c->hk + h) * D * dt_size(dt);
+                    CHECK_OK(lofp_quantize(&q, dt, src, 1, D, code, sc, NULL, NULL));
+                    const uint8_t *dst = slot + (kv ? D / 2 + D / 32 : 0);
+                    bad += memcmp(dst, code, D / 2) != 0;
+                    bad += memcmp(dst + D / 2, sc, D / 32) != 0;
+                }
+            }
+        CHECKF(bad == 0, "uq store D=%zu dt=%d: %zu slot regions differ", c->D, (int)dt, bad);
+        free(hc); free(code);
+        g_cases++;
+    }
+    free(perm); free(map_dev); free(kd); free(vd);
+    CU(cudaFree(dk)); CU(cudaFree(dv)); CU(cudaFree(dmap));
+}
+
+static void free_cache(uqcache *c)
+{
+    CU(cudaFree(c->dcache));
+    free(c->bt); free(c->map); free(c->k); free(c->v);
+}
+
+/* fp64 reference over the dequantized cache bytes. q [B, hq, D] fp32. */
+static void attn_ref(const uqcache *c, const uint8_t *hc, const float *q, const float *sinks,
+                     float scale, double *out)
+{
+    const size_t D = c->D, G = c->hq / c->hk;
+    float *qr = halloc(D * sizeof(float));
+    double *kd = halloc(D * sizeof(double)), *vd = halloc(D * sizeof(double));
+    for (size_t b = 0; b < c->B; b++)
+        for (size_t h = 0; h < c->hq; h++) {
+            lofp_hadamard_dense(q + (b * c->hq + h) * D, qr, D);
+            for (size_t d = 0; d < D; d++)
+                qr[d] = lofp_decode(LOFP_ELEM_E4M3, lofp_encode(LOFP_ELEM_E4M3, qr[d], LOFP_RNE, LOFP_SATURATE, 0));
+            const int n = c->seq[b];
+            double *s = halloc(((size_t)n + 1) * sizeof(double));
+            double mx = sinks ? sinks[h] : -INFINITY;
+            for (int t = 0; t < n; t++) {
+                const int32_t blk = c->bt[b * c->maxb + t / c->bs];
+                const uint8_t *slot = hc + (((size_t)blk * c->bs + t % c->bs) * c->hk + h / G) * c->slot;
+                double dot = 0;
+                for (size_t d = 0; d < D; d++) {
+                    uint32_t code = (slot[d / 2] >> ((d & 1) * 4)) & 15;
+                    uint8_t sb = slot[D / 2 + d / 32];
+                    double kv = sb ? (double)lofp_decode(LOFP_ELEM_E2M1, code) * ldexp(1.0, sb - 127) : 0.0;
+                    dot += (double)qr[d] * kv;
+                }
+                s[t] = dot * scale;
+                if (s[t] > mx) mx = s[t];
+            }
+            double den = sinks ? exp(sinks[h] - mx) : 0.0;
+            for (size_t d = 0; d < D; d++) vd[d] = 0;
+            for (int t = 0; t < n; t++) {
+                const double p = exp(s[t] - mx);
+                den += p;
+                const int32_t blk = c->bt[b * c->maxb + t / c->bs];
+                const uint8_t *slot = hc + (((size_t)blk * c->bs + t % c->bs) * c->hk + h / G) * c->slot;
+                const uint8_t *vs = slot + D / 2 + D / 32;
+                for (size_t d = 0; d < D; d++) {
+                    uint32_t code = (vs[d / 2] >> ((d & 1) * 4)) & 15;
+                    uint8_t sb = vs[D / 2 + d / 32];
+                    double vv = sb ? (double)lofp_decode(LOFP_ELEM_E2M1, code) * ldexp(1.0, sb - 127) : 0.0;
+                    vd[d] += p * vv;
+                }
+            }
+            for (size_t d = 0; d < D; d++) out[(b * c->hq + h) * D + d] = den > 0 ? vd[d] / den : 0.0;
+            free(s);
+        }
+    free(qr); free(kd); free(vd);
+}
+
+static double attn_run(const uqcache *c, const float *q, const float *sinks, float scale, int splits,
+                       lofp_dtype qdt, const double *ref, size_t max_seq)
+{
+    const size_t nq = c->B * c->hq * c->D;
+    void *qd = to_dtype(q, nq, qdt);
+    void *dq = dalloc(nq * 4);
+    float *dout = dalloc(nq * 4), *dsink = NULL;
+    int32_t *dbt = dalloc(c->B * c->maxb * 4), *dseq = dalloc(c->B * 4);
+    h2d(dq, qd, nq * dt_size(qdt));
+    h2d(dbt, c->bt, c->B * c->maxb * 4);
+    h2d(dseq, c->seq, c->B * 4);
+    if (sinks) { dsink = dalloc(c->hq * 4); h2d(dsink, sinks, c->hq * 4); }
+    lofp_cuda_uq_attention_args a;
+    memset(&a, 0, sizeof a);
+    a.d_q = dq; a.q_dtype = qdt; a.d_cache = c->dcache; a.d_block_tables = dbt;
+    a.max_blocks_per_seq = c->maxb; a.d_seq_lens = dseq; a.max_seq_len = max_seq;
+    a.batch = c->B; a.hq = c->hq; a.hk = c->hk; a.head_dim = c->D; a.block_size = c->bs;
+    a.scale = scale; a.d_sinks = dsink; a.num_splits = splits; a.d_out = dout;
+    const size_t wb = lofp_cuda_uq_attention_workspace_bytes(&a);
+    a.d_workspace = dalloc(wb);
+    CU(cudaMemset(a.d_workspace, 0xFF, wb));
+    CU(cudaMemset(dout, 0xFF, nq * 4));
+    LC(lofp_cuda_uq_decode_attention(&a, NULL));
+    CU(cudaDeviceSynchronize());
+    float *out = halloc(nq * 4);
+    d2h(out, dout, nq * 4);
+    double maxref = 0, maxdiff = 0;
+    size_t nonfinite = 0;
+    for (size_t i = 0; i < nq; i++) {
+        if (!isfinite(out[i])) nonfinite++;
+        if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
+        double d = fabs(out[i] - ref[i]);
+        if (!(d <= maxdiff)) maxdiff = d;
+    }
+    CHECKF(nonfinite == 0, "attention: %zu outputs not finite / not written", nonfinite);
+    free(qd); free(out);
+    CU(cudaFree(dq)); CU(cudaFree(dout)); CU(cudaFree(dbt)); CU(cudaFree(dseq)); CU(cudaFree(a.d_workspace));
+    if (dsink) CU(cudaFree(dsink));
+    g_cases++;
+    return maxref > 0 ? maxdiff / maxref : maxdiff;
+}
+
+static void test_uq(void)
+{
+    const int f0 = tu_failures;
+    /* store: dtypes and head dims */
+    for (int d = 0; d < 3; d++) {
+        const lofp_dtype dts[] = {LOFP_DTYPE_F32, LOFP_DTYPE_BF16, LOFP_DTYPE_F16};
+        for (size_t D = 32; D <= 1024; D *= 2) {
+            int32_t seq[2] = {37, 20};
+            uqcache c = {2, 4, 2, D, 16, 0, 0, seq, NULL, NULL, 0, 0, NULL, NULL, 0, NULL};
+            build_cache(&c, 1, NULL, NULL, dts[d]);
+            free_cache(&c);
+        }
+    }
+    printf("  UltraQuant store (f32/bf16/f16, D = 32..1024, skipped slot): %s\n", tu_failures == f0 ? "ok" : "FAILED");
+    /* attention */
+    int f1 = tu_failures;
+    struct { size_t B, hq, hk, D, bs; int seq[4]; int sinks; int splits; } cs[] = {
+        {2, 8, 2, 128, 16, {150, 1000}, 1, 0},
+        {2, 8, 2, 128, 16, {150, 1000}, 0, 1},
+        {3, 32, 8, 128, 64, {5000, 0, 77}, 1, 0},
+        {3, 32, 8, 128, 64, {5000, 0, 77}, 0, 7},
+        {2, 6, 1, 64, 32, {333, 4096}, 1, 0},
+        {2, 16, 2, 256, 16, {900, 17}, 1, 3},
+        {1, 4, 4, 128, 16, {1}, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+        int32_t seq[4];
+        size_t maxs = 1;
+        for (size_t b = 0; b < cs[i].B; b++) { seq[b] = cs[i].seq[b]; if ((size_t)seq[b] > maxs) maxs = seq[b]; }
+        uqcache c = {cs[i].B, cs[i].hq, cs[i].hk, cs[i].D, cs[i].bs, 0, 0, seq, NULL, NULL, 0, 0, NULL, NULL, 0, NULL};
+        build_cache(&c, 0, NULL, NULL, LOFP_DTYPE_BF16);
+        const size_t nq = c.B * c.hq * c.D;
+        float *q = halloc(nq * 4), *sinks = halloc(c.hq * 4);
+        for (size_t j = 0; j < nq; j++) q[j] = lofp_bf16_to_fp32(lofp_fp32_to_bf16((float)(tu_normal(&g_rng) * 2)));
+        for (size_t j = 0; j < c.hq; j++) sinks[j] = (float)(tu_normal(&g_rng) * 2);
+        uint8_t *hc = halloc(c.cache_bytes);
+        d2h(hc, c.dcache, c.cache_bytes);
+        double *ref = halloc(nq * sizeof(double));
+        const float scale = (float)(1.0 / sqrt((double)c.D));
+        attn_ref(&c, hc, q, cs[i].sinks ? sinks : NULL, scale, ref);
+        double err = attn_run(&c, q, cs[i].sinks ? sinks : NULL, scale, cs[i].splits,
+                              (i & 1) ? LOFP_DTYPE_F32 : LOFP_DTYPE_BF16, ref, maxs);
+        printf("    B=%zu Hq=%zu Hk=%zu D=%zu block=%zu sinks=%d splits=%d: max|diff|/max|ref| = %.2e\n",
+               c.B, c.hq, c.hk, c.D, c.bs, cs[i].sinks, cs[i].splits, err);
+        CHECKF(err <= 1e-4, "attention case %zu: error %.3g > 1e-4", i, err);
+        free(q); free(sinks); free(hc); free(ref);
+        free_cache(&c);
+    }
+    /* the vLLM golden case (its reference rotates K with a dense matmul: rare code differences) */
+    {
+        const char *dir = "ultraquant_attention/B2_Hq8_Hk2_D128_N150_sinks/";
+        char path[256];
+#define GLD(name) (snprintf(path, sizeof path, "%s%s", dir, name), tu_load_golden(path))
+        tu_npy gq = GLD("q.npy"), gk = GLD("k.npy"), gv = GLD("v.npy"), gs = GLD("sinks.npy");
+        tu_npy gsc = GLD("scale.npy"), go = GLD("out_fp32.npy");
+#undef GLD
+        int32_t seq[2] = {150, 150};
+        uqcache c = {2, 8, 2, 128, 16, 0, 0, seq, NULL, NULL, 0, 0, NULL, NULL, 0, NULL};
+        /* golden k, v are [B, N, Hk, D]: token-major as the store wants */
+        build_cache(&c, 0, (const float *)gk.data, (const float *)gv.data, LOFP_DTYPE_F32);
+        double *ref = halloc(gq.count * sizeof(double));
+        for (size_t i = 0; i < go.count; i++) ref[i] = ((const float *)go.data)[i];
+        float scale;
+        if (strcmp(gsc.descr, "<f8") == 0) scale = (float)*(const double *)gsc.data;
+        else scale = *(const float *)gsc.data;
+        double err = attn_run(&c, (const float *)gq.data, (const float *)gs.data, scale, 0, LOFP_DTYPE_F32, ref, 150);
+        printf("    vLLM golden B2_Hq8_Hk2_D128_N150_sinks: max|diff|/max|ref| = %.2e\n", err);
+        CHECKF(err <= 1e-3, "golden attention error %.3g", err);
+        tu_npy_free(&gq); tu_npy_free(&gk); tu_npy_free(&gv); tu_npy_free(&gs); tu_npy_free(&gsc); tu_npy_free(&go);
+        free(ref);
+        free_cache(&c);
+    }
+    printf("  UltraQuant decode attention: %s\n", tu_failures == f1 ? "ok" : "FAILED");
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc; (void)argv;
+    if (lofp_cuda_device_count() == 0) {
+        printf("test_cuda: no CUDA device available -- skipped (GPU tests need a device)\n");
+        return 0;
+    }
+    struct cudaDeviceProp prop;
+    CU(cudaGetDeviceProperties(&prop, 0));
+    printf("test_cuda on %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+    const char *only = getenv("LOFP_TEST_ONLY");
+
+    uint32_t sub[3];
+    CU(lofp_test_subnormals(sub) ? cudaErrorUnknown : cudaSuccess);
+    printf("  bf16x2 fma subnormal: %08x (want 3f003f00); fp16 mma subnormal: %08x (want 38000000); bf16 mma subnormal: %08x (want 00400000)\n",
+           sub[0], sub[1], sub[2]);
+    CHECK(sub[0] == 0x3F003F00u);
+    CHECK(sub[1] == 0x38000000u);
+
+    if (!only || strstr(only, "div")) {
+        unsigned long long nbad = 0, first = 0;
+        CU(lofp_test_division(&nbad, &first) ? cudaErrorUnknown : cudaSuccess);
+        printf("  Markstein division vs __fdiv_rn (127 divisors x 7 binades x 2^23 x 3): %llu mismatches\n", nbad);
+        CHECKF(nbad == 0, "first mismatch divisor byte %llu a=%08llx", first >> 32, first & 0xFFFFFFFFull);
+    }
+    if (!only || strstr(only, "quant")) test_quantize();
+    if (!only || strstr(only, "gemm")) test_gemm();
+    if (!only || strstr(only, "uq")) test_uq();
+    printf("test_cuda: %d cases\n", g_cases);
+    return tu_finish("test_cuda");
+}

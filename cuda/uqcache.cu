@@ -1,0 +1,541 @@
+/* uqcache.cu -- the UltraQuant FP4 KV cache on the GPU: the store kernel (bit-identical to
+ * lofp_quantize on every K and V row) and split-K decode attention.
+ *
+ * Store: one warp per (token, KV head); K goes through the warp butterfly (the same code as the
+ * quantize kernel) and the in-warp group encoder, V through the encoder alone.
+ *
+ * Decode attention (docs/CUDA.md has the derivation):
+ *   uq_qprep_kernel   q_rot = q @ H^T (dense, sequential fp32 sum as lofp_hadamard_dense), E4M3
+ *                     (RNE, saturating), stored as fp16 (exact) in the workspace.
+ *   uq_attn_kernel    one CTA (4 warps) per (sequence, KV head, split); each warp walks 16-token
+ *                     tiles. QK on fp16 tensor cores: the keys are the A operand (16 tokens), the
+ *                     group of G <= 8 query heads the B operand (n8); each k16 step covers one
+ *                     32-element scale group, so the E8M0 key scales are applied to the four
+ *                     per-group fp32 accumulators after the MMA (exact powers of two). E2M1 ->
+ *                     fp16 is Marlin's bit trick (value * 2^-14, exact). Online softmax in fp32
+ *                     (expf). PV on bf16 tensor cores as out^T = V^T P^T: per 16-token tile and
+ *                     scale group the V codes are scaled by 2^(e_tok - e_max) (exact, bf16x2 fma)
+ *                     and 2^e_max is folded into P, which is split into bf16 hi + lo parts (two
+ *                     MMAs), so the products carry ~16 significant bits. Warps merge in shared
+ *                     memory; each CTA writes an unnormalised partial (m, l, acc).
+ *   uq_merge_kernel   merges the splits and the sink logit (denominator only).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lofp_cuda_device.cuh"
+#include "lofp_cuda_internal.h"
+#include "lofp_cuda_kern.cuh"
+
+using namespace lofpcu;
+
+extern "C" size_t lofp_cuda_uq_slot_bytes(size_t d) { return d + 2 * (d / 32); }
+
+namespace {
+
+/* ---- store ---- */
+struct StoreP {
+    const void *k, *v;
+    size_t tokens, hk, d, block_size, slot;
+    const int64_t *slot_mapping;
+    uint8_t *cache;
+    float c;
+    UqThr thr;
+};
+
+template <int DT, int E>
+__global__ void __launch_bounds__(256) uq_store_kernel(StoreP p)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t w = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; /* (token, head) */
+    if (w >= p.tokens * p.hk) return; /* warp-uniform */
+    const size_t t = w / p.hk, h = w % p.hk;
+    const int64_t slot = p.slot_mapping[t];
+    if (slot < 0) return; /* warp-uniform: skipped token */
+    const size_t blk = (size_t)slot / p.block_size, pos = (size_t)slot % p.block_size;
+    uint8_t *base = p.cache + ((blk * p.block_size + pos) * p.hk + h) * p.slot;
+    const size_t D = p.d;
+    constexpr int GL = 32 / E;
+#pragma unroll
+    for (int kv = 0; kv < 2; kv++) {
+        const void *src = kv ? p.v : p.k;
+        float v[E];
+        const size_t off = w * D + (size_t)lane * E;
+        if (E % 8 == 0) {
+#pragma unroll
+            for (int i = 0; i < E; i += 8) load8<DT>(src, off + i, v + i);
+        } else {
+#pragma unroll
+            for (int i = 0; i < E; i++) v[i] = load1<DT>(src, off + i);
+        }
+        if (kv == 0) butterfly_warp<E>(v, lane);
+        uint32_t codes[E];
+        int nf;
+        const uint32_t sb = uq_group<E>(v, p.c, p.thr.t, codes, &nf);
+        uint8_t *cb = base + (kv ? D / 2 + D / 32 : 0);
+        store_codes<E>(cb, codes, lane, true);
+        if (lane % GL == 0) cb[D / 2 + lane / GL] = (uint8_t)sb;
+    }
+}
+
+/* ---- attention ---- */
+struct AttnP {
+    const void *q;
+    int q_bf16;
+    const uint8_t *cache;
+    const int32_t *block_tables;
+    const int32_t *seq_lens;
+    const float *sinks;
+    float *out;
+    uint16_t *qh;   /* workspace: [B, Hq, D] fp16 E4M3 values of q_rot */
+    float *part;    /* workspace: [B, Hq, S, 2 + D] (m, l, acc) */
+    int batch, hq, hk, d, block_size, max_blocks, splits, tokens_per_split, slot;
+    float scale, hd;
+};
+
+__global__ void uq_qprep_kernel(AttnP p)
+{
+    const int bh = blockIdx.x; /* b * hq + h */
+    extern __shared__ float xq[];
+    const int D = p.d;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {
+        const size_t i = (size_t)bh * D + j;
+        xq[j] = p.q_bf16 ? u2f((uint32_t)((const uint16_t *)p.q)[i] << 16) : ((const float *)p.q)[i];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = 0; j < D; j++) {
+            const float hij = (__popc(i & j) & 1) ? -p.hd : p.hd;
+            acc = fadd(acc, fmul(xq[j], hij));
+        }
+        const uint32_t code = encode_mf(mf_of(T_E4M3), acc, R_RNE, false, 0);
+        const float v = decode_mf(T_E4M3, code);
+        p.qh[(size_t)bh * D + i] = __half_as_ushort(__float2half_rn(v)); /* exact */
+    }
+}
+
+__device__ __forceinline__ uint32_t pair_f16(uint32_t w, int pidx)
+{
+    const uint32_t t = w << (12 - 4 * pidx);
+    return (t & 0x80008000u) | ((t & 0x70007000u) >> 3);
+}
+__device__ __forceinline__ uint32_t pair_bf16(uint32_t w, int pidx)
+{
+    const uint32_t t = w << (12 - 4 * pidx);
+    return (t & 0x80008000u) | ((t & 0x70007000u) >> 6);
+}
+__device__ __forceinline__ uint32_t bf2_fma0(uint32_t a, uint32_t b)
+{
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+    return d;
+}
+__device__ __forceinline__ void mma_f16(float *d, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_bf16v(float *d, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* bf16 bits of 2^(b - 127) (b in 1..254), splatted; 0 for b == 0 */
+__device__ __forceinline__ float e8_f32(uint32_t b) { return b ? u2f(b << 23) : 0.0f; }
+__device__ __forceinline__ uint32_t bf16_bits(float x) { return f32_to_bf16(x); }
+
+template <int D>
+__global__ void __launch_bounds__(128) uq_attn_kernel(AttnP p)
+{
+    constexpr bool PREFETCH = D <= 128; /* register double buffer of the next tile's raw bytes */
+    constexpr int NG = D / 32;  /* scale groups */
+    constexpr int NMT = D / 16; /* PV m16 tiles */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, c = lane & 3;
+    const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+    const int G = p.hq / p.hk;
+    const int h0 = kvh * G;
+    const int seq = p.seq_lens[b];
+    const int t_beg = split * p.tokens_per_split;
+    const int t_end = min(seq, t_beg + p.tokens_per_split);
+
+    __shared__ float sP[4][8][17];          /* per warp: P[h][tok] of the current tile */
+    __shared__ float sM[4][8], sL[4][8];
+    __shared__ float sAcc[4][8][D + 1];
+
+    /* Q fragments (B operand of QK): head g, group q, half hs: b0 = (q[32q+8c+2hs], q[..+4]),
+     * b1 = (q[32q+8c+2hs+1], q[..+5]) */
+    uint32_t qf[NG][2][2];
+    {
+        const bool hv = g < G;
+        const uint16_t *qrow = p.qh + ((size_t)b * p.hq + h0 + (hv ? g : 0)) * D;
+#pragma unroll
+        for (int q = 0; q < NG; q++)
+#pragma unroll
+            for (int hs = 0; hs < 2; hs++) {
+                const int d0 = 32 * q + 8 * c + 2 * hs;
+                uint32_t x0 = qrow[d0], x4 = qrow[d0 + 4], x1 = qrow[d0 + 1], x5 = qrow[d0 + 5];
+                qf[q][hs][0] = hv ? (x0 | (x4 << 16)) : 0u;
+                qf[q][hs][1] = hv ? (x1 | (x5 << 16)) : 0u;
+            }
+    }
+
+    float acc[NMT][4];
+#pragma unroll
+    for (int i = 0; i < NMT; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* heads 2c, 2c+1 */
+
+    const size_t kv_stride = (size_t)p.slot;
+    const int ntile = (t_end - t_beg + 15) / 16;
+    /* tiles start at multiples of 16, so with block_size % 16 == 0 a tile is inside one block:
+     * one block-table lookup per tile instead of one per token */
+    const bool one_block = (p.block_size % 16) == 0;
+    auto slot_of = [&](int tb, int i) -> const uint8_t * {
+        const int n = tb + i;
+        if (n >= t_end) return nullptr;
+        const int blk = p.block_tables[(size_t)b * p.max_blocks + n / p.block_size];
+        const int pos = n % p.block_size;
+        return p.cache + (((size_t)blk * p.block_size + pos) * p.hk + kvh) * kv_stride;
+    };
+    /* raw bytes of one tile for this lane: K codes/scales of tokens g, g+8; V of 2c, 2c+1, 2c+8, 2c+9 */
+    constexpr int NW = (NG + 3) / 4;
+    struct Raw {
+        uint32_t kw0[NG], kw1[NG], ks0[NW], ks1[NW], vw[4][NG], vs[4][NW];
+    };
+    auto ld_scales = [&](const uint8_t *ptr, uint32_t *w) {
+        if (NG == 2) w[0] = *(const uint16_t *)ptr;
+        else if (NG == 4) w[0] = *(const uint32_t *)ptr;
+        else { w[0] = ((const uint32_t *)ptr)[0]; w[1] = ((const uint32_t *)ptr)[1]; }
+    };
+    auto load_tile = [&](int tile, Raw &R) {
+        const int tb = t_beg + tile * 16;
+        const uint8_t *sl[6];
+        const int toks[6] = {g, g + 8, 2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
+        if (one_block && tb < t_end) {
+            const int blk = p.block_tables[(size_t)b * p.max_blocks + tb / p.block_size];
+            const uint8_t *base = p.cache + (((size_t)blk * p.block_size + tb % p.block_size) * p.hk + kvh) * kv_stride;
+#pragma unroll
+            for (int i = 0; i < 6; i++) sl[i] = tb + toks[i] < t_end ? base + (size_t)toks[i] * p.hk * kv_stride : nullptr;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 6; i++) sl[i] = slot_of(tb, toks[i]);
+        }
+#pragma unroll
+        for (int q = 0; q < NG; q++) {
+            R.kw0[q] = sl[0] ? *(const uint32_t *)(sl[0] + 16 * q + 4 * c) : 0u;
+            R.kw1[q] = sl[1] ? *(const uint32_t *)(sl[1] + 16 * q + 4 * c) : 0u;
+        }
+#pragma unroll
+        for (int w = 0; w < NW; w++) R.ks0[w] = R.ks1[w] = 0u;
+        if (sl[0]) ld_scales(sl[0] + D / 2, R.ks0);
+        if (sl[1]) ld_scales(sl[1] + D / 2, R.ks1);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+#pragma unroll
+            for (int q = 0; q < NG; q++) R.vw[i][q] = sl[2 + i] ? *(const uint16_t *)(sl[2 + i] + D / 2 + NG + 16 * q + 2 * g) : 0u;
+#pragma unroll
+            for (int w = 0; w < NW; w++) R.vs[i][w] = 0u;
+            if (sl[2 + i]) ld_scales(sl[2 + i] + D + NG, R.vs[i]);
+        }
+    };
+    auto sbyte = [&](const uint32_t *w, int q) -> uint32_t { return (w[q >> 2] >> (8 * (q & 3))) & 0xFFu; };
+
+    Raw cur, nxt;
+    if (warp < ntile) load_tile(warp, cur);
+    for (int tile = warp; tile < ntile; tile += 4) {
+        const int tb = t_beg + tile * 16;
+        if (PREFETCH && tile + 4 < ntile) load_tile(tile + 4, nxt);
+        uint32_t kw0[NG], kw1[NG], vw[4][NG];
+        uint8_t kb0[NG], kb1[NG], vb[4][NG];
+#pragma unroll
+        for (int q = 0; q < NG; q++) {
+            kw0[q] = cur.kw0[q];
+            kw1[q] = cur.kw1[q];
+            kb0[q] = (uint8_t)sbyte(cur.ks0, q);
+            kb1[q] = (uint8_t)sbyte(cur.ks1, q);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                vw[i][q] = cur.vw[i][q];
+                vb[i][q] = (uint8_t)sbyte(cur.vs[i], q);
+            }
+        }
+
+        /* ---- QK ---- */
+        float s[4]; /* (tok g, head 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1) */
+        s[0] = s[1] = s[2] = s[3] = 0.0f;
+#pragma unroll
+        for (int q = 0; q < NG; q++) {
+            float a4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int hs = 0; hs < 2; hs++) {
+                uint32_t a[4];
+                a[0] = pair_f16(kw0[q], 2 * hs);
+                a[1] = pair_f16(kw1[q], 2 * hs);
+                a[2] = pair_f16(kw0[q], 2 * hs + 1);
+                a[3] = pair_f16(kw1[q], 2 * hs + 1);
+                mma_f16(a4, a, qf[q][hs][0], qf[q][hs][1]);
+            }
+            /* undo the 2^-14 of the fp16 codes, then the group scale 2^(byte - 127) (both exact;
+             * byte 0 is a zero group whose codes are 0) */
+            const float f0 = e8_f32(kb0[q]), f1 = e8_f32(kb1[q]);
+            s[0] = fadd(s[0], fmul(fmul(a4[0], 16384.0f), f0));
+            s[1] = fadd(s[1], fmul(fmul(a4[1], 16384.0f), f0));
+            s[2] = fadd(s[2], fmul(fmul(a4[2], 16384.0f), f1));
+            s[3] = fadd(s[3], fmul(fmul(a4[3], 16384.0f), f1));
+        }
+        const bool v0 = tb + g < t_end, v1 = tb + g + 8 < t_end;
+        s[0] = v0 ? fmul(s[0], p.scale) : -INFINITY;
+        s[1] = v0 ? fmul(s[1], p.scale) : -INFINITY;
+        s[2] = v1 ? fmul(s[2], p.scale) : -INFINITY;
+        s[3] = v1 ? fmul(s[3], p.scale) : -INFINITY;
+
+        /* ---- online softmax (heads 2c, 2c+1; tokens across g) ---- */
+        float tm[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) {
+            tm[0] = fmaxf(tm[0], __shfl_xor_sync(0xFFFFFFFFu, tm[0], o));
+            tm[1] = fmaxf(tm[1], __shfl_xor_sync(0xFFFFFFFFu, tm[1], o));
+        }
+        float pr[4], alpha[2];
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const float mn = fmaxf(m_run[j], tm[j]);
+            alpha[j] = (mn == -INFINITY) ? 1.0f : expf(fsub(m_run[j], mn));
+            pr[j] = (s[j] == -INFINITY) ? 0.0f : expf(fsub(s[j], mn));
+            pr[j + 2] = (s[j + 2] == -INFINITY) ? 0.0f : expf(fsub(s[j + 2], mn));
+            m_run[j] = mn;
+        }
+        /* heads >= G are padding */
+        if (2 * c >= G) pr[0] = pr[2] = 0.0f;
+        if (2 * c + 1 >= G) pr[1] = pr[3] = 0.0f;
+        float ts[2] = {fadd(pr[0], pr[2]), fadd(pr[1], pr[3])};
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) {
+            ts[0] = fadd(ts[0], __shfl_xor_sync(0xFFFFFFFFu, ts[0], o));
+            ts[1] = fadd(ts[1], __shfl_xor_sync(0xFFFFFFFFu, ts[1], o));
+        }
+        l_run[0] = fadd(fmul(l_run[0], alpha[0]), ts[0]);
+        l_run[1] = fadd(fmul(l_run[1], alpha[1]), ts[1]);
+#pragma unroll
+        for (int i = 0; i < NMT; i++) {
+            acc[i][0] = fmul(acc[i][0], alpha[0]);
+            acc[i][1] = fmul(acc[i][1], alpha[1]);
+            acc[i][2] = fmul(acc[i][2], alpha[0]);
+            acc[i][3] = fmul(acc[i][3], alpha[1]);
+        }
+        /* P to shared memory as [head][token] */
+        sP[warp][2 * c][g] = pr[0];
+        sP[warp][2 * c + 1][g] = pr[1];
+        sP[warp][2 * c][g + 8] = pr[2];
+        sP[warp][2 * c + 1][g + 8] = pr[3];
+        __syncwarp();
+        const float pA = sP[warp][g][2 * c], pB = sP[warp][g][2 * c + 1];
+        const float pC = sP[warp][g][2 * c + 8], pD = sP[warp][g][2 * c + 9];
+        __syncwarp();
+
+        /* ---- PV ---- */
+#pragma unroll
+        for (int q = 0; q < NG; q++) {
+            /* tile-wide max scale byte of group q (tokens 2c.. across c) */
+            uint32_t bm = max(max((uint32_t)vb[0][q], (uint32_t)vb[1][q]), max((uint32_t)vb[2][q], (uint32_t)vb[3][q]));
+            bm = max(bm, __shfl_xor_sync(0xFFFFFFFFu, bm, 1));
+            bm = max(bm, __shfl_xor_sync(0xFFFFFFFFu, bm, 2));
+            if (bm == 0) continue; /* every V of this group in the tile is zero (warp-uniform) */
+            /* per-token bf16 scale 2^(b - bm) * 2^126 -> bits (b - bm + 253) << 7, flush below */
+            uint32_t st[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int f = (int)vb[i][q] - (int)bm + 253;
+                st[i] = (vb[i][q] == 0 || f <= 0) ? 0u : ((uint32_t)f << 7);
+            }
+            const uint32_t sAB = st[0] | (st[1] << 16), sCD = st[2] | (st[3] << 16);
+            const uint32_t qAB = vw[0][q] | (vw[1][q] << 16), qCD = vw[2][q] | (vw[3][q] << 16);
+            /* P'' = p * 2^(bm - 127), hi/lo bf16 */
+            const float fm = u2f(bm << 23);
+            const float xA = fmul(pA, fm), xB = fmul(pB, fm), xC = fmul(pC, fm), xD = fmul(pD, fm);
+            const uint32_t hA = bf16_bits(xA), hB = bf16_bits(xB), hC = bf16_bits(xC), hD = bf16_bits(xD);
+            const uint32_t lA = bf16_bits(fsub(xA, u2f(hA << 16))), lB = bf16_bits(fsub(xB, u2f(hB << 16)));
+            const uint32_t lC = bf16_bits(fsub(xC, u2f(hC << 16))), lD = bf16_bits(fsub(xD, u2f(hD << 16)));
+            const uint32_t bh0 = hA | (hB << 16), bh1 = hC | (hD << 16);
+            const uint32_t bl0 = lA | (lB << 16), bl1 = lC | (lD << 16);
+#pragma unroll
+            for (int sub = 0; sub < 2; sub++) {
+                uint32_t a[4];
+                a[0] = bf2_fma0(pair_bf16(qAB, 2 * sub), sAB);
+                a[1] = bf2_fma0(pair_bf16(qAB, 2 * sub + 1), sAB);
+                a[2] = bf2_fma0(pair_bf16(qCD, 2 * sub), sCD);
+                a[3] = bf2_fma0(pair_bf16(qCD, 2 * sub + 1), sCD);
+                mma_bf16v(acc[2 * q + sub], a, bh0, bh1);
+                mma_bf16v(acc[2 * q + sub], a, bl0, bl1);
+            }
+        }
+        if (PREFETCH) cur = nxt;
+        else if (tile + 4 < ntile) load_tile(tile + 4, cur);
+    }
+
+    /* ---- merge the 4 warps ---- */
+    if (g == 0) {
+        sM[warp][2 * c] = m_run[0];
+        sM[warp][2 * c + 1] = m_run[1];
+        sL[warp][2 * c] = l_run[0];
+        sL[warp][2 * c + 1] = l_run[1];
+    }
+#pragma unroll
+    for (int i = 0; i < NMT; i++) {
+        const int q = i >> 1, sub = i & 1;
+        const int d0 = 32 * q + 4 * g + 2 * sub;
+        sAcc[warp][2 * c][d0] = acc[i][0];
+        sAcc[warp][2 * c + 1][d0] = acc[i][1];
+        sAcc[warp][2 * c][d0 + 1] = acc[i][2];
+        sAcc[warp][2 * c + 1][d0 + 1] = acc[i][3];
+    }
+    __syncthreads();
+    const int S = p.splits;
+    for (int idx = threadIdx.x; idx < G * (D + 2); idx += blockDim.x) {
+        const int hh = idx / (D + 2), j = idx % (D + 2);
+        float M = -INFINITY;
+        for (int w = 0; w < 4; w++) M = fmaxf(M, sM[w][hh]);
+        float val = 0.0f;
+        if (j == 0) val = M;
+        else {
+            for (int w = 0; w < 4; w++) {
+                const float f = (sM[w][hh] == -INFINITY) ? 0.0f : expf(fsub(sM[w][hh], M));
+                val = fadd(val, fmul(j == 1 ? sL[w][hh] : sAcc[w][hh][j - 2], f));
+            }
+        }
+        p.part[(((size_t)b * p.hq + h0 + hh) * S + split) * (D + 2) + j] = val;
+    }
+}
+
+__global__ void uq_merge_kernel(AttnP p)
+{
+    const int bh = blockIdx.x;
+    const int D = p.d, S = p.splits;
+    const float *pp = p.part + (size_t)bh * S * (D + 2);
+    const int h = bh % p.hq;
+    float M = p.sinks ? p.sinks[h] : -INFINITY;
+    for (int s = 0; s < S; s++) M = fmaxf(M, pp[(size_t)s * (D + 2)]);
+    float L = (p.sinks && M != -INFINITY) ? expf(fsub(p.sinks[h], M)) : 0.0f;
+    for (int s = 0; s < S; s++) {
+        const float ms = pp[(size_t)s * (D + 2)];
+        if (ms != -INFINITY) L = fadd(L, fmul(pp[(size_t)s * (D + 2) + 1], expf(fsub(ms, M))));
+    }
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float o = 0.0f;
+        for (int s = 0; s < S; s++) {
+            const float ms = pp[(size_t)s * (D + 2)];
+            if (ms != -INFINITY) o = fadd(o, fmul(pp[(size_t)s * (D + 2) + 2 + d], expf(fsub(ms, M))));
+        }
+        p.out[(size_t)bh * D + d] = L > 0.0f ? fdiv(o, L) : 0.0f;
+    }
+}
+
+int auto_splits(const lofp_cuda_uq_attention_args *a)
+{
+    if (a->num_splits > 0) return a->num_splits;
+    const size_t units = a->batch * a->hk;
+    const size_t want = (size_t)sm_count() * 12; /* CTAs of 4 warps: ~12 per SM */
+    size_t s = (want + units - 1) / units;
+    const size_t max_s = (a->max_seq_len + 63) / 64; /* at least 64 tokens per split */
+    if (s > max_s) s = max_s;
+    if (s < 1) s = 1;
+    return (int)s;
+}
+
+} // namespace
+
+extern "C" lofp_status lofp_cuda_uq_store(const lofp_scheme *s, lofp_dtype dt, const void *d_k,
+                                          const void *d_v, size_t tokens, size_t hk,
+                                          size_t head_dim, const int64_t *d_slot_mapping,
+                                          uint8_t *d_cache, size_t block_size,
+                                          lofp_cuda_stream stream)
+{
+    clear_cuda_error();
+    if (!s || s->id != LOFP_SCHEME_ULTRAQUANT || lofp_scheme_validate(s) != LOFP_OK)
+        return LOFP_ERR_INVALID_ARG;
+    if (dt != LOFP_DTYPE_F32 && dt != LOFP_DTYPE_BF16 && dt != LOFP_DTYPE_F16) return LOFP_ERR_INVALID_ARG;
+    if (!d_k || !d_v || !d_slot_mapping || !d_cache || hk == 0 || block_size == 0) return LOFP_ERR_INVALID_ARG;
+    if (head_dim < 32 || head_dim > 1024 || (head_dim & (head_dim - 1))) return LOFP_ERR_SHAPE;
+    if (tokens == 0) return LOFP_OK;
+    if ((((uintptr_t)d_k | (uintptr_t)d_v) & 15)) return LOFP_ERR_INVALID_ARG;
+    StoreP p;
+    p.k = d_k; p.v = d_v; p.tokens = tokens; p.hk = hk; p.d = head_dim; p.block_size = block_size;
+    p.slot = lofp_cuda_uq_slot_bytes(head_dim);
+    p.slot_mapping = d_slot_mapping; p.cache = d_cache; p.c = s->c;
+    p.thr = uq_thresholds();
+    const size_t warps = tokens * hk;
+    const unsigned grid = (unsigned)((warps + 7) / 8);
+    cudaStream_t st = (cudaStream_t)stream;
+#define ST(DT, E) uq_store_kernel<DT, E><<<grid, 256, 0, st>>>(p)
+#define STE(DT)                                                                                \
+    switch (head_dim) {                                                                        \
+    case 32: ST(DT, 1); break;                                                                 \
+    case 64: ST(DT, 2); break;                                                                 \
+    case 128: ST(DT, 4); break;                                                                \
+    case 256: ST(DT, 8); break;                                                                \
+    case 512: ST(DT, 16); break;                                                               \
+    default: ST(DT, 32); break;                                                                \
+    }
+    if (dt == LOFP_DTYPE_F32) { STE(LOFP_DTYPE_F32) }
+    else if (dt == LOFP_DTYPE_BF16) { STE(LOFP_DTYPE_BF16) }
+    else { STE(LOFP_DTYPE_F16) }
+#undef STE
+#undef ST
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
+
+extern "C" size_t lofp_cuda_uq_attention_workspace_bytes(const lofp_cuda_uq_attention_args *a)
+{
+    if (!a) return 0;
+    const size_t S = (size_t)auto_splits(a);
+    const size_t qh = a->batch * a->hq * a->head_dim * 2;
+    return round_up_sz(qh, 256) + a->batch * a->hq * S * (a->head_dim + 2) * sizeof(float);
+}
+
+extern "C" lofp_status lofp_cuda_uq_decode_attention(const lofp_cuda_uq_attention_args *a,
+                                                     lofp_cuda_stream stream)
+{
+    clear_cuda_error();
+    if (!a || !a->d_q || !a->d_cache || !a->d_block_tables || !a->d_seq_lens || !a->d_out ||
+        !a->d_workspace)
+        return LOFP_ERR_INVALID_ARG;
+    if (a->q_dtype != LOFP_DTYPE_F32 && a->q_dtype != LOFP_DTYPE_BF16) return LOFP_ERR_INVALID_ARG;
+    if (a->batch == 0 || a->hk == 0 || a->hq % a->hk || a->hq / a->hk > 8 || a->block_size == 0 ||
+        a->max_blocks_per_seq == 0)
+        return LOFP_ERR_INVALID_ARG;
+    if (a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256) return LOFP_ERR_SHAPE;
+    if (a->batch > 65535 || a->hk > 65535) return LOFP_ERR_UNSUPPORTED;
+    AttnP p;
+    p.q = a->d_q; p.q_bf16 = a->q_dtype == LOFP_DTYPE_BF16;
+    p.cache = a->d_cache; p.block_tables = a->d_block_tables; p.seq_lens = a->d_seq_lens;
+    p.sinks = a->d_sinks; p.out = a->d_out;
+    p.batch = (int)a->batch; p.hq = (int)a->hq; p.hk = (int)a->hk; p.d = (int)a->head_dim;
+    p.block_size = (int)a->block_size; p.max_blocks = (int)a->max_blocks_per_seq;
+    p.splits = auto_splits(a);
+    const size_t msl = a->max_seq_len ? a->max_seq_len : 1;
+    p.tokens_per_split = (int)((msl + p.splits - 1) / p.splits);
+    p.tokens_per_split = (p.tokens_per_split + 15) / 16 * 16;
+    p.slot = (int)lofp_cuda_uq_slot_bytes(a->head_dim);
+    p.scale = a->scale;
+    p.hd = (float)(1.0 / sqrt((double)a->head_dim));
+    p.qh = (uint16_t *)a->d_workspace;
+    p.part = (float *)((uint8_t *)a->d_workspace + round_up_sz(a->batch * a->hq * a->head_dim * 2, 256));
+    cudaStream_t st = (cudaStream_t)stream;
+    uq_qprep_kernel<<<(unsigned)(a->batch * a->hq), 128, a->head_dim * sizeof(float), st>>>(p);
+    LOFP_CU_LAUNCH();
+    const dim3 grid((unsigned)p.splits, (unsigned)a->hk, (unsigned)a->batch);
+    if (a->head_dim == 64) uq_attn_kernel<64><<<grid, 128, 0, st>>>(p);
+    else if (a->head_dim == 128) uq_attn_kernel<128><<<grid, 128, 0, st>>>(p);
+    else uq_attn_kernel<256><<<grid, 128, 0, st>>>(p);
+    LOFP_CU_LAUNCH();
+    uq_merge_kernel<<<(unsigned)(a->batch * a->hq), 128, 0, st>>>(p);
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
