@@ -18,6 +18,7 @@ const char *lofp_status_name(lofp_status s)
         [LOFP_ERR_FORMAT] = "malformed data",
         [LOFP_ERR_NOT_FOUND] = "not found",
         [LOFP_ERR_MISMATCH] = "mismatch",
+        [LOFP_ERR_DEVICE] = "device runtime error",
     };
     if ((unsigned)s < sizeof names / sizeof names[0] && names[s]) return names[s];
     return "unknown status";

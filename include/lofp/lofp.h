@@ -57,7 +57,8 @@ typedef enum lofp_status {
     LOFP_ERR_IO = 8,               /* a file could not be opened, read, written or renamed */
     LOFP_ERR_FORMAT = 9,           /* a file or buffer is malformed */
     LOFP_ERR_NOT_FOUND = 10,       /* a named tensor, preset or option does not exist */
-    LOFP_ERR_MISMATCH = 11         /* data do not match what was claimed (diagnosis, verify) */
+    LOFP_ERR_MISMATCH = 11,        /* data do not match what was claimed (diagnosis, verify) */
+    LOFP_ERR_DEVICE = 12           /* an accelerator runtime call failed (lofp_cuda.h) */
 } lofp_status;
 
 /* Returns a static, human-readable name for a status ("ok", "shape", ...); never NULL. */

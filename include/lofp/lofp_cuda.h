@@ -40,8 +40,8 @@ extern "C" {
  * CUDA include. */
 typedef struct CUstream_st *lofp_cuda_stream;
 
-/* Status returned when the CUDA runtime itself fails (outside lofp_status's pinned range). */
-#define LOFP_CUDA_ERR_RUNTIME ((lofp_status)64)
+/* Status returned when the CUDA runtime itself fails: lofp_status LOFP_ERR_DEVICE. */
+#define LOFP_CUDA_ERR_RUNTIME LOFP_ERR_DEVICE /* kept as the CUDA backend's name for it */
 
 /* Returns the number of CUDA devices this process can use, 0 when there is no driver, no device
  * or the runtime fails (never an error). Thread-safe. */
