@@ -152,7 +152,7 @@ ALWAYS_INLINE void x8_i8_dec_rows(const gemm_plan *p, const dec_sb *d, size_t nb
                 __m256i Sl = _mm256_sub_epi32(_mm256_madd_epi16(tl, ones), _mm256_set1_epi32(cr[0]));
                 __m256i Sh = _mm256_sub_epi32(_mm256_madd_epi16(th, ones), _mm256_set1_epi32(cr[1]));
                 ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Sl), _mm256_mul_ps(d[b].sl, _mm256_set1_ps(s[0])), ac);
-                ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Sh), _mm256_mul_ps(d[b].sl, _mm256_set1_ps(s[1])), ac);
+                ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Sh), _mm256_mul_ps(d[b].sh, _mm256_set1_ps(s[1])), ac);
             }
         }
         acc[i - i0] = ac;
