@@ -3,20 +3,20 @@
  * The driver validates, prepares Q (dense Hadamard rotation in fp32 and the E4M3 cast for
  * UltraQuant), then either runs the reference (per query row and head, full softmax, sequential
  * fp32 sums: vLLM's reference_ultraquant_attention step by step) or cuts the work into tasks
- * (sequence, query chunk, split of the context, group of KV heads) that a fork/join of pthreads
- * runs with the scalar or the AVX2 tile kernel, and merges the split partials with a log-sum-exp
+ * (sequence, query chunk, split of the context, group of KV heads) that the library's thread pool
+ * runs with the scalar, AVX2 or AVX-512 tile kernel, and merges the split partials with a log-sum-exp
  * merge that also adds the sink. Results never depend on the thread count: the split boundaries
  * depend only on the sequence lengths and params.split_tokens, and the merge order is fixed. */
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "attention_internal.h"
 #include "cpu_features.h"
+#include "threadpool.h"
 
 #define DEFAULT_SPLIT_TOKENS 1024u
-#define MAX_THREADS 256u
+#define MAX_THREADS LOFP_MAX_THREADS
 #define PREFILL_ROWS 64u /* query rows (tokens x heads of one KV head) per prefill task */
 #define ALIGN 64u
 
@@ -46,7 +46,7 @@ lofp_status lofp_attn_params_init(lofp_attn_params *p, uint32_t num_q_heads, flo
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Fork/join                                                                                   */
+/* Parallel loops on the library's thread pool                                                 */
 /* ------------------------------------------------------------------------------------------ */
 
 typedef void (*par_fn)(void *ctx, size_t item, uint8_t *scratch);
@@ -60,14 +60,12 @@ typedef struct {
     size_t scratch_bytes;
 } par_job;
 
-typedef struct {
-    par_job *job;
-    unsigned tid;
-} par_arg;
-
-static void par_loop(par_job *j, unsigned tid)
+/* Pool task `slot`: pulls items until none is left, with scratch slot `slot` (each task index
+ * runs exactly once, so the scratch slots are never shared). */
+static void par_task(void *arg, size_t slot)
 {
-    uint8_t *s = j->scratch ? j->scratch + (size_t)tid * j->scratch_bytes : NULL;
+    par_job *j = arg;
+    uint8_t *s = j->scratch ? j->scratch + slot * j->scratch_bytes : NULL;
     for (;;) {
         size_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (i >= j->n) break;
@@ -75,15 +73,7 @@ static void par_loop(par_job *j, unsigned tid)
     }
 }
 
-static void *par_main(void *a)
-{
-    par_arg *pa = a;
-    par_loop(pa->job, pa->tid);
-    return NULL;
-}
-
-/* Runs fn(ctx, i, scratch_of_thread) for i in [0, n) on the caller plus up to nthreads-1 threads.
- * A thread that cannot be created leaves its share to the others. */
+/* Runs fn(ctx, i, scratch) for i in [0, n) on up to nthreads threads (the caller included). */
 static void par_run(par_fn fn, void *ctx, size_t n, unsigned nthreads, uint8_t *scratch,
                     size_t scratch_bytes)
 {
@@ -94,18 +84,9 @@ static void par_run(par_fn fn, void *ctx, size_t n, unsigned nthreads, uint8_t *
     atomic_init(&j.next, 0);
     j.scratch = scratch;
     j.scratch_bytes = scratch_bytes;
-    if (nthreads > n) nthreads = (unsigned)(n ? n : 1);
-    if (nthreads < 1) nthreads = 1;
-    pthread_t th[MAX_THREADS];
-    par_arg args[MAX_THREADS];
-    unsigned started = 0;
-    for (unsigned t = 1; t < nthreads; t++) {
-        args[started].job = &j;
-        args[started].tid = t;
-        if (pthread_create(&th[started], NULL, par_main, &args[started]) == 0) started++;
-    }
-    par_loop(&j, 0);
-    for (unsigned t = 0; t < started; t++) pthread_join(th[t], NULL);
+    size_t nt = nthreads < 1 ? 1 : nthreads;
+    if (nt > n) nt = n ? n : 1;
+    lofp_parallel_run(nt, par_task, &j);
 }
 
 /* ------------------------------------------------------------------------------------------ */

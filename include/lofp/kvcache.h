@@ -176,8 +176,9 @@ typedef struct lofp_attn_params {
                                     only, or NULL. -Inf means "no sink"; NaN/+Inf are refused. */
     size_t block_table_stride;   /* int32 entries from one sequence's block table to the next */
     lofp_attn_path path;
-    unsigned threads;            /* 0 or 1: the caller's thread only; else that many threads
-                                    (fork/join per call). Results never depend on it. */
+    unsigned threads;            /* 0 or 1: the caller's thread only; else that many threads of
+                                    the library's pool (at most 64), the caller's included.
+                                    Results never depend on it. */
     uint32_t split_tokens;       /* split-K partition length in tokens; 0 = automatic (1024).
                                     Rounded up to a multiple of the tile (4096/D tokens, <= 64).
                                     Results depend on it (fp32 summation order), not on threads. */
