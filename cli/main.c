@@ -54,8 +54,12 @@ int main(int argc, char **argv)
         printf("lofp %s\n", lofp_version());
         return 0;
     }
-    for (size_t i = 0; i < NCMD; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    for (size_t i = 0; i < NCMD; i++) {
+        if (strcmp(argv[1], commands[i].name) != 0) continue;
+        for (int a = 2; a < argc; a++)
+            if (strcmp(argv[a], "--version") == 0) { printf("lofp %s\n", lofp_version()); return 0; }
+        return commands[i].run(argc - 1, argv + 1);
+    }
     fprintf(stderr, "lofp: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
