@@ -46,6 +46,21 @@ LOFP_INTERNAL int lofp_scan_generic(lofp_dtype dt, const void *x, size_t n, floa
 LOFP_INTERNAL void lofp_load_row_generic(lofp_dtype dt, const void *x, size_t n, float *out);
 LOFP_INTERNAL void lofp_store_row_generic(lofp_dtype dt, const float *x, size_t n, void *out);
 
+/* E2M1 codes of 32 values e[i] (kq_e2m1_code), packed into 16 bytes. Written as two fixed-length
+ * loops over local arrays so that compilers vectorise them with the baseline ISA (SSE2, NEON). */
+static inline void kq_e2m1_pack32(const int32_t thr[7], const float e[32], uint8_t dst[16])
+{
+    uint32_t c[32];
+    for (int i = 0; i < 32; i++) {
+        uint32_t u = lofp_f32_bits(e[i]);
+        int32_t a = (int32_t)(u & 0x7FFFFFFFu);
+        c[i] = (uint32_t)(a > thr[0]) + (uint32_t)(a > thr[1]) + (uint32_t)(a > thr[2]) +
+               (uint32_t)(a > thr[3]) + (uint32_t)(a > thr[4]) + (uint32_t)(a > thr[5]) +
+               (uint32_t)(a > thr[6]) + ((u >> 28) & 8u);
+    }
+    for (int i = 0; i < 16; i++) dst[i] = (uint8_t)(c[2 * i] | (c[2 * i + 1] << 4));
+}
+
 /* Index of the first non-finite among n fp32 values, or n. */
 static inline size_t kq_first_nonfinite_f32(const float *x, size_t n)
 {

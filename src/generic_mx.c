@@ -41,10 +41,10 @@ size_t lofp_mx_quant_row_generic(const lofp_scheme *s, const float *x, size_t kp
             continue;
         }
         if (fp4) {
-            for (uint32_t i = 0; i < B; i += 2) {
-                uint32_t c0 = kq_e2m1_code(p.thr, lofp_f32_bits(v[i] * r));
-                uint32_t c1 = kq_e2m1_code(p.thr, lofp_f32_bits(v[i + 1] * r));
-                cb[i / 2] = (uint8_t)(c0 | (c1 << 4));
+            float e[32];
+            for (uint32_t i0 = 0; i0 < B; i0 += 32) {
+                for (int i = 0; i < 32; i++) e[i] = v[i0 + i] * r;
+                kq_e2m1_pack32(p.thr, e, cb + i0 / 2);
             }
         } else {
             for (uint32_t i = 0; i < B; i++) cb[i] = (uint8_t)kq_mx_code(&p, v[i] * r);

@@ -19,10 +19,13 @@ size_t lofp_nvfp4_quant_row_generic(const lofp_scheme *s, const float *x, size_t
     (void)scratch;
     int32_t thr[7];
     kq_e2m1_thresholds(s->rounding == LOFP_STOCHASTIC ? LOFP_RNE : s->rounding, thr);
+    const int stochastic = s->rounding == LOFP_STOCHASTIC;
+    const size_t nb = kp / 16;
     size_t bad = 0;
-    for (size_t b = 0; b < kp / 16; b++) {
+    float e32[32]; /* the element values of a pair of blocks, encoded together */
+    for (size_t b = 0; b < nb; b++) {
         const float *xb = x + b * 16;
-        uint8_t *cb = codes + b * 8;
+        float *e = e32 + (b & 1) * 16;
         float g[16];
         uint32_t mx = 0;
         for (int i = 0; i < 16; i++) {
@@ -31,24 +34,23 @@ size_t lofp_nvfp4_quant_row_generic(const lofp_scheme *s, const float *x, size_t
             mx = a > mx ? a : mx;
         }
         /* |g| = Inf also comes from finite x times a large given multiplier: only a non-finite
-         * x makes the block bad (its outputs are then discarded by the driver) */
+         * x makes the block bad (its outputs are then discarded by the driver: zero codes) */
         if (LOFP_UNLIKELY(mx >= 0x7F800000u) && kq_first_nonfinite_f32(xb, 16) < 16) {
             scales[b] = 0;
-            memset(cb, 0, 8);
+            memset(e, 0, 16 * sizeof(float));
             bad++;
-            continue;
+        } else {
+            float bs = lofp_bits_f32(mx) / 6.0f;
+            if (bs < 1e-12f) bs = 1e-12f;
+            if (bs > 448.0f) bs = 448.0f;
+            uint32_t sb = kq_ue4m3_encode(bs);
+            float bq = kq_ue4m3_decode(sb);
+            if (!(bq > 0.0f)) bq = 0x1p-9f;
+            scales[b] = (uint8_t)sb;
+            for (int i = 0; i < 16; i++) e[i] = g[i] / bq;
         }
-        float bs = lofp_bits_f32(mx) / 6.0f;
-        if (bs < 1e-12f) bs = 1e-12f;
-        if (bs > 448.0f) bs = 448.0f;
-        uint32_t sb = kq_ue4m3_encode(bs);
-        float bq = kq_ue4m3_decode(sb);
-        if (!(bq > 0.0f)) bq = 0x1p-9f;
-        scales[b] = (uint8_t)sb;
-        if (LOFP_UNLIKELY(s->rounding == LOFP_STOCHASTIC)) {
-            float e[16];
-            for (int i = 0; i < 16; i++) {
-                e[i] = g[i] / bq;
+        if (LOFP_UNLIKELY(stochastic)) {
+            for (int i = 0; i < 16; i++) { /* the reference clamps before this encode */
                 if (e[i] < -6.0f) e[i] = -6.0f;
                 if (e[i] > 6.0f) e[i] = 6.0f;
             }
@@ -57,10 +59,13 @@ size_t lofp_nvfp4_quant_row_generic(const lofp_scheme *s, const float *x, size_t
         }
         /* the reference clamps e to [-6, 6] first; the threshold count saturates at 7 and the
          * sign bit is unchanged by the clamp, so the codes are the same without it */
-        for (int i = 0; i < 16; i += 2) {
-            uint32_t c0 = kq_e2m1_code(thr, lofp_f32_bits(g[i] / bq));
-            uint32_t c1 = kq_e2m1_code(thr, lofp_f32_bits(g[i + 1] / bq));
-            cb[i / 2] = (uint8_t)(c0 | (c1 << 4));
+        if (b & 1) {
+            kq_e2m1_pack32(thr, e32, codes + (b - 1) * 8);
+        } else if (b + 1 == nb) { /* an odd last block: encode it with a zero half */
+            uint8_t tmp[16];
+            memset(e32 + 16, 0, 16 * sizeof(float));
+            kq_e2m1_pack32(thr, e32, tmp);
+            memcpy(codes + b * 8, tmp, 8);
         }
     }
     return bad;

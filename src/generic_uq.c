@@ -51,11 +51,9 @@ size_t lofp_uq_groups_generic(const lofp_scheme *s, const float *v, size_t kp, u
         if (e > 127) e = 127;
         scales[g] = (uint8_t)(e + 127);
         const float r = kq_e8m0_recip((uint32_t)(e + 127));
-        for (int i = 0; i < 32; i += 2) {
-            uint32_t c0 = kq_uq_code(lofp_f32_bits(vg[i] * r));
-            uint32_t c1 = kq_uq_code(lofp_f32_bits(vg[i + 1] * r));
-            cg[i / 2] = (uint8_t)(c0 | (c1 << 4));
-        }
+        uint32_t c[32]; /* fixed-length loops: vectorised with the baseline ISA */
+        for (int i = 0; i < 32; i++) c[i] = kq_uq_code(lofp_f32_bits(vg[i] * r));
+        for (int i = 0; i < 16; i++) cg[i] = (uint8_t)(c[2 * i] | (c[2 * i + 1] << 4));
     }
     return bad;
 }

@@ -107,8 +107,11 @@ static void mx_dequant_row(const lofp_scheme *s, const uint8_t *codes, const uin
     (void)global;
     const uint32_t B = s->block;
     for (size_t j = 0; j < kp; j++) {
-        float v = lofp_decode(s->elem, lofp_get_code(s, codes, j));
-        out[j] = v * lofp_decode(LOFP_ELEM_E8M0, scales[j / B]); /* 0xFF decodes to NaN */
+        uint8_t sb = scales[j / B];
+        /* a 0xFF block is NaN whatever its codes: written explicitly, because NaN * NaN picks
+         * an operand's payload in a compiler-dependent way */
+        out[j] = sb == 0xFF ? lofp_bits_f32(0x7FC00000u)
+                            : lofp_decode(s->elem, lofp_get_code(s, codes, j)) * lofp_decode(LOFP_ELEM_E8M0, sb);
     }
 }
 

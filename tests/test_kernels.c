@@ -144,7 +144,9 @@ static const float e2m1_mag[8] = { 0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0
  * huge (up to FLT_MAX), scale-extreme, or a mix of huge and tiny. */
 static void fill_block(tu_rng *g, float *v, size_t len, int allow_huge)
 {
-    int kind = (int)(tu_next(g) % (allow_huge ? 9 : 8));
+    int kind = (int)(tu_next(g) % (allow_huge ? 10 : 9));
+    if (kind == 8 && allow_huge) kind = 9;
+    else if (kind == 9) kind = 8;
     int t = (int)(tu_next(g) % 40) - 20;
     switch (kind) {
     case 0: case 1: { /* normal */
@@ -193,7 +195,17 @@ static void fill_block(tu_rng *g, float *v, size_t len, int allow_huge)
         for (size_t i = 0; i < len; i++)
             v[i] = (float)(tu_normal(g) * ldexp(1.0, (tu_next(g) % 4 == 0) ? 10 : -30));
         break;
-    case 8: /* huge, up to FLT_MAX (overflows two-level products and the rotation) */
+    case 8: { /* amax = an element type's max * 2^t (+-1 ulp): the scale rules' boundaries, down
+               * to RCEIL's ratio 2^-127 (byte 0x00) and its neighbours */
+        static const float maxes[6] = { 6.0f, 7.5f, 28.0f, 448.0f, 57344.0f, 127.0f / 64.0f };
+        int tt = tu_next(g) % 3 == 0 ? -127 - (int)(tu_next(g) % 3) : (int)(tu_next(g) % 240) - 120;
+        float m = ldexpf(maxes[tu_next(g) % 6], tt);
+        uint32_t mu = fbits(m) + (uint32_t)(int)(tu_next(g) % 3) - 1u;
+        for (size_t i = 0; i < len; i++) v[i] = (float)(tu_uniform(g) - 0.5) * m;
+        v[tu_next(g) % len] = bitsf(mu | (tu_next(g) & 1 ? 0x80000000u : 0));
+        break;
+    }
+    case 9: /* huge, up to FLT_MAX (overflows two-level products and the rotation) */
         for (size_t i = 0; i < len; i++) {
             float m = tu_next(g) % 4 == 0 ? 3.4028235e38f : (float)(tu_uniform(g) * 3.0e38);
             v[i] = tu_next(g) & 1 ? -m : m;
@@ -450,7 +462,7 @@ static void test_shapes(void)
             for (size_t ki = 0; ki < sizeof ksv / sizeof ksv[0]; ki++) {
                 size_t rows = rowsv[ri], k = ksv[ki];
                 if (rows * k > 200000 && ri != 3) continue;
-                if (s.id == LOFP_SCHEME_ULTRAQUANT) s.rotate = (k & (k - 1)) == 0 || k == 100;
+                if (s.id == LOFP_SCHEME_ULTRAQUANT) s.rotate = (k & (k - 1)) == 0 || k == 100 || k == 48; /* 64, 128 */
                 fill_tensor(&g, x, rows, k, 32, 1);
                 run_case(&s, LOFP_DTYPE_F32, x, rows, k, 1, 1.0f, &plain);
             }

@@ -4,7 +4,6 @@
  * elements v * 2^-s (kq_e8m0_recip: the same real number as the reference's v / 2^s, so the same
  * rounding), then the element encoder lane by lane. Stochastic rounding stays scalar. */
 #include "simd_avx2.h"
-size_t lofp_pf_dist = 1; /* EXPERIMENT */
 #include "generic_kernels.h"
 
 typedef struct {
@@ -95,6 +94,40 @@ static inline __attribute__((always_inline)) int mx_codes(const lofp_scheme *s, 
     return 0;
 }
 
+/* The scale rule (kq_mx_scale_byte, rule for rule) for 8 blocks at once from their finite amax
+ * bits; lanes of non-finite blocks come out unspecified (the caller overwrites them). Sets
+ * *scalar when a FLOOR/CEIL/EVEN amax is an fp32 subnormal (its exponent needs a leading-zero
+ * count): the caller then uses the scalar rule for the batch. */
+static inline __m256i v_mx_scale8(const kq_mx *p, __m256i am, int *scalar)
+{
+    const __m256i zero = _mm256_setzero_si256(), one = V8I(1);
+    __m256 a = _mm256_max_ps(_mm256_castsi256_ps(am), _mm256_set1_ps(p->amax_floor)); /* amax < floor */
+    __m256i u = _mm256_castps_si256(a);
+    if (p->rule == LOFP_SCALE_RCEIL) {
+        __m256i r = _mm256_castps_si256(_mm256_div_ps(a, _mm256_set1_ps(p->max)));
+        __m256i ex = _mm256_srli_epi32(r, 23), m = _mm256_and_si256(r, V8I(0x7FFFFF));
+        __m256i e = _mm256_add_epi32(ex, _mm256_andnot_si256(_mm256_cmpeq_epi32(m, zero), one));
+        if (p->ceil_clamp) return _mm256_max_epi32(_mm256_min_epi32(e, V8I(254)), one);
+        e = _mm256_min_epi32(e, V8I(254));
+        __m256i sub = _mm256_and_si256(_mm256_cmpgt_epi32(m, V8I(0x400000)), one); /* 0x00 is 2^-127 */
+        return _mm256_blendv_epi8(e, sub, _mm256_cmpeq_epi32(ex, zero));
+    }
+    __m256i iszero = _mm256_cmpeq_epi32(u, zero);
+    __m256i ex = _mm256_srli_epi32(u, 23);
+    if (!_mm256_testc_si256(_mm256_or_si256(iszero, _mm256_cmpgt_epi32(ex, zero)), _mm256_set1_epi32(-1))) {
+        *scalar = 1;
+        return zero;
+    }
+    if (p->rule == LOFP_SCALE_EVEN) /* round to the element's mantissa; a carry may reach field 255 */
+        u = _mm256_and_si256(_mm256_add_epi32(u, V8I(1u << (22 - p->mbits))), V8I(0x7F800000));
+    __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(u, 23), V8I(127));
+    if (p->rule == LOFP_SCALE_CEIL) /* not a power of two: one up */
+        e = _mm256_add_epi32(e, _mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(u, V8I(0x7FFFFF)), zero), one));
+    e = _mm256_add_epi32(e, V8I(127 - p->emax));
+    e = _mm256_max_epi32(_mm256_min_epi32(e, V8I(254)), zero);
+    return _mm256_andnot_si256(iszero, e); /* an all-zero block: 0x00 */
+}
+
 static inline __attribute__((always_inline)) size_t
 mx_row(const lofp_scheme *s, const mx_ctx *c, kq_mx_kind kind, lofp_rounding mode, const float *x,
        size_t kp, uint64_t base, uint8_t *codes, uint8_t *scales)
@@ -109,10 +142,24 @@ mx_row(const lofp_scheme *s, const mx_ctx *c, kq_mx_kind kind, lofp_rounding mod
         __m256i m[8];
         uint32_t am[8];
         float rs[8];
-        if (lofp_pf_dist > 1) for (size_t l = 0; l < 8 * (size_t)B; l += 16) _mm_prefetch((const char *)(x + b * B + l + lofp_pf_dist), _MM_HINT_T0);
+        v_prefetch(x + b * B, 8 * (size_t)B);
         for (int j = 0; j < 8; j++) m[j] = block_max(x + (b + j) * B, B);
-        _mm256_storeu_si256((__m256i *)(void *)am, v_reduce8_max_u32(m));
-        for (int j = 0; j < 8; j++) rs[j] = mx_scale(c, am[j], b + j, scales);
+        __m256i amv = v_reduce8_max_u32(m);
+        int scalar = 0;
+        __m256i sb = v_mx_scale8(&c->p, amv, &scalar);
+        if (LOFP_UNLIKELY(scalar)) {
+            _mm256_storeu_si256((__m256i *)(void *)am, amv);
+            for (int j = 0; j < 8; j++) rs[j] = mx_scale(c, am[j], b + j, scales);
+        } else {
+            /* non-finite blocks: byte 0xFF and reciprocal 0 (mx_codes zeroes them) */
+            __m256i nf = _mm256_cmpgt_epi32(amv, V8I(0x7F7FFFFF));
+            sb = _mm256_blendv_epi8(sb, V8I(0xFF), nf);
+            _mm_storel_epi64((__m128i *)(void *)(scales + b), v_pack8_bytes(sb));
+            /* 2^(127 - byte): field 254 - byte, and 2^-127 (0x00400000) for byte 254 */
+            __m256i rb = _mm256_slli_epi32(_mm256_sub_epi32(V8I(254), sb), 23);
+            rb = _mm256_blendv_epi8(rb, V8I(0x00400000), _mm256_cmpeq_epi32(sb, V8I(254)));
+            _mm256_storeu_ps(rs, _mm256_castsi256_ps(_mm256_andnot_si256(nf, rb)));
+        }
         for (int j = 0; j < 8; j++)
             bad += (size_t)mx_codes(s, c, kind, mode, x + (b + j) * B, rs[j], base, b + j, codes);
     }

@@ -7,7 +7,6 @@
  * quotients, built once per global per thread. */
 #include "simd_avx2.h"
 #include "generic_kernels.h"
-extern size_t lofp_pf_dist; /* EXPERIMENT */
 
 /* One batch of 8 blocks at xb (128 floats, readable). Returns the non-finite block count.
  * `mode` (the E2M1 tie rule) is a compile-time constant in each specialised caller. */
@@ -86,8 +85,7 @@ nvfp4_row(const lofp_scheme *s, lofp_rounding mode, const float *x, size_t kp, f
     const size_t nb = kp / 16;
     size_t b = 0, bad = 0;
     for (; b + 8 <= nb; b += 8) {
-        if (lofp_pf_dist > 1)
-            for (size_t l = 0; l < 128; l += 16) _mm_prefetch((const char *)(x + b * 16 + l + lofp_pf_dist), _MM_HINT_T0);
+        v_prefetch(x + b * 16, 128);
         bad += nvfp4_batch8(s, mode, x + b * 16, vg, &ue4m3, base + b * 16, codes + b * 8, scales + b);
     }
     if (b < nb) {
