@@ -13,7 +13,7 @@ static void demo_usage(FILE *f)
     fprintf(f, "usage: lofp demo [--rounding rne|ties-to-zero|ties-away|stochastic] [--scheme S]\n\n"
                "Quantizes a built-in, deterministic set of tensors shaped like one transformer layer\n"
                "(weights with outlier channels, bf16-like activations, a KV block) under every preset\n"
-               "and prints: scheme, bits/value, SNR (dB), max abs error, quantize throughput.\n"
+               "and prints: scheme, bits/value, SNR (dB), max abs error, one-thread quantize throughput.\n"
                "UltraQuant errors are measured after undoing the Hadamard rotation. Writes nothing.\n");
 }
 
@@ -93,7 +93,8 @@ int lofp_cmd_demo(int argc, char **argv)
         free(back);
     }
     printf("\nbits = element bits + 8/block for the scale (+32/n for NVFP4's per-tensor scale).\n"
-           "MB/s = fp32 input bytes quantized per second by the reference (scalar) path.\n");
+           "MB/s = fp32 input bytes quantized per second, one thread, by the kernel lofp_kernel_name()\n"
+           "reports for this CPU (compare LOFP_DISABLE_CPU_FEATURES=all for the portable path).\n");
     demo_free(t);
     return rc;
 }
