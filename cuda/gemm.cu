@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_common.cuh"
 #include "lofp_cuda_device.cuh"
 #include "lofp_cuda_internal.h"
 
@@ -86,38 +87,6 @@ __global__ void w4_params(float *params, const float *global, const unsigned int
 }
 
 /* ---- fragments ---- */
-__device__ __forceinline__ uint32_t fp4pair(uint32_t q, int p)
-{
-    const uint32_t t = q << (12 - 4 * p);
-    return (t & 0x80008000u) | ((t & 0x70007000u) >> 6);
-}
-
-__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b)
-{
-    uint32_t d;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
-    return d;
-}
-
-/* NVFP4: two UE4M3 bytes (low, high of a 16-bit word) -> bf16 of scale * 2^119, as two splats. */
-__device__ __forceinline__ void nv_scale2(uint32_t two, uint32_t &s0, uint32_t &s1)
-{
-    uint32_t h;
-    asm("{ .reg .b16 t; mov.b16 t, %1; cvt.rn.f16x2.e4m3x2 %0, t; }" : "=r"(h) : "h"((unsigned short)two));
-    const uint32_t t = ((h >> 3) & 0x0FFF0FFFu) + 0x73807380u;
-    s0 = __byte_perm(t, 0, 0x1010);
-    s1 = __byte_perm(t, 0, 0x3232);
-}
-
-/* MXFP4: E8M0 byte -> bf16 splat of 2^(b + sbias - 127) (0 if it underflows, NaN for 0xFF). */
-__device__ __forceinline__ uint32_t mx_scale1(uint32_t b, int sbias)
-{
-    if (b == 0xFF) return 0x7FC07FC0u;
-    int f = (int)b + sbias;
-    uint32_t v = f <= 0 ? 0u : (uint32_t)f << 7;
-    return v | (v << 16);
-}
-
 __device__ __forceinline__ void mma_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1)
 {
@@ -126,14 +95,6 @@ __device__ __forceinline__ void mma_bf16(float *d, uint32_t a0, uint32_t a1, uin
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-
-struct GemmP {
-    const uint8_t *codes, *scales;
-    const float *params;
-    const uint16_t *a;
-    void *c;
-    int m, n, k, out_bf16;
-};
 
 __device__ __forceinline__ void store_out(const GemmP &p, int tok, int col, float v)
 {
@@ -299,24 +260,6 @@ constexpr int G_S_BYTES = GT_W * 8;       /* 128 rows x 8 scale bytes (NVFP4; MX
 constexpr int G_STAGE = G_ACT_BYTES + G_W_BYTES + G_S_BYTES;
 
 __device__ __forceinline__ int act_swz(int t, int s) { return s ^ (((s >> 3) & 1) << 1) ^ (t & 1); }
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
-{
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async8(void *smem, const void *gmem, int src_bytes)
-{
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, int src_bytes)
-{
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
 template <int NV>
 __global__ void __launch_bounds__(256, 1) gemm_kernel(GemmP p)
@@ -547,6 +490,13 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
         default: GVN(8);
         }
 #undef GVN
+    }
+    /* m > 64: the sm_90a wgmma kernel (gemm_wgmma.cu) unless LOFP_CUDA_GEMM_IMPL=mma or the
+     * device is not sm_90; then the mma.sync kernel below. */
+    const char *impl = getenv("LOFP_CUDA_GEMM_IMPL");
+    if (!(impl && strcmp(impl, "mma") == 0)) {
+        const lofp_status r = gemm_wgmma_launch(p, nv ? 1 : 0, st);
+        if (r != LOFP_ERR_UNSUPPORTED) return r;
     }
     const dim3 grid((unsigned)((p.n + GT_W - 1) / GT_W), (unsigned)((p.m + GT_T - 1) / GT_T));
     if (grid.y > 65535) return LOFP_ERR_UNSUPPORTED;

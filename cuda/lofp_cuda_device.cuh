@@ -213,6 +213,42 @@ LHD uint32_t encode_mxint8_32(float x, int mode)
     return (uint32_t)(uint8_t)(int8_t)v;
 }
 
+/* RNE magnitude code of a >= 0 (finite) in a minifloat with `mbits` mantissa bits, smallest normal
+ * exponent emin and largest value maxv (saturating), in fp32 adds and multiplies -- the quantize
+ * kernels are bound by the integer/logic pipe, and this moves the rounding to the FP32 pipe.
+ * c = max(2^floor(log2 a), 2^emin) * 2^(23 - mbits) has an ulp equal to the format's spacing in a's
+ * binade (and below 2^emin), and a + c stays in c's binade, so fl(fl(a + c) - c) is a rounded to
+ * the format's grid, ties to the even multiple of the spacing, which is the even code. Scaling the
+ * grid value by 2^(-126 - emin) (exact) lands the format's subnormals on fp32's, where the bits
+ * from bit 23 - mbits up are the code (mf_rne_magic_bits returns that word; the sign of x is
+ * ignored). For a huge a, c overflows and a + c - c is NaN, which fminf
+ * (IEEE minNum) turns into maxv. cuda/test_codec_host.cu checks it against the integer encoder. */
+LHD uint32_t mf_rne_magic_bits(float x, int emin, int mbits, float maxv)
+{
+    const uint32_t lo = (uint32_t)(127 + emin) << 23;
+    uint32_t p = f2u(x) & 0x7F800000u;
+    p = p > lo ? p : lo;
+    const float c = fmul(u2f(p), u2f((uint32_t)(127 + 23 - mbits) << 23));
+    float r = fsub(fadd(fabsf(x), c), c);
+    r = fminf(r, maxv);
+    return f2u(fmul(r, u2f((uint32_t)(1 - emin) << 23)));
+}
+/* The magnitude code of |x| (the kernels keep it at bit 23 - mbits and pack with multiplies). */
+LHD uint32_t mf_mag_rne_magic(float x, int emin, int mbits, float maxv)
+{
+    return mf_rne_magic_bits(x, emin, mbits, maxv) >> (23 - mbits);
+}
+
+/* MXINT8 code (two's complement byte) of x under RNE: fl(x * 64) is exact, the clamp keeps it in
+ * [-127, 127], and adding 1.5 * 2^23 rounds to an integer (ties to even) whose low byte is the code
+ * (the sum stays in [2^23, 2^24), where the ulp is 1). */
+LHD uint32_t mxint8_rne_magic(float x)
+{
+    float r = fmul(x, 64.0f);
+    r = fmaxf(fminf(r, 127.0f), -127.0f);
+    return (f2u(fadd(r, 12582912.0f)) - 0x4B400000u) & 0xFFu;
+}
+
 /* E2M1 magnitude code of a >= 0 (not NaN) under RNE in three rints: spacing 0.5 below 2, 1 below
  * 4, 2 above; the integer's parity is the code's, so rint's ties-to-even is the code's. */
 LHD uint32_t e2m1_rne_fast(float a)

@@ -25,6 +25,12 @@ const UqThr &uq_thresholds(void);
 
 inline size_t round_up_sz(size_t a, size_t m) { return (a + m - 1) / m * m; }
 
+/* W4A16 GEMM on Hopper wgmma (gemm_wgmma.cu; GemmP is in gemm_common.cuh). Returns
+ * LOFP_ERR_UNSUPPORTED, having enqueued nothing, when the device is not sm_90 (the caller then
+ * uses the mma.sync kernel). */
+struct GemmP;
+lofp_status gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st);
+
 } // namespace lofpcu
 
 /* Every CUDA runtime call goes through this: on failure it records the error and returns

@@ -389,8 +389,60 @@ static void test_uq_emulation(void)
     }
 }
 
+
+/* The fp32-pipe RNE encoders of the fast quantize kernels (mf_mag_rne_magic, mxint8_rne_magic)
+ * against the CPU library's integer encoder: every fp32 pattern within 4096 ulps of every code
+ * value and midpoint, a stride-61 sweep of all finite magnitudes, and random patterns. */
+static void test_magic_encoders(void)
+{
+    struct { lofp_elem e; int t; } ts[] = {{LOFP_ELEM_E2M1, T_E2M1}, {LOFP_ELEM_E2M3, T_E2M3},
+                                           {LOFP_ELEM_E3M2, T_E3M2}};
+    for (auto &t : ts) {
+        const MF tr = mf_of(t.t);
+        const MXInfo mi = mx_info(t.t);
+        const int emin = 1 - tr.bias;
+        long n = 0;
+        auto chk = [&](float a) {
+            if (!(a >= 0.0f) || isinf(a)) return;
+            const uint32_t want = lofp_encode(t.e, a, LOFP_RNE, LOFP_SATURATE, 0) & tr.max_code;
+            const uint32_t got = mf_mag_rne_magic(a, emin, tr.mbits, mi.maxv);
+            const uint32_t gotn = mf_mag_rne_magic(-a, emin, tr.mbits, mi.maxv);
+            const uint32_t bits = mf_rne_magic_bits(a, emin, tr.mbits, mi.maxv);
+            n++;
+            EXPECT(want == got && want == gotn && (bits & ((1u << (23 - tr.mbits)) - 1u)) == 0,
+                   "mf_mag_rne_magic elem %d a=%.9g (%08x): want %u got %u / %u (bits %08x)", t.t, a,
+                   fb(a), want, got, gotn, bits);
+        };
+        for (uint32_t code = 0; code <= tr.max_code; code++) {
+            const float v = lofp_decode(t.e, code);
+            const float w = code < tr.max_code ? lofp_decode(t.e, code + 1) : 2.0f * v;
+            const float m = (float)(((double)v + (double)w) / 2);
+            for (int d = -4096; d <= 4096; d++) {
+                if ((int64_t)fb(v) + d >= 0) chk(bf(fb(v) + d));
+                chk(bf(fb(m) + d));
+            }
+        }
+        for (uint32_t u = 0; u < 0x7F800000u; u += 61) chk(bf(u));
+        for (int i = 0; i < 1000000; i++) chk(bf((uint32_t)rnd() & 0x7FFFFFFFu));
+        EXPECT(n > 30000000, "magic sweep too small (%ld)", n);
+    }
+    auto chk8 = [&](float x) {
+        if (isnan(x) || isinf(x)) return;
+        const uint32_t want = lofp_encode(LOFP_ELEM_MXINT8, x, LOFP_RNE, LOFP_SATURATE, 0) & 0xFFu;
+        const uint32_t got = mxint8_rne_magic(x);
+        EXPECT(want == got, "mxint8_rne_magic x=%.9g (%08x): want %u got %u", x, fb(x), want, got);
+    };
+    for (int k = -128; k <= 128; k++)
+        for (int h = 0; h < 2; h++) {
+            const float v = (float)((k + 0.5 * h) / 64.0);
+            for (int d = -4096; d <= 4096; d++) chk8(bf(fb(v) + d));
+        }
+    for (uint32_t u = 0; u < 0xFF800000u; u += 127) chk8(bf(u));
+}
+
 int main(void)
 {
+    test_magic_encoders();
     test_encoders();
     test_e2m1_fast();
     test_fast_paths();

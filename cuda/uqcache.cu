@@ -18,9 +18,14 @@
  *                     and 2^e_max is folded into P, which is split into bf16 hi + lo parts (two
  *                     MMAs), so the products carry ~16 significant bits. Warps merge in shared
  *                     memory; each CTA writes an unnormalised partial (m, l, acc).
+ *   uq_attn3_kernel   version 3 (the default; LOFP_CUDA_ATTN_IMPL=v2 selects uq_attn_kernel): the
+ *                     same MMA formulation fed from a per-warp cp.async ring in shared memory,
+ *                     cheaper scale handling and a base-2 softmax (see the comment at the kernel).
  *   uq_merge_kernel   merges the splits and the sink logit (denominator only).
  */
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -92,6 +97,10 @@ struct AttnP {
     float *part;    /* workspace: [B, Hq, S, 2 + D] (m, l, acc) */
     int batch, hq, hk, d, block_size, max_blocks, splits, tokens_per_split, slot;
     float scale, hd;
+    /* version 3 only */
+    int bs_shift;   /* log2(block_size) when it is a power of two, else -1 */
+    int base2;      /* partials' m is in the base-2 domain (merge uses exp2f, sink * log2 e) */
+    float scale2;   /* scale * log2 e * 2^14 (the 2^14 undoes the fp16 key codes' 2^-14) */
 };
 
 __global__ void uq_qprep_kernel(AttnP p)
@@ -413,24 +422,376 @@ __global__ void __launch_bounds__(128) uq_attn_kernel(AttnP p)
     }
 }
 
+/* ---- attention, version 3: per-warp cp.async ring in shared memory ----
+ * One CTA (4 warps) per (KV head, split, sequence); grid x = KV head, so the CTAs of all KV heads
+ * of a token range run side by side and share the DRAM sectors at the slot boundaries. Warp w
+ * takes the 16-token sub-tiles w, w+4, w+8, ... of the split (splits are multiples of 64 tokens).
+ * Each warp owns a ring of STAGES sub-tiles in shared memory, filled with cp.async STAGES-1
+ * sub-tiles ahead of the one computed; a slot is 17 chunks of W = SLOT/17 bytes (4, 8, 16 for
+ * D = 64, 128, 256), tokens past the end are zero-filled.
+ *   FLAT (block_size % 16 == 0): a sub-tile lies in one block, so one block-table entry per
+ *   sub-tile (all lanes read the same word, one sub-tile ahead); the 272 chunks are spread over
+ *   the lanes token-major (step k: token 2k whole and chunks 0..14 of token 2k+1; a ninth step
+ *   the tails of the odd tokens), so one warp-wide cp.async touches two consecutive slots (~5
+ *   cache lines) instead of 16.
+ *   !FLAT (any block size): two lanes per token, each lane loads its token's block-table entry
+ *   one sub-tile ahead.
+ * Arithmetic per sub-tile (16 tokens, the G <= 8 query heads of the KV head as n8):
+ *   QK: fp16 MMA with the E2M1 key codes as A (Marlin's trick, code * 2^-14, exact), q_rot E4M3
+ *   as B; one k16 pair per 32-element scale group, the group's scale 2^(byte-127) applied to the
+ *   fp32 MMA result with one fma (byte 0 gives 0); the 2^14 is folded into scale2.
+ *   softmax: online, base 2 (ex2.approx), scores pre-multiplied by scale * log2 e; the accumulator
+ *   rescale is skipped when no running max of the warp changed.
+ *   PV: bf16 MMA, out^T = V^T P^T. A = the V codes exactly (Marlin bf16 trick, one bf16x2 fma by
+ *   2^126); B = p * 2^32 * 2^(e_token,group - 127) in fp32, split into bf16 hi + lo (two MMAs,
+ *   ~16 significant bits per product). The 2^32 keeps B and its lo part normal down to the
+ *   smallest E8M0 scale for p near 1; B overflows only for V scale exponents above +95; it is
+ *   removed when the warps merge. */
+template <int D> struct V3Cfg {
+    static constexpr int SLOT = D + 2 * (D / 32);                     /* 68, 136, 272 = 17 W */
+    static constexpr int W = D == 64 ? 4 : D == 128 ? 8 : 16;          /* cp.async width */
+    static constexpr int SS = D == 64 ? 80 : D == 128 ? 144 : 272;     /* smem token stride: banks 4g+c distinct */
+    static constexpr int STAGES = D == 256 ? 3 : 4;
+    static constexpr int RING = 16 * SS;                               /* bytes of one stage of one warp */
+    static constexpr int PIPE = 4 * STAGES * RING;
+    static constexpr int MERGE = 4 * 8 * (D + 1) * 4;
+    static constexpr int SMEM = PIPE > MERGE ? PIPE : MERGE;
+    static constexpr int MINB = D == 256 ? 2 : 4;                      /* __launch_bounds__ min CTAs/SM */
+    static_assert(SLOT == 17 * W, "slot = 17 chunks");
+    static_assert(SS % 16 == 0 && SS >= SLOT, "stride");
+};
+
+template <int W>
+__device__ __forceinline__ void cpa(uint32_t dst, const void *src, uint32_t nbytes)
+{
+    if (W == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(nbytes) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(W), "r"(nbytes) : "memory");
+}
+__device__ __forceinline__ void cpa_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cpa_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ float ex2a(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+/* bf16x2 of (lo, hi), round to nearest even */
+__device__ __forceinline__ uint32_t bf2_rn(float lo, float hi)
+{
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+/* 2^(byte q of w - 127) as fp32 bits (byte 0 -> +0.0) */
+__device__ __forceinline__ float e8_at(uint32_t w, int q)
+{
+    const uint32_t t = q == 3 ? (w >> 1) : (w << (23 - 8 * q));
+    return u2f(t & 0x7F800000u);
+}
+
+template <int D, bool FLAT>
+__global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
+{
+    using C = V3Cfg<D>;
+    constexpr int NG = D / 32;  /* scale groups */
+    constexpr int NMT = D / 16; /* PV m16 tiles */
+    constexpr int NW = (NG + 3) / 4;
+    constexpr int ST = C::STAGES, SS = C::SS, CW = C::W;
+    extern __shared__ __align__(16) uint8_t smem3[];
+    __shared__ float sP[4][8][17];
+    __shared__ float sM[4][8], sL[4][8];
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, c = lane & 3;
+    const int kvh = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
+    const int G = p.hq / p.hk;
+    const int h0 = kvh * G;
+    const int seq = p.seq_lens[b];
+    const int t_beg = split * p.tokens_per_split;
+    const int t_end = min(seq, t_beg + p.tokens_per_split);
+
+    /* Q fragments (B operand of QK) as in version 2 */
+    uint32_t qf[NG][2][2];
+    {
+        const bool hv = g < G;
+        const uint16_t *qrow = p.qh + ((size_t)b * p.hq + h0 + (hv ? g : 0)) * D;
+#pragma unroll
+        for (int q = 0; q < NG; q++)
+#pragma unroll
+            for (int hs = 0; hs < 2; hs++) {
+                const int d0 = 32 * q + 8 * c + 2 * hs;
+                uint32_t x0 = qrow[d0], x4 = qrow[d0 + 4], x1 = qrow[d0 + 1], x5 = qrow[d0 + 5];
+                qf[q][hs][0] = hv ? (x0 | (x4 << 16)) : 0u;
+                qf[q][hs][1] = hv ? (x1 | (x5 << 16)) : 0u;
+            }
+    }
+
+    float acc[NMT][4];
+#pragma unroll
+    for (int i = 0; i < NMT; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* heads 2c, 2c+1, base 2 */
+
+    const int nt = t_end > t_beg ? (t_end - t_beg + 15) / 16 : 0; /* 16-token sub-tiles of the split */
+    const int nsub = nt > warp ? (nt - warp + 3) / 4 : 0;         /* this warp's: warp, warp+4, ... */
+    uint8_t *ring = smem3 + warp * (ST * C::RING);
+    const uint32_t ring_s = (uint32_t)__cvta_generic_to_shared(ring);
+
+    const int32_t *bt = p.block_tables + (size_t)b * p.max_blocks;
+    const int tok_stride = p.hk * C::SLOT; /* bytes between consecutive tokens of one KV head */
+    const uint8_t *cache_h = p.cache + (size_t)kvh * C::SLOT;
+    /* !FLAT: lane -> token lt of the sub-tile, chunks lh, lh+2, ...; FLAT: chunks lane + 32k */
+    const int lt = lane >> 1, lh = lane & 1;
+    /* FLAT: step k (0..7) copies token 2k whole (lanes 0..16, chunk = lane) and chunks 0..14 of
+     * token 2k+1 (lanes 17..31); a ninth step copies chunks 15, 16 of the 8 odd tokens (lanes
+     * 0..15). Each warp-wide cp.async covers ~256 contiguous bytes of two slots. */
+    const int fhi = lane >= 17 ? 1 : 0, fch = fhi ? lane - 17 : lane;
+    const int fs0 = fhi * tok_stride + fch * CW;                       /* source offset, step 0 */
+    const uint32_t fd0 = (uint32_t)(fhi * SS + fch * CW);              /* shared offset, step 0 */
+    const int fs9 = (2 * (lane >> 1) + 1) * tok_stride + (15 + (lane & 1)) * CW;
+    const uint32_t fd9 = (uint32_t)((2 * (lane >> 1) + 1) * SS + (15 + (lane & 1)) * CW);
+    auto blk_of = [&](int i) -> int {
+        const int n = t_beg + (warp + 4 * i) * 16 + (FLAT ? 0 : lt);
+        if (i >= nsub || n >= t_end) return -1;
+        return p.bs_shift >= 0 ? __ldg(bt + (n >> p.bs_shift)) : __ldg(bt + n / p.block_size);
+    };
+    auto issue = [&](int i, int blk, int stage) {
+        if (i < nsub) {
+            const int tb = t_beg + (warp + 4 * i) * 16;
+            const uint32_t dst0 = ring_s + stage * C::RING;
+            if (FLAT) {
+                const int pos = p.bs_shift >= 0 ? (tb & (p.block_size - 1)) : tb % p.block_size;
+                const uint8_t *base = cache_h + ((size_t)blk * p.block_size + pos) * (size_t)tok_stride;
+                const int nv = t_end - tb; /* valid tokens of the sub-tile (>= 1) */
+                if (nv >= 16) {
+#pragma unroll
+                    for (int k = 0; k < 8; k++)
+                        cpa<CW>(dst0 + fd0 + k * 2 * SS, base + (fs0 + k * 2 * tok_stride), CW);
+                    if (lane < 16) cpa<CW>(dst0 + fd9, base + fs9, CW);
+                } else { /* the last sub-tile of the sequence: zero-fill tokens >= nv */
+#pragma unroll
+                    for (int k = 0; k < 8; k++) {
+                        const bool ok = 2 * k + fhi < nv;
+                        cpa<CW>(dst0 + fd0 + k * 2 * SS, base + (ok ? fs0 + k * 2 * tok_stride : 0), ok ? CW : 0u);
+                    }
+                    const bool ok = 2 * (lane >> 1) + 1 < nv;
+                    if (lane < 16) cpa<CW>(dst0 + fd9, base + (ok ? fs9 : 0), ok ? CW : 0u);
+                }
+            } else {
+                const int n = tb + lt;
+                const int pos = p.bs_shift >= 0 ? (n & (p.block_size - 1)) : n % p.block_size;
+                const uint8_t *src = blk >= 0 ? cache_h + ((size_t)blk * p.block_size + pos) * (size_t)tok_stride : p.cache;
+                const uint32_t nb = blk >= 0 ? (uint32_t)CW : 0u; /* 0: zero-fill (past the end) */
+                const uint32_t dst = dst0 + lt * SS;
+#pragma unroll
+                for (int j = 0; j < 17; j += 2)
+                    if (j + lh < 17) cpa<CW>(dst + (j + lh) * CW, src + (j + lh) * CW, nb);
+            }
+        }
+        cpa_commit(); /* always one group per step (possibly empty), so wait_group counts line up */
+    };
+    auto ld_scales = [&](const uint8_t *ptr, uint32_t *w) {
+        if (NG == 2) w[0] = *(const uint16_t *)ptr;
+        else if (NG == 4) w[0] = *(const uint32_t *)ptr;
+        else { w[0] = ((const uint32_t *)ptr)[0]; w[1] = ((const uint32_t *)ptr)[1]; }
+    };
+
+    int nblk = blk_of(0);
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+        issue(s, nblk, s);
+        nblk = blk_of(s + 1);
+    }
+    int stage = 0, wstage = ST - 1;
+    for (int i = 0; i < nsub; i++) {
+        issue(i + ST - 1, nblk, wstage);
+        nblk = blk_of(i + ST);
+        wstage = wstage + 1 == ST ? 0 : wstage + 1;
+        cpa_wait<ST - 1>(); /* this lane's copies of sub-tile i have landed */
+        __syncwarp();       /* ... and every lane's are visible */
+        const uint8_t *buf = ring + stage * C::RING;
+        stage = stage + 1 == ST ? 0 : stage + 1;
+        const int tb = t_beg + (warp + 4 * i) * 16;
+
+        /* operands from shared memory: K of tokens g, g+8; V of 2c, 2c+1, 2c+8, 2c+9 */
+        uint32_t kw0[NG], kw1[NG], ks0[NW], ks1[NW], vw[4][NG], vs[4][NW];
+        {
+            const uint8_t *k0 = buf + g * SS, *k1 = buf + (g + 8) * SS;
+#pragma unroll
+            for (int q = 0; q < NG; q++) {
+                kw0[q] = *(const uint32_t *)(k0 + 16 * q + 4 * c);
+                kw1[q] = *(const uint32_t *)(k1 + 16 * q + 4 * c);
+            }
+            ld_scales(k0 + D / 2, ks0);
+            ld_scales(k1 + D / 2, ks1);
+            const int vt[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                const uint8_t *vp = buf + vt[t] * SS + D / 2 + NG;
+#pragma unroll
+                for (int q = 0; q < NG; q++) vw[t][q] = *(const uint16_t *)(vp + 16 * q + 2 * g);
+                ld_scales(vp + D / 2, vs[t]);
+            }
+        }
+
+        /* ---- QK ---- */
+        float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* (tok g, head 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1) */
+#pragma unroll
+        for (int q = 0; q < NG; q++) {
+            float a4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int hs = 0; hs < 2; hs++) {
+                uint32_t a[4];
+                a[0] = pair_f16(kw0[q], 2 * hs);
+                a[1] = pair_f16(kw1[q], 2 * hs);
+                a[2] = pair_f16(kw0[q], 2 * hs + 1);
+                a[3] = pair_f16(kw1[q], 2 * hs + 1);
+                mma_f16(a4, a, qf[q][hs][0], qf[q][hs][1]);
+            }
+            /* group scale 2^(byte - 127), exact; byte 0 (a zero group) gives 0 */
+            const float f0 = e8_at(ks0[q >> 2], q & 3), f1 = e8_at(ks1[q >> 2], q & 3);
+            s[0] = __fmaf_rn(a4[0], f0, s[0]);
+            s[1] = __fmaf_rn(a4[1], f0, s[1]);
+            s[2] = __fmaf_rn(a4[2], f1, s[2]);
+            s[3] = __fmaf_rn(a4[3], f1, s[3]);
+        }
+        const bool v0 = tb + g < t_end, v1 = tb + g + 8 < t_end;
+        s[0] = v0 ? fmul(s[0], p.scale2) : -INFINITY; /* scale2 = scale * log2 e * 2^14 */
+        s[1] = v0 ? fmul(s[1], p.scale2) : -INFINITY;
+        s[2] = v1 ? fmul(s[2], p.scale2) : -INFINITY;
+        s[3] = v1 ? fmul(s[3], p.scale2) : -INFINITY;
+
+        /* ---- online softmax in base 2 (heads 2c, 2c+1; tokens across g) ---- */
+        float tm[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) {
+            tm[0] = fmaxf(tm[0], __shfl_xor_sync(0xFFFFFFFFu, tm[0], o));
+            tm[1] = fmaxf(tm[1], __shfl_xor_sync(0xFFFFFFFFu, tm[1], o));
+        }
+        float pr[4], alpha[2];
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const float mn = fmaxf(m_run[j], tm[j]);
+            alpha[j] = (mn == -INFINITY) ? 1.0f : ex2a(fsub(m_run[j], mn));
+            pr[j] = (s[j] == -INFINITY) ? 0.0f : ex2a(fsub(s[j], mn));
+            pr[j + 2] = (s[j + 2] == -INFINITY) ? 0.0f : ex2a(fsub(s[j + 2], mn));
+            m_run[j] = mn;
+        }
+        if (2 * c >= G) pr[0] = pr[2] = 0.0f; /* heads >= G are padding */
+        if (2 * c + 1 >= G) pr[1] = pr[3] = 0.0f;
+        float ts[2] = {fadd(pr[0], pr[2]), fadd(pr[1], pr[3])};
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) {
+            ts[0] = fadd(ts[0], __shfl_xor_sync(0xFFFFFFFFu, ts[0], o));
+            ts[1] = fadd(ts[1], __shfl_xor_sync(0xFFFFFFFFu, ts[1], o));
+        }
+        l_run[0] = fadd(fmul(l_run[0], alpha[0]), ts[0]);
+        l_run[1] = fadd(fmul(l_run[1], alpha[1]), ts[1]);
+        if (__any_sync(0xFFFFFFFFu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+            for (int i2 = 0; i2 < NMT; i2++) {
+                acc[i2][0] = fmul(acc[i2][0], alpha[0]);
+                acc[i2][1] = fmul(acc[i2][1], alpha[1]);
+                acc[i2][2] = fmul(acc[i2][2], alpha[0]);
+                acc[i2][3] = fmul(acc[i2][3], alpha[1]);
+            }
+        }
+        /* P (times 2^32) to shared memory as [head][token], read back as the B fragment */
+        constexpr float P_OFF = 4294967296.0f; /* 2^32 */
+        sP[warp][2 * c][g] = fmul(pr[0], P_OFF);
+        sP[warp][2 * c + 1][g] = fmul(pr[1], P_OFF);
+        sP[warp][2 * c][g + 8] = fmul(pr[2], P_OFF);
+        sP[warp][2 * c + 1][g + 8] = fmul(pr[3], P_OFF);
+        __syncwarp();
+        const float pA = sP[warp][g][2 * c], pB = sP[warp][g][2 * c + 1];
+        const float pC = sP[warp][g][2 * c + 8], pD = sP[warp][g][2 * c + 9];
+
+        /* ---- PV ---- */
+        constexpr uint32_t K126 = 0x7E807E80u; /* bf16x2 (2^126, 2^126) */
+#pragma unroll
+        for (int q = 0; q < NG; q++) {
+            /* B: p * 2^32 * 2^(e - 127) of tokens 2c, 2c+1 (b0) and 2c+8, 2c+9 (b1), head g */
+            const float xA = fmul(pA, e8_at(vs[0][q >> 2], q & 3)), xB = fmul(pB, e8_at(vs[1][q >> 2], q & 3));
+            const float xC = fmul(pC, e8_at(vs[2][q >> 2], q & 3)), xD = fmul(pD, e8_at(vs[3][q >> 2], q & 3));
+            const uint32_t hAB = bf2_rn(xA, xB), hCD = bf2_rn(xC, xD);
+            const uint32_t lAB = bf2_rn(fsub(xA, u2f(hAB << 16)), fsub(xB, u2f(hAB & 0xFFFF0000u)));
+            const uint32_t lCD = bf2_rn(fsub(xC, u2f(hCD << 16)), fsub(xD, u2f(hCD & 0xFFFF0000u)));
+            const uint32_t qAB = vw[0][q] | (vw[1][q] << 16), qCD = vw[2][q] | (vw[3][q] << 16);
+#pragma unroll
+            for (int sub = 0; sub < 2; sub++) {
+                uint32_t a[4]; /* the codes exactly: (code * 2^-126) * 2^126 */
+                a[0] = bf2_fma0(pair_bf16(qAB, 2 * sub), K126);
+                a[1] = bf2_fma0(pair_bf16(qAB, 2 * sub + 1), K126);
+                a[2] = bf2_fma0(pair_bf16(qCD, 2 * sub), K126);
+                a[3] = bf2_fma0(pair_bf16(qCD, 2 * sub + 1), K126);
+                mma_bf16v(acc[2 * q + sub], a, hAB, hCD);
+                mma_bf16v(acc[2 * q + sub], a, lAB, lCD);
+            }
+        }
+        __syncwarp(); /* sP and this ring stage are free for the next step */
+    }
+    cpa_wait<0>();
+    __syncthreads(); /* every warp is done with its ring: reuse it for the merge */
+
+    /* ---- merge the 4 warps (base 2; acc carries 2^32) ---- */
+    float *sAcc = (float *)smem3; /* [4][8][D + 1] */
+    if (g == 0) {
+        sM[warp][2 * c] = m_run[0];
+        sM[warp][2 * c + 1] = m_run[1];
+        sL[warp][2 * c] = l_run[0];
+        sL[warp][2 * c + 1] = l_run[1];
+    }
+    constexpr float P_INV = 2.3283064365386963e-10f; /* 2^-32 */
+#pragma unroll
+    for (int i = 0; i < NMT; i++) {
+        const int q = i >> 1, sub = i & 1;
+        const int d0 = 32 * q + 4 * g + 2 * sub;
+        sAcc[(warp * 8 + 2 * c) * (D + 1) + d0] = fmul(acc[i][0], P_INV);
+        sAcc[(warp * 8 + 2 * c + 1) * (D + 1) + d0] = fmul(acc[i][1], P_INV);
+        sAcc[(warp * 8 + 2 * c) * (D + 1) + d0 + 1] = fmul(acc[i][2], P_INV);
+        sAcc[(warp * 8 + 2 * c + 1) * (D + 1) + d0 + 1] = fmul(acc[i][3], P_INV);
+    }
+    __syncthreads();
+    const int S = p.splits;
+    for (int idx = threadIdx.x; idx < G * (D + 2); idx += blockDim.x) {
+        const int hh = idx / (D + 2), j = idx % (D + 2);
+        float M = -INFINITY;
+        for (int w = 0; w < 4; w++) M = fmaxf(M, sM[w][hh]);
+        float val = 0.0f;
+        if (j == 0) val = M;
+        else {
+            for (int w = 0; w < 4; w++) {
+                const float f = (sM[w][hh] == -INFINITY) ? 0.0f : exp2f(fsub(sM[w][hh], M));
+                val = fadd(val, fmul(j == 1 ? sL[w][hh] : sAcc[(w * 8 + hh) * (D + 1) + j - 2], f));
+            }
+        }
+        p.part[(((size_t)b * p.hq + h0 + hh) * S + split) * (D + 2) + j] = val;
+    }
+}
+
 __global__ void uq_merge_kernel(AttnP p)
 {
     const int bh = blockIdx.x;
     const int D = p.d, S = p.splits;
     const float *pp = p.part + (size_t)bh * S * (D + 2);
     const int h = bh % p.hq;
-    float M = p.sinks ? p.sinks[h] : -INFINITY;
+    const bool b2 = p.base2 != 0;
+    /* version 3 writes m in units of log2: the sink logit is converted once, exp is exp2 */
+    const float sink = p.sinks ? (b2 ? fmul(p.sinks[h], 1.4426950408889634f) : p.sinks[h]) : -INFINITY;
+    auto ex = [&](float x) { return b2 ? exp2f(x) : expf(x); };
+    float M = sink;
     for (int s = 0; s < S; s++) M = fmaxf(M, pp[(size_t)s * (D + 2)]);
-    float L = (p.sinks && M != -INFINITY) ? expf(fsub(p.sinks[h], M)) : 0.0f;
+    float L = (p.sinks && M != -INFINITY) ? ex(fsub(sink, M)) : 0.0f;
     for (int s = 0; s < S; s++) {
         const float ms = pp[(size_t)s * (D + 2)];
-        if (ms != -INFINITY) L = fadd(L, fmul(pp[(size_t)s * (D + 2) + 1], expf(fsub(ms, M))));
+        if (ms != -INFINITY) L = fadd(L, fmul(pp[(size_t)s * (D + 2) + 1], ex(fsub(ms, M))));
     }
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float o = 0.0f;
         for (int s = 0; s < S; s++) {
             const float ms = pp[(size_t)s * (D + 2)];
-            if (ms != -INFINITY) o = fadd(o, fmul(pp[(size_t)s * (D + 2) + 2 + d], expf(fsub(ms, M))));
+            if (ms != -INFINITY) o = fadd(o, fmul(pp[(size_t)s * (D + 2) + 2 + d], ex(fsub(ms, M))));
         }
         p.out[(size_t)bh * D + d] = L > 0.0f ? fdiv(o, L) : 0.0f;
     }
@@ -444,6 +805,47 @@ int auto_splits(const lofp_cuda_uq_attention_args *a)
     size_t s = (want + units - 1) / units;
     const size_t max_s = (a->max_seq_len + 63) / 64; /* at least 64 tokens per split */
     if (s > max_s) s = max_s;
+    if (s < 1) s = 1;
+    return (int)s;
+}
+
+/* version 3: dynamic shared memory per CTA, and the attribute that allows it past 48 KiB */
+template <int D, bool FLAT> cudaError_t v3_prepare1()
+{
+    static volatile int done = 0; /* set once per process (benign race: the call is idempotent) */
+    if (done) return cudaSuccess;
+    const cudaError_t e = cudaFuncSetAttribute(uq_attn3_kernel<D, FLAT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               V3Cfg<D>::SMEM);
+    if (e == cudaSuccess) done = 1;
+    return e;
+}
+template <int D> int v3_occupancy()
+{
+    static int occ = 0; /* resident CTAs per SM (one device kind per process assumed) */
+    if (occ == 0) {
+        int n = 0;
+        if (v3_prepare1<D, true>() != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, uq_attn3_kernel<D, true>, 128, V3Cfg<D>::SMEM) != cudaSuccess ||
+            n < 1) {
+            (void)cudaGetLastError();
+            n = 4;
+        }
+        occ = n;
+    }
+    return occ;
+}
+/* split count of version 3: about two resident waves of equal CTAs, at least 64 tokens each */
+int auto_splits3(const lofp_cuda_uq_attention_args *a)
+{
+    if (a->num_splits > 0) return a->num_splits;
+    const int occ = a->head_dim == 64 ? v3_occupancy<64>() : a->head_dim == 128 ? v3_occupancy<128>() : v3_occupancy<256>();
+    const size_t units = a->batch * a->hk;
+    if (units == 0) return 1;
+    const size_t slots = (size_t)sm_count() * occ;
+    size_t s = 2 * slots / units;
+    const size_t max_s = (a->max_seq_len + 63) / 64;
+    if (s > max_s) s = max_s;
+    if (s > 65535) s = 65535;
     if (s < 1) s = 1;
     return (int)s;
 }
@@ -494,7 +896,8 @@ extern "C" lofp_status lofp_cuda_uq_store(const lofp_scheme *s, lofp_dtype dt, c
 extern "C" size_t lofp_cuda_uq_attention_workspace_bytes(const lofp_cuda_uq_attention_args *a)
 {
     if (!a) return 0;
-    const size_t S = (size_t)auto_splits(a);
+    const size_t S2 = (size_t)auto_splits(a), S3 = (size_t)auto_splits3(a);
+    const size_t S = S2 > S3 ? S2 : S3; /* either implementation (LOFP_CUDA_ATTN_IMPL) fits */
     const size_t qh = a->batch * a->hq * a->head_dim * 2;
     return round_up_sz(qh, 256) + a->batch * a->hq * S * (a->head_dim + 2) * sizeof(float);
 }
@@ -518,22 +921,49 @@ extern "C" lofp_status lofp_cuda_uq_decode_attention(const lofp_cuda_uq_attentio
     p.sinks = a->d_sinks; p.out = a->d_out;
     p.batch = (int)a->batch; p.hq = (int)a->hq; p.hk = (int)a->hk; p.d = (int)a->head_dim;
     p.block_size = (int)a->block_size; p.max_blocks = (int)a->max_blocks_per_seq;
-    p.splits = auto_splits(a);
+    /* version 3 (default) needs a 16-byte aligned cache (cp.async of 4/8/16 bytes) and a split
+     * count that fits grid.y; LOFP_CUDA_ATTN_IMPL=v2 forces version 2 (benchmarking knob) */
+    const char *impl = getenv("LOFP_CUDA_ATTN_IMPL");
+    const bool v3 = !(impl && strcmp(impl, "v2") == 0) && ((uintptr_t)a->d_cache & 15) == 0 &&
+                    auto_splits3(a) <= 65535;
+    p.splits = v3 ? auto_splits3(a) : auto_splits(a);
     const size_t msl = a->max_seq_len ? a->max_seq_len : 1;
     p.tokens_per_split = (int)((msl + p.splits - 1) / p.splits);
     p.tokens_per_split = (p.tokens_per_split + 15) / 16 * 16;
+    if (v3 && p.tokens_per_split > 64) p.tokens_per_split = (p.tokens_per_split + 63) / 64 * 64;
     p.slot = (int)lofp_cuda_uq_slot_bytes(a->head_dim);
     p.scale = a->scale;
     p.hd = (float)(1.0 / sqrt((double)a->head_dim));
+    p.bs_shift = -1;
+    for (int k = 0; k < 31; k++)
+        if ((size_t)1 << k == a->block_size) p.bs_shift = k;
+    p.base2 = v3 ? 1 : 0;
+    /* scale * log2 e, times the 2^14 of the fp16 key codes (version 3) */
+    p.scale2 = fmul((float)((double)a->scale * 1.4426950408889634), 16384.0f);
     p.qh = (uint16_t *)a->d_workspace;
     p.part = (float *)((uint8_t *)a->d_workspace + round_up_sz(a->batch * a->hq * a->head_dim * 2, 256));
     cudaStream_t st = (cudaStream_t)stream;
     uq_qprep_kernel<<<(unsigned)(a->batch * a->hq), 128, a->head_dim * sizeof(float), st>>>(p);
     LOFP_CU_LAUNCH();
-    const dim3 grid((unsigned)p.splits, (unsigned)a->hk, (unsigned)a->batch);
-    if (a->head_dim == 64) uq_attn_kernel<64><<<grid, 128, 0, st>>>(p);
-    else if (a->head_dim == 128) uq_attn_kernel<128><<<grid, 128, 0, st>>>(p);
-    else uq_attn_kernel<256><<<grid, 128, 0, st>>>(p);
+    if (v3) {
+        const dim3 grid((unsigned)a->hk, (unsigned)p.splits, (unsigned)a->batch);
+        /* LOFP_CUDA_ATTN_IMPL=v3-noflat forces the any-block-size loader (for testing it) */
+        const bool flat = a->block_size % 16 == 0 && !(impl && strcmp(impl, "v3-noflat") == 0);
+#define V3L(DD, FL)                                                                            \
+    do {                                                                                       \
+        LOFP_CU((v3_prepare1<DD, FL>()));                                                      \
+        uq_attn3_kernel<DD, FL><<<grid, 128, V3Cfg<DD>::SMEM, st>>>(p);                        \
+    } while (0)
+        if (a->head_dim == 64) { if (flat) V3L(64, true); else V3L(64, false); }
+        else if (a->head_dim == 128) { if (flat) V3L(128, true); else V3L(128, false); }
+        else { if (flat) V3L(256, true); else V3L(256, false); }
+#undef V3L
+    } else {
+        const dim3 grid((unsigned)p.splits, (unsigned)a->hk, (unsigned)a->batch);
+        if (a->head_dim == 64) uq_attn_kernel<64><<<grid, 128, 0, st>>>(p);
+        else if (a->head_dim == 128) uq_attn_kernel<128><<<grid, 128, 0, st>>>(p);
+        else uq_attn_kernel<256><<<grid, 128, 0, st>>>(p);
+    }
     LOFP_CU_LAUNCH();
     uq_merge_kernel<<<(unsigned)(a->batch * a->hq), 128, 0, st>>>(p);
     LOFP_CU_LAUNCH();

@@ -35,9 +35,11 @@ else
 fi
 
 rc=0
-run_test() { # section
-  echo "== test_cuda $1"
-  LOFP_TEST_ONLY=$1 timeout "$T_TEST" "$BIN/test_cuda" >>"$OUT/test_cuda.log" 2>&1
+run_test() { # section [VAR=value ...]: the environment selects an older kernel version
+  local sec=$1; shift
+  echo "== test_cuda $sec $*"
+  echo "== test_cuda $sec $*" >>"$OUT/test_cuda.log"
+  env "$@" LOFP_TEST_ONLY=$sec timeout "$T_TEST" "$BIN/test_cuda" >>"$OUT/test_cuda.log" 2>&1
   local r=$?
   [ $r -ne 0 ] && rc=1
   echo "   exit $r"
@@ -49,6 +51,7 @@ run_bench() { # section
 if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   : >"$OUT/test_cuda.log"
   run_test div,quant
+  run_test quant LOFP_CUDA_QUANT_IMPL=v2
 fi
 if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
   : >"$OUT/bench_lofp.jsonl"
@@ -57,9 +60,10 @@ if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
   timeout "$T_TORCH" python3 cuda/bench_torch.py >"$OUT/bench_torch.jsonl" 2>&1 || echo "   bench_torch failed ($?)"
   grep -v '^{' "$OUT/bench_torch.jsonl" | tail -5
 fi
-[ "$MODE" = all ] || [ "$MODE" = test ] && run_test gemm
+[ "$MODE" = all ] || [ "$MODE" = test ] && { run_test gemm; run_test gemm LOFP_CUDA_GEMM_IMPL=mma; }
 [ "$MODE" = all ] || [ "$MODE" = bench ] && run_bench gemm
-[ "$MODE" = all ] || [ "$MODE" = test ] && run_test uq
+[ "$MODE" = all ] || [ "$MODE" = test ] && { run_test uq; run_test uq LOFP_CUDA_ATTN_IMPL=v3-noflat;
+                                              run_test uq LOFP_CUDA_ATTN_IMPL=v2; }
 [ "$MODE" = all ] || [ "$MODE" = bench ] && run_bench attn
 if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   echo "== test summary"

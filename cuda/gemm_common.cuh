@@ -1,0 +1,78 @@
+/* gemm_common.cuh -- pieces shared by the W4A16 kernels (gemm.cu: GEMV and mma.sync GEMM;
+ * gemm_wgmma.cu: the sm_90a wgmma GEMM): the launch parameters, the Marlin-style FP4 -> bf16
+ * dequantization helpers and cp.async wrappers. See the header comment of gemm.cu. */
+#ifndef LOFP_GEMM_COMMON_CUH
+#define LOFP_GEMM_COMMON_CUH
+
+#include <stdint.h>
+
+#include "lofp_cuda_device.cuh"
+
+namespace lofpcu {
+
+struct GemmP {
+    const uint8_t *codes, *scales;
+    const float *params;
+    const uint16_t *a;
+    void *c;
+    int m, n, k, out_bf16;
+};
+
+} // namespace lofpcu
+
+namespace {
+
+/* pair p (elements 2p, 2p+1) of a prepared word -> bf16x2 of e2m1 * 2^-126 */
+__device__ __forceinline__ uint32_t fp4pair(uint32_t q, int p)
+{
+    const uint32_t t = q << (12 - 4 * p);
+    return (t & 0x80008000u) | ((t & 0x70007000u) >> 6);
+}
+
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b)
+{
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+    return d;
+}
+
+/* NVFP4: two UE4M3 bytes (low, high of a 16-bit word) -> bf16 of scale * 2^119, as two splats. */
+__device__ __forceinline__ void nv_scale2(uint32_t two, uint32_t &s0, uint32_t &s1)
+{
+    uint32_t h;
+    asm("{ .reg .b16 t; mov.b16 t, %1; cvt.rn.f16x2.e4m3x2 %0, t; }" : "=r"(h) : "h"((unsigned short)two));
+    const uint32_t t = ((h >> 3) & 0x0FFF0FFFu) + 0x73807380u;
+    s0 = __byte_perm(t, 0, 0x1010);
+    s1 = __byte_perm(t, 0, 0x3232);
+}
+
+/* MXFP4: E8M0 byte -> bf16 splat of 2^(b + sbias - 127) (0 if it underflows, NaN for 0xFF). */
+__device__ __forceinline__ uint32_t mx_scale1(uint32_t b, int sbias)
+{
+    if (b == 0xFF) return 0x7FC07FC0u;
+    int f = (int)b + sbias;
+    uint32_t v = f <= 0 ? 0u : (uint32_t)f << 7;
+    return v | (v << 16);
+}
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async8(void *smem, const void *gmem, int src_bytes)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, int src_bytes)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+} // namespace
+
+#endif

@@ -1,0 +1,328 @@
+/* gemm_wgmma.cu -- W4A16 GEMM for m > 64 on Hopper (sm_90a): wgmma.mma_async with the
+ * dequantized weights as the register A operand and the activations as the shared-memory B operand.
+ *
+ * Orientation as in gemm.cu: C^T[n, m] = W[n, k] . A[m, k]^T, weight rows are wgmma's M (64 per
+ * warpgroup per m-tile), tokens are wgmma's N (TN per CTA), fp32 accumulators in registers.
+ *
+ * CTA: two warpgroups (256 threads), each owns MT m64 tiles (64*MT weight rows); the CTA covers
+ * 128*MT weight rows x TN tokens. K runs in 128-chunks through an S-stage cp.async pipeline; a
+ * stage holds the activation tile (TN tokens x 128 bf16, K-major, 128-byte swizzle: two swizzle
+ * atoms of 64 k along K, each TN rows of 128 bytes, 16-byte unit u of row t stored at u ^ (t & 7)),
+ * the raw prepared weight codes (64 bytes per row, 16-byte unit s of row r at s ^ ((r >> 1) & 3),
+ * conflict-free for the 8-row reads below) and the scale bytes (8 per row).
+ *
+ * K order. Here B comes from shared memory in NATURAL k order (wgmma step j of a chunk = k
+ * 16j..16j+15 = prepared words 2j and 2j+1 of a row); the wgmma A fragment of a warp is the
+ * mma.m16n8k16 A fragment (rows g, g+8 of the warp's 16; lane (g, c) holds k slots 2c, 2c+1 and
+ * 2c+8, 2c+9), so lane c needs nibble pair c of word 2j (slots 2c, 2c+1) and of word 2j+1 (slots
+ * 2c+8, 2c+9): fp4pair(word >> 4c, 0), one shift more than gemm.cu's fixed pairs. Each lane reads
+ * whole 16-byte units of its rows (the four lanes of a quad read the same addresses: broadcast).
+ * Both NVFP4 blocks (16 k) and MXFP4 blocks (32 k) of a step are one scale per row.
+ *
+ * Pipeline per chunk: wait for its cp.async group, proxy fence, __syncthreads, issue the loads for
+ * chunk + S - 2 (into the stage read by chunk - 2, whose wgmmas have completed in every warpgroup),
+ * then 2*MT groups of 4/MT k16 steps: dequantize a group into one of two register buffers, fence,
+ * issue MT * 4/MT wgmmas, commit, wait until at most one group is in flight. So the dequantization
+ * of group i overlaps the tensor-core work of group i - 1, also across chunk boundaries.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gemm_common.cuh"
+#include "lofp_cuda_internal.h"
+
+using namespace lofpcu;
+
+/* the compute_90 PTX pass compiles the kernel body out (no wgmma there): its helpers go unused */
+#pragma nv_diag_suppress 177
+
+namespace {
+
+template <int TN> struct Wgmma;
+template <> struct Wgmma<64> {
+    static __device__ __forceinline__ void mma(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int one)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                     "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(one));
+    }
+};
+template <> struct Wgmma<128> {
+    static __device__ __forceinline__ void mma(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int one)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                     "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(one));
+    }
+};
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+
+/* Shared-memory matrix descriptor, K-major, 128-byte swizzle: start address >> 4 (bits 0-13),
+ * leading byte offset (unused for swizzled K-major; 1), stride byte offset 1024 >> 4 (8 rows of
+ * 128 bytes; bits 32-45), base offset 0 (atoms 1024-aligned), layout type 1 = 128B (bits 62-63). */
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr)
+{
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+template <int NV, int MT, int TN, int S, int MINB>
+__global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int ROWS = 128 * MT;          /* weight rows per CTA */
+    constexpr int ACT = TN * 256;           /* TN tokens x 128 bf16 */
+    constexpr int WB = ROWS * 64;           /* codes */
+    constexpr int SB = ROWS * 8;            /* scale bytes (NVFP4 8, MXFP4 4 used) */
+    constexpr int STAGE = ACT + WB + SB;    /* multiple of 1024 */
+    constexpr int G = 4 / MT;               /* k16 steps per group */
+    constexpr int NG = 8 / G;               /* groups per chunk (even) */
+    constexpr int NR = TN / 2;              /* accumulators per m-tile */
+    static_assert(STAGE % 1024 == 0, "stage alignment");
+
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t raw_s = (uint32_t)__cvta_generic_to_shared(smem_raw);
+    uint8_t *smem = smem_raw + ((1024u - (raw_s & 1023u)) & 1023u);
+    const uint32_t smem_s = (uint32_t)__cvta_generic_to_shared(smem);
+
+    const int tid = threadIdx.x, wg = tid >> 7, wiw = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, c = lane & 3;
+    const int n0 = blockIdx.x * ROWS, t0 = blockIdx.y * TN;
+    const int chunks = p.k / 128;
+    const int sbias = NV ? 0 : (int)p.params[1];
+    const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
+    const uint32_t sh = 4u * (uint32_t)c;
+
+    auto load_stage = [&](int st, int ch) {
+        uint8_t *sa = smem + st * STAGE;
+        uint8_t *sw = sa + ACT;
+        uint8_t *ss = sw + WB;
+#pragma unroll
+        for (int i = 0; i < TN / 16; i++) {
+            const int idx = tid + 256 * i;
+            const int t = idx >> 4, s = idx & 15;
+            const int tok = t0 + t;
+            const bool ok = tok < p.m;
+            const uint16_t *src = p.a + (size_t)(ok ? tok : 0) * p.k + (size_t)ch * 128 + s * 8;
+            cp_async16(sa + (s >> 3) * (TN * 128) + t * 128 + (((s & 7) ^ (t & 7)) << 4), src, ok ? 16 : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < ROWS * 4 / 256; i++) {
+            const int idx = tid + 256 * i;
+            const int r = idx >> 2, s = idx & 3;
+            const int row = n0 + r;
+            const bool ok = row < p.n;
+            cp_async16(sw + r * 64 + ((s ^ ((r >> 1) & 3)) << 4),
+                       p.codes + (size_t)(ok ? row : 0) * crow + (size_t)ch * 64 + s * 16, ok ? 16 : 0);
+        }
+#pragma unroll
+        for (int r = tid; r < ROWS; r += 256) {
+            const int row = n0 + r;
+            const bool ok = row < p.n;
+            if (NV) cp_async8(ss + r * 8, p.scales + (size_t)(ok ? row : 0) * srow + (size_t)ch * 8, ok ? 8 : 0);
+            else cp_async4(ss + r * 8, p.scales + (size_t)(ok ? row : 0) * srow + (size_t)ch * 4, ok ? 4 : 0);
+        }
+    };
+
+    float acc[MT][NR];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < NR; i++) acc[mt][i] = 0.0f;
+    /* keeps the zeroing out of the wgmma pipeline (else ptxas serializes the wgmmas, C7515) */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < NR; i++) reg_fence(acc[mt][i]);
+
+#pragma unroll
+    for (int s = 0; s < S - 2; s++) {
+        if (s < chunks) load_stage(s, s);
+        cp_commit();
+    }
+
+    uint32_t af[2][MT][G][4];
+    for (int ch = 0; ch < chunks; ch++) {
+        cp_wait<S - 3>();
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+        {
+            const int nx = ch + S - 2;
+            if (nx < chunks) load_stage(nx % S, nx);
+            cp_commit();
+        }
+        const int st = ch % S;
+        const uint8_t *sw = smem + st * STAGE + ACT;
+        const uint8_t *ss = sw + WB;
+        const uint32_t sa_s = smem_s + st * STAGE;
+        /* this lane's rows: r[mt][h] = wg*64*MT + mt*64 + 16*wiw + g + 8h */
+        uint2 scw[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int r = wg * 64 * MT + mt * 64 + 16 * wiw + g + 8 * h;
+                if (NV) scw[mt][h] = *(const uint2 *)(ss + r * 8);
+                else scw[mt][h] = make_uint2(*(const uint32_t *)(ss + r * 8), 0u);
+            }
+#pragma unroll
+        for (int gi = 0; gi < NG; gi++) {
+            const int b = gi & 1;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int r = wg * 64 * MT + mt * 64 + 16 * wiw + g + 8 * h;
+                    /* steps gi*G .. gi*G+G-1 use words 2*gi*G .. : G/2 16-byte units */
+#pragma unroll
+                    for (int u = 0; u < G / 2; u++) {
+                        const int unit = gi * (G / 2) + u;  /* 0..3 */
+                        const uint4 q = *(const uint4 *)(sw + r * 64 + ((unit ^ ((r >> 1) & 3)) << 4));
+                        uint32_t su[2];
+                        if (NV) {
+                            const uint32_t w = (unit < 2 ? scw[mt][h].x : scw[mt][h].y) >> (16 * (unit & 1));
+                            nv_scale2(w & 0xFFFFu, su[0], su[1]);   /* blocks 2*unit, 2*unit+1 */
+                        } else {
+                            su[0] = su[1] = mx_scale1((scw[mt][h].x >> (8 * unit)) & 0xFFu, sbias);
+                        }
+#pragma unroll
+                        for (int jj = 0; jj < 2; jj++) {
+                            const uint32_t s = su[jj];
+                            const uint32_t w0 = jj ? q.z : q.x, w1 = jj ? q.w : q.y;
+                            af[b][mt][u * 2 + jj][h] = bf16x2_mul(fp4pair(w0 >> sh, 0), s);      /* slots 2c,2c+1 */
+                            af[b][mt][u * 2 + jj][h + 2] = bf16x2_mul(fp4pair(w1 >> sh, 0), s);  /* slots 2c+8,+9 */
+                        }
+                    }
+                }
+            }
+            wg_fence();
+#pragma unroll
+            for (int jj = 0; jj < G; jj++) {
+                const int j = gi * G + jj;
+                const uint64_t desc = sw128_desc(sa_s + (j >> 2) * (TN * 128) + (j & 3) * 32);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+                    Wgmma<TN>::mma(acc[mt], af[b][mt][jj][0], af[b][mt][jj][1], af[b][mt][jj][2], af[b][mt][jj][3], desc, 1);
+            }
+            wg_commit();
+            wg_wait<1>();
+        }
+    }
+    wg_wait<0>();
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < NR; i++) reg_fence(acc[mt][i]);
+    cp_wait<0>();
+
+    const float alpha = p.params[0];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        const int row = n0 + wg * 64 * MT + mt * 64 + 16 * wiw + g;
+#pragma unroll
+        for (int i = 0; i < TN / 8; i++) {
+            const int tok = t0 + 8 * i + 2 * c;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
+                if (tk < p.m && rw < p.n) {
+                    const float v = fmul(acc[mt][4 * i + e], alpha);
+                    const size_t o = (size_t)tk * p.n + rw;
+                    if (p.out_bf16) ((uint16_t *)p.c)[o] = f32_to_bf16(v);
+                    else ((float *)p.c)[o] = v;
+                }
+            }
+        }
+    }
+#endif
+}
+
+template <int NV, int MT, int TN, int S, int MINB>
+lofp_status launch_wg(const GemmP &p, cudaStream_t st)
+{
+    const dim3 grid((unsigned)((p.n + 128 * MT - 1) / (128 * MT)), (unsigned)((p.m + TN - 1) / TN));
+    if (grid.y > 65535) return LOFP_ERR_UNSUPPORTED;
+    const int shm = S * (TN * 256 + 128 * MT * 72) + 1024;
+    LOFP_CU(cudaFuncSetAttribute(wg_kernel<NV, MT, TN, S, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm));
+    wg_kernel<NV, MT, TN, S, MINB><<<grid, 256, shm, st>>>(p);
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
+
+/* 1 if the current device runs sm_90a code (compute capability exactly 9.0), cached per device. */
+int is_sm90(void)
+{
+    static int cache[64];  /* 0 unknown, 1 yes, 2 no */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
+    if (dev < 64 && cache[dev]) return cache[dev] == 1;
+    int ma = 0, mi = 0;
+    if (cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        return 0;
+    const int yes = ma == 9 && mi == 0;
+    if (dev < 64) cache[dev] = yes ? 1 : 2;
+    return yes;
+}
+
+} // namespace
+
+/* Configurations (MT m64 tiles per warpgroup, TN tokens): (2,128) 256x128 tiles, 4 stages, 1 CTA
+ * per SM; (1,128) 128x128, 4 stages; (1,64) 128x64, 4 stages, 2 CTAs per SM. The default picks
+ * the one with the smallest estimated time (waves x tile work, small tiles penalised);
+ * LOFP_CUDA_WGMMA_CFG="MT,TN" overrides (benchmark sweeps). */
+lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st)
+{
+    if (!is_sm90()) return LOFP_ERR_UNSUPPORTED;
+    const int sms = sm_count();
+    int mt = 2, tn = 128;
+    {
+        struct Cfg { int mt, tn, occ; double eff; };
+        const Cfg cf[3] = {{2, 128, 1, 1.0}, {1, 128, 1, 0.9}, {1, 64, 2, 0.75}};
+        double best = 1e300;
+        for (const Cfg &x : cf) {
+            const long long ctas = (long long)((p.n + 128 * x.mt - 1) / (128 * x.mt)) * ((p.m + x.tn - 1) / x.tn);
+            const long long slots = (long long)sms * x.occ;
+            const long long waves = (ctas + slots - 1) / slots;
+            /* time ~ waves x work of one CTA at its share of the SM */
+            const double t = (double)waves * (128.0 * x.mt * x.tn) * x.occ / x.eff;
+            if (t < best * 0.999) { best = t; mt = x.mt; tn = x.tn; }
+        }
+    }
+    const char *cfg = getenv("LOFP_CUDA_WGMMA_CFG");
+    if (cfg) {
+        int a = 0, b = 0;
+        if (sscanf(cfg, "%d,%d", &a, &b) == 2 && ((a == 2 && b == 128) || (a == 1 && (b == 128 || b == 64)))) {
+            mt = a; tn = b;
+        }
+    }
+#define WGL(MTV, TNV, SV, MB) return nvfp4 ? launch_wg<1, MTV, TNV, SV, MB>(p, st) : launch_wg<0, MTV, TNV, SV, MB>(p, st)
+    if (mt == 2) WGL(2, 128, 4, 1);
+    if (tn == 128) WGL(1, 128, 4, 1);
+    WGL(1, 64, 4, 2);
+#undef WGL
+}
