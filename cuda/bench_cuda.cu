@@ -3,7 +3,8 @@
  * baselines come from cuda/bench_torch.py in the same run and cuda/bench_report.py joins them.
  *
  * Method (METHOD.md): CUDA events around each call, warm-up first, median of N runs, inputs that
- * do not fit in L2 or an L2 flush (a 256 MiB memset) before every timed run, random data.
+ * do not fit in L2 or an L2 flush (a 256 MiB read, see flush_read) before every timed run,
+ * random data.
  */
 #include <algorithm>
 #include <math.h>
@@ -37,6 +38,21 @@
     } while (0)
 
 static void *g_flush;
+static unsigned *g_flush_sink;
+
+/* L2 flush: reads a 256 MiB buffer (> 4x the 60 MiB L2). A read leaves L2 holding clean lines of
+ * unrelated data, so the timed call neither finds its inputs in L2 nor pays for writing back
+ * dirty lines of the flush itself (a memset flush left up to 60 MiB of them, ~14 us of DRAM
+ * writes charged to the next call). */
+__global__ void flush_read(const uint4 *p, size_t n, unsigned *sink)
+{
+    unsigned x = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const uint4 v = p[i];
+        x ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (x == 0x12345678u) *sink = x; /* keeps the loads; practically never stores */
+}
 static const size_t FLUSH = 256u << 20;
 static int g_iters = 30;
 
@@ -57,7 +73,7 @@ __global__ void fill_bf16(uint16_t *x, size_t n, uint32_t seed, float sigma)
     }
 }
 
-/* Median time of one call. flush: a 256 MiB memset before each timed call (it also keeps the GPU
+/* Median time of one call. flush: flush_read before each timed call (it also keeps the GPU
  * busy while the call is enqueued). batch > 1: the timed region holds `batch` back-to-back calls
  * (f(i) gets a running index, so callers rotate inputs) and the result is divided by it, which
  * hides launch gaps for calls of a few microseconds. */
@@ -70,7 +86,10 @@ template <class F> static double time_us(F &&f, bool flush, int batch = 1)
     CU(cudaDeviceSynchronize());
     std::vector<float> ts;
     for (int i = 0; i < g_iters; i++) {
-        if (flush) CU(cudaMemsetAsync(g_flush, i & 0xFF, FLUSH));
+        if (flush) {
+            flush_read<<<1024, 256>>>((const uint4 *)g_flush, FLUSH / 16, g_flush_sink);
+            CU(cudaGetLastError());
+        }
         CU(cudaEventRecord(a));
         for (int j = 0; j < batch; j++) f(i * batch + j);
         CU(cudaEventRecord(b));
@@ -188,7 +207,7 @@ static void bench_gemm(void)
                 CU(cudaMalloc(&c, m * n * 4));
                 fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
                 std::vector<std::string> cfgs = {""};
-                if (m <= 64) cfgs = {"", "1,4", "1,8", "1,16", "2,4", "2,8", "4,4"};
+                if (m <= 64) cfgs = {"", "1,4", "1,8", "1,16", "2,4", "2,8", "4,4", "v4", "v4:1,4,3", "v4:1,8,3", "v4:2,8,3"};
                 for (auto &cfg : cfgs) {
                     if (cfg.empty()) unsetenv("LOFP_CUDA_GEMV_CFG");
                     else setenv("LOFP_CUDA_GEMV_CFG", cfg.c_str(), 1);
@@ -293,10 +312,13 @@ int main(int argc, char **argv)
     CU(cudaGetDeviceProperties(&p, 0));
     printf("{\"name\": \"device\", \"device\": \"%s\", \"sms\": %d, \"l2_bytes\": %d}\n", p.name, p.multiProcessorCount, p.l2CacheSize);
     CU(cudaMalloc(&g_flush, FLUSH));
+    CU(cudaMemset(g_flush, 1, FLUSH));
+    CU(cudaMalloc(&g_flush_sink, 4));
     if (!*only || strstr(only, "copy")) bench_copy();
     if (!*only || strstr(only, "quant")) bench_quantize();
     if (!*only || strstr(only, "gemm")) bench_gemm();
     if (!*only || strstr(only, "attn")) bench_attention();
     CU(cudaFree(g_flush));
+    CU(cudaFree(g_flush_sink));
     return 0;
 }

@@ -252,6 +252,139 @@ __global__ void __launch_bounds__(32 * WK) gemv_kernel(GemmP p)
         }
 }
 
+/* ---- GEMV version 4: per-warp cp.async rings ----
+ * Same fragment math as gemv_kernel (gemv_chunk), but the weights travel through a per-warp
+ * shared-memory ring of S chunk stages filled by cp.async (S-1 chunks in flight per warp)
+ * instead of register prefetch, so the kernel fits in 64 registers and runs 32 warps per SM
+ * (gemv_kernel: 98 registers, 16 warps). Each lane copies exactly the bytes it later reads
+ * (its 16 code bytes of rows g and g+8 of every tile, and the aligned 4-byte scale word that
+ * holds its scales), so no lane waits on another: cp.async.wait_group alone orders the ring,
+ * no barrier. Stage layout: codes [MT][2][32 lanes][16 B], then scales [MT][32 lanes][2 x 4 B]
+ * (conflict-free LDS.128 / LDS.64). The slot refilled at iteration i is the one read at i - 1. */
+__device__ __forceinline__ void cp_async16_cg(void *smem, const void *gmem)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async4_ca(void *smem, const void *gmem)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(sa), "l"(gmem));
+}
+
+template <int MT> struct Gv4Stage {
+    static constexpr int CODE = MT * 2 * 32 * 16;
+    static constexpr int BYTES = CODE + MT * 32 * 8;
+};
+
+/* warps per SM the register bound is set for */
+template <int MT, int NT> struct Gv4Occ { static constexpr int WARPS = NT == 1 ? 32 : NT == 2 ? (MT == 1 ? 32 : 24) : 12; };
+
+template <int MT, int NT, int WK, int NV, int S>
+__global__ void __launch_bounds__(32 * WK, (Gv4Occ<MT, NT>::WARPS / WK) > 0 ? Gv4Occ<MT, NT>::WARPS / WK : 1)
+gemv4_kernel(GemmP p)
+{
+    extern __shared__ __align__(16) uint8_t gsm[];
+    constexpr int SB = Gv4Stage<MT>::BYTES, CODE = Gv4Stage<MT>::CODE;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, c = lane & 3;
+    const int n0 = blockIdx.x * 16 * MT;
+    const int chunks = p.k / 128;
+    const int c_beg = (int)((long long)chunks * warp / WK), c_end = (int)((long long)chunks * (warp + 1) / WK);
+    const int nch = c_end - c_beg;
+    const int sbias = NV ? 0 : (int)p.params[1];
+    const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
+    const int sshift = NV ? 16 * (c & 1) : 8 * c;
+    uint8_t *ring = gsm + warp * S * SB;
+    const uint8_t *cbase = p.codes + (size_t)(n0 + g) * crow + (size_t)c_beg * 64 + 16 * c;
+    const uint8_t *sbase = p.scales + (size_t)(n0 + g) * srow + (size_t)c_beg * (NV ? 8 : 4) + (NV ? 4 * (c >> 1) : 0);
+
+    auto issue = [&](int i, int slot) {
+        uint8_t *st = ring + slot * SB;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const size_t ro = (size_t)(16 * mt + 8 * h);
+                cp_async16_cg(st + ((mt * 2 + h) * 32 + lane) * 16, cbase + ro * crow + (size_t)i * 64);
+                cp_async4_ca(st + CODE + (mt * 32 + lane) * 8 + 4 * h, sbase + ro * srow + (size_t)i * (NV ? 8 : 4));
+            }
+    };
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int t = 0; t < 4; t++) acc[i][j][t] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < S - 1; s++) {
+        if (s < nch) issue(s, s);
+        cp_commit();
+    }
+    int slot = 0;
+    for (int i = 0; i < nch; i++) {
+        cp_wait<S - 2>();
+        {
+            const int nx = i + S - 1;
+            if (nx < nch) issue(nx, slot == 0 ? S - 1 : slot - 1);
+            cp_commit();
+        }
+        const uint8_t *st = ring + slot * SB;
+        uint4 wq[MT][2];
+        uint32_t ws[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) wq[mt][h] = *(const uint4 *)(st + ((mt * 2 + h) * 32 + lane) * 16);
+            const uint2 sv = *(const uint2 *)(st + CODE + (mt * 32 + lane) * 8);
+            ws[mt][0] = NV ? (sv.x >> sshift) & 0xFFFFu : (sv.x >> sshift) & 0xFFu;
+            ws[mt][1] = NV ? (sv.y >> sshift) & 0xFFFFu : (sv.y >> sshift) & 0xFFu;
+        }
+        gemv_chunk<MT, NT, NV>(p, c_beg + i, g, c, sbias, wq, ws, acc);
+        slot = slot == S - 1 ? 0 : slot + 1;
+    }
+    cp_wait<0>();
+
+    /* deterministic cross-warp reduction (fixed order), reusing the ring memory */
+    float *red = (float *)gsm;
+    constexpr int PER = MT * NT * 4;
+    if (WK > 1) {
+        __syncthreads();
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int t = 0; t < 4; t++) red[((warp * PER) + (mt * NT + nt) * 4 + t) * 32 + lane] = acc[mt][nt][t];
+        __syncthreads();
+        if (warp != 0) return;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int t = 0; t < 4; t++) {
+                    float s = red[((mt * NT + nt) * 4 + t) * 32 + lane];
+                    for (int w = 1; w < WK; w++) s = fadd(s, red[((w * PER) + (mt * NT + nt) * 4 + t) * 32 + lane]);
+                    acc[mt][nt][t] = s;
+                }
+    }
+    const float alpha = p.params[0];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const int row = n0 + 16 * mt + g, tok = nt * 8 + 2 * c;
+            store_out(p, tok, row, fmul(acc[mt][nt][0], alpha));
+            store_out(p, tok + 1, row, fmul(acc[mt][nt][1], alpha));
+            store_out(p, tok, row + 8, fmul(acc[mt][nt][2], alpha));
+            store_out(p, tok + 1, row + 8, fmul(acc[mt][nt][3], alpha));
+        }
+}
+
 /* ---- tiled GEMM: 128 weight rows x 128 tokens per CTA, K in 128-chunks, 3 stages ---- */
 constexpr int GT_W = 128, GT_T = 128, GSTAGES = 3;
 constexpr int G_ACT_BYTES = GT_T * 256;   /* 128 tokens x 128 bf16 */
@@ -433,7 +566,11 @@ extern "C" void lofp_cuda_w4_free(lofp_cuda_w4 *w)
     memset(w, 0, sizeof *w);
 }
 
-/* Kernel choice for m <= 64: LOFP_CUDA_GEMV_CFG="MT,WK" overrides (bench sweeps). */
+/* Kernel choice for m <= 64. LOFP_CUDA_GEMV_CFG overrides (bench sweeps):
+ *   "MT,WK"               gemv_kernel (versions 1..3, register prefetch; the default) with MT
+ *                         tiles per warp and WK warps per CTA splitting K;
+ *   "v4" or "v4:MT,WK[,S]" gemv4_kernel (version 4, per-warp cp.async rings; measured slower,
+ *                         cuda/NOTES.md) with an S-stage ring per warp (S = 4 when absent). */
 template <int NT, int NV>
 static lofp_status launch_gemv(const GemmP &p, int mt, int wk, cudaStream_t st)
 {
@@ -457,6 +594,45 @@ static lofp_status launch_gemv(const GemmP &p, int mt, int wk, cudaStream_t st)
     return LOFP_OK;
 }
 
+template <int MT, int NT, int WK, int NV, int S>
+static lofp_status launch_gemv4_one(const GemmP &p, cudaStream_t st)
+{
+    const unsigned grid = (unsigned)(p.n / (16 * MT));
+    const size_t ring = (size_t)WK * S * Gv4Stage<MT>::BYTES;
+    const size_t red = WK > 1 ? (size_t)WK * MT * NT * 4 * 32 * sizeof(float) : 0;
+    const size_t shm = ring > red ? ring : red;
+    if (shm > 48 * 1024) {
+        static unsigned done = 0; /* one bit per device: the attribute is set once */
+        int dev = 0;
+        LOFP_CU(cudaGetDevice(&dev));
+        if (dev >= 32 || !(done & (1u << dev))) {
+            LOFP_CU(cudaFuncSetAttribute(gemv4_kernel<MT, NT, WK, NV, S>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
+            if (dev < 32) done |= 1u << dev;
+        }
+    }
+    gemv4_kernel<MT, NT, WK, NV, S><<<grid, 32 * WK, shm, st>>>(p);
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
+
+template <int NT, int NV>
+static lofp_status launch_gemv4(const GemmP &p, int mt, int wk, int s, cudaStream_t st)
+{
+    if (mt == 2) {
+        if (wk == 4) return launch_gemv4_one<2, NT, 4, NV, 4>(p, st);
+        if (wk == 16) return launch_gemv4_one<2, NT, 16, NV, 4>(p, st);
+        return launch_gemv4_one<2, NT, 8, NV, 4>(p, st);
+    }
+    if (wk == 4) return s == 3 ? launch_gemv4_one<1, NT, 4, NV, 3>(p, st)
+                      : s == 6 ? launch_gemv4_one<1, NT, 4, NV, 6>(p, st)
+                               : launch_gemv4_one<1, NT, 4, NV, 4>(p, st);
+    if (wk == 16) return launch_gemv4_one<1, NT, 16, NV, 4>(p, st);
+    return s == 3 ? launch_gemv4_one<1, NT, 8, NV, 3>(p, st)
+         : s == 6 ? launch_gemv4_one<1, NT, 8, NV, 6>(p, st)
+                  : launch_gemv4_one<1, NT, 8, NV, 4>(p, st);
+}
+
 extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                             lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream)
 {
@@ -472,17 +648,42 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
     p.m = (int)m; p.n = (int)w->n; p.k = (int)w->k; p.out_bf16 = out_dt == LOFP_DTYPE_BF16;
     const bool nv = w->id == LOFP_SCHEME_NVFP4;
     if (m <= 64) {
-        int mt, wk;
-        /* defaults: enough CTAs for 132 SMs; measured in cuda/NOTES.md */
         const int n16 = p.n / 16;
-        mt = (m <= 8) ? 1 : 2;               /* run 1 sweep: M=1 best at 1 tile, M=16 at 2 */
-        wk = p.k >= 8192 ? 8 : 4;            /* ~8 chunks of K per warp */
-        if (n16 % mt) mt = 1;
-        const char *cfg = getenv("LOFP_CUDA_GEMV_CFG");
-        if (cfg && sscanf(cfg, "%d,%d", &mt, &wk) != 2) { mt = 1; wk = 8; }
-        if (n16 % mt) mt = 1;
         const int nt = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
+        const char *cfg = getenv("LOFP_CUDA_GEMV_CFG");
+        if (!(cfg && strncmp(cfg, "v4", 2) == 0)) {
+            /* version 1..3 kernel (the default: version 4 measured slower, cuda/NOTES.md);
+             * defaults from the run-1 sweep */
+            int mt = (m <= 8) ? 1 : 2, wk = p.k >= 8192 ? 8 : 4;
+            if (n16 % mt) mt = 1;
+            if (cfg && sscanf(cfg, "%d,%d", &mt, &wk) != 2) { mt = 1; wk = 8; }
+            if (n16 % mt) mt = 1;
 #define GVN(NTV) return nv ? launch_gemv<NTV, 1>(p, mt, wk, st) : launch_gemv<NTV, 0>(p, mt, wk, st)
+            switch (nt) {
+            case 1: GVN(1);
+            case 2: GVN(2);
+            case 4: GVN(4);
+            default: GVN(8);
+            }
+#undef GVN
+        }
+        /* version 4 defaults: one tile per warp; WK the largest of 4/8/16 that keeps the grid's
+         * warps within one wave at 32 warps per SM with >= 4 chunks of K per warp */
+        int mt = 1, wk = 4, s = 4;
+        {
+            const long long wave = 32LL * sm_count();
+            const int chunks = p.k / 128;
+            while (wk < 16 && (long long)n16 * wk * 2 <= wave && chunks / (wk * 2) >= 4) wk *= 2;
+        }
+        if (cfg[2] == ':') {
+            int a = 0, b = 0, c3 = 0;
+            const int got = sscanf(cfg + 3, "%d,%d,%d", &a, &b, &c3);
+            if (got >= 2) { mt = a; wk = b; }
+            if (got == 3) s = c3;
+        }
+        if (mt != 2 || n16 % 2) mt = 1;
+        if (wk != 4 && wk != 16) wk = 8;
+#define GVN(NTV) return nv ? launch_gemv4<NTV, 1>(p, mt, wk, s, st) : launch_gemv4<NTV, 0>(p, mt, wk, s, st)
         switch (nt) {
         case 1: GVN(1);
         case 2: GVN(2);

@@ -463,108 +463,138 @@ __device__ __forceinline__ uint32_t vmax_u16x2(uint32_t a, uint32_t b)
     return d;
 }
 
-/* 16 elements of row r from column j0 (vector loads, all inside the row) as floats, and the largest
- * magnitude as a float with a finiteness flag. */
-template <int DT>
-__device__ __forceinline__ void load16_stats(const void *x, size_t off, float v[16], float &amax, bool &fin)
+/* NE consecutive input elements as raw words (16-byte loads): one word per fp32 element, one per
+ * two 16-bit elements. Kept raw so that the block amax and the finiteness test come from packed
+ * integer maxima, and converted to fp32 one element at a time as the encoder needs them. */
+template <int DT> struct RawT { static constexpr int per_word = DT == LOFP_DTYPE_F32 ? 1 : 2; };
+
+template <int DT, int NE>
+__device__ __forceinline__ void load_raw(const void *x, size_t off, uint32_t (&w)[NE / RawT<DT>::per_word])
 {
-    if (DT == LOFP_DTYPE_F32) {
-        const float4 *q = (const float4 *)((const float *)x + off);
-        uint32_t m = 0;
+    const uint4 *q = DT == LOFP_DTYPE_F32 ? (const uint4 *)((const float *)x + off)
+                                          : (const uint4 *)((const uint16_t *)x + off);
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const float4 t = __ldg(q + i);
-            v[4 * i] = t.x; v[4 * i + 1] = t.y; v[4 * i + 2] = t.z; v[4 * i + 3] = t.w;
-        }
-#pragma unroll
-        for (int i = 0; i < 16; i++) {
-            const uint32_t a = f2u(v[i]) & 0x7FFFFFFFu;
-            m = a > m ? a : m;
-        }
-        fin = m < 0x7F800000u;
-        amax = u2f(m);
-    } else {
-        const uint4 *q = (const uint4 *)((const uint16_t *)x + off);
-        const uint4 a = __ldg(q), b = __ldg(q + 1);
-        const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-        uint32_t m2 = 0;
-#pragma unroll
-        for (int t = 0; t < 8; t++) m2 = vmax_u16x2(m2, w[t] & 0x7FFF7FFFu);
-        const uint32_t m = (m2 & 0xFFFFu) > (m2 >> 16) ? (m2 & 0xFFFFu) : (m2 >> 16);
-        if (DT == LOFP_DTYPE_BF16) {
-#pragma unroll
-            for (int t = 0; t < 8; t++) {
-                v[2 * t] = u2f(w[t] << 16);
-                v[2 * t + 1] = u2f(w[t] & 0xFFFF0000u);
-            }
-            fin = m < 0x7F80u;
-            amax = u2f(m << 16);
-        } else {
-#pragma unroll
-            for (int t = 0; t < 8; t++) {
-                v[2 * t] = __half2float(__ushort_as_half((unsigned short)(w[t] & 0xFFFFu)));
-                v[2 * t + 1] = __half2float(__ushort_as_half((unsigned short)(w[t] >> 16)));
-            }
-            fin = m < 0x7C00u;
-            amax = __half2float(__ushort_as_half((unsigned short)m));
-        }
+    for (int i = 0; i < NE / RawT<DT>::per_word / 4; i++) {
+        const uint4 t = __ldg(q + i);
+        w[4 * i] = t.x; w[4 * i + 1] = t.y; w[4 * i + 2] = t.z; w[4 * i + 3] = t.w;
     }
 }
 
-/* NVFP4, RNE, one thread per block of 16, vector loads. */
-template <int DT>
+template <int DT> __device__ __forceinline__ float raw_elem(const uint32_t *w, int i)
+{
+    if (DT == LOFP_DTYPE_F32) return u2f(w[i]);
+    const uint32_t x = w[i >> 1];
+    if (DT == LOFP_DTYPE_BF16) return u2f((i & 1) ? (x & 0xFFFF0000u) : (x << 16));
+    return __half2float(__ushort_as_half((unsigned short)((i & 1) ? (x >> 16) : (x & 0xFFFFu))));
+}
+
+/* Largest magnitude pattern of elements [i0, i0 + 16) (|x| orders like it). */
+template <int DT> __device__ __forceinline__ uint32_t raw_magmax16(const uint32_t *w, int i0)
+{
+    if (DT == LOFP_DTYPE_F32) {
+        uint32_t m = 0;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const uint32_t a = w[i0 + i] & 0x7FFFFFFFu;
+            m = a > m ? a : m;
+        }
+        return m;
+    }
+    uint32_t m2 = 0;
+#pragma unroll
+    for (int t = 0; t < 8; t++) m2 = vmax_u16x2(m2, w[i0 / 2 + t] & 0x7FFF7FFFu);
+    return (m2 & 0xFFFFu) > (m2 >> 16) ? (m2 & 0xFFFFu) : (m2 >> 16);
+}
+template <int DT> __device__ __forceinline__ bool mag_finite(uint32_t m)
+{
+    return DT == LOFP_DTYPE_F32 ? m < 0x7F800000u : DT == LOFP_DTYPE_BF16 ? m < 0x7F80u : m < 0x7C00u;
+}
+template <int DT> __device__ __forceinline__ float mag_value(uint32_t m)
+{
+    if (DT == LOFP_DTYPE_F32) return u2f(m);
+    if (DT == LOFP_DTYPE_BF16) return u2f(m << 16);
+    return __half2float(__ushort_as_half((unsigned short)m));
+}
+/* note_nonfinite over raw elements [i0, i0 + N) of a run starting at column j0 of row r (unrolled,
+ * so that the raw words stay in registers) */
+template <int DT, int N>
+__device__ __forceinline__ void note_nonfinite_raw(DevWs *ws, const uint32_t *w, int i0, size_t k,
+                                                   size_t r, size_t j0)
+{
+    int first = -1;
+#pragma unroll
+    for (int i = N - 1; i >= 0; i--)
+        if (!is_finite_bits(f2u(raw_elem<DT>(w, i0 + i)))) first = i;
+    if (first >= 0) atomicMin(&ws->first_bad, (unsigned long long)(r * k + j0 + i0 + first));
+}
+
+/* NVFP4, RNE, one thread per EPT/16 blocks of 16, vector loads. */
+template <int DT, int EPT>
 __global__ void __launch_bounds__(256) nvfp4_fast_kernel(BQParams p)
 {
-    const size_t total = p.rows * p.nb;
+    constexpr int NB = EPT / 16;
+    const size_t total = p.rows * (p.nb / NB);
     size_t gid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (gid >= total) return;
     if (p.reverse) gid = total - 1 - gid;
     const float global = p.amax_bits ? nvfp4_global_from_amax(u2f(*p.amax_bits)) : p.global;
     if (gid == total - 1 && p.global_out) *p.global_out = global;
-    size_t r, b;
-    split_gid(gid, p.nb, r, b);
-    const size_t j0 = b * 16;
+    size_t r, bb;
+    split_gid(gid, p.nb / NB, r, bb);
+    const size_t j0 = bb * EPT;
 
-    float g[16], vmax;
-    bool fin;
-    load16_stats<DT>(p.x, r * p.k + j0, g, vmax, fin);
-    uint32_t w[2] = {0u, 0u}, sb;
-    if (fin) {
-        /* max |fl(x * global)| = fl(max|x| * global): rounding is monotone and global > 0 */
-        float bq;
-        sb = nvfp4_scale(fmul(vmax, global), &bq);
-        const float rcp = frcp(bq);
+    uint32_t raw[EPT / RawT<DT>::per_word];
+    load_raw<DT, EPT>(p.x, r * p.k + j0, raw);
+    uint32_t w[2 * NB];
 #pragma unroll
-        for (int i = 0; i < 16; i++) {
-            const float gi = fmul(g[i], global);
-            const float q = div_markstein(fabsf(gi), bq, rcp);
-            const uint32_t c = with_sign<22, 3>(mf_rne_magic_bits(q, 0, 1, 6.0f), gi, p.pms);
-            w[i >> 3] = pack_mul<22, 4>(i & 7, c, p.pm[i & 7], w[i >> 3]);
-        }
-    } else {
-        note_nonfinite(p.ws, g, 16, p.k, r, j0);
-        float bmax = 0.0f;
+    for (int s = 0; s < NB; s++) {
+        const uint32_t mm = raw_magmax16<DT>(raw, 16 * s);
+        uint32_t sb, lo = 0u, hi = 0u;
+        if (mag_finite<DT>(mm)) {
+            /* max |fl(x * global)| = fl(max|x| * global): rounding is monotone and global > 0 */
+            float bq;
+            sb = nvfp4_scale(fmul(mag_value<DT>(mm), global), &bq);
+            const float rcp = frcp(bq);
 #pragma unroll
-        for (int i = 0; i < 16; i++) {
-            g[i] = fmul(g[i], global);
-            const float a = fabs_(g[i]);
-            if (a > bmax) bmax = a;
+            for (int i = 0; i < 16; i++) {
+                const float gi = fmul(raw_elem<DT>(raw, 16 * s + i), global);
+                const float q = div_markstein(fabsf(gi), bq, rcp);
+                const uint32_t c = with_sign<22, 3>(mf_rne_magic_bits(q, 0, 1, 6.0f), gi, p.pms);
+                if (i < 8) lo = pack_mul<22, 4>(i & 7, c, p.pm[i & 7], lo);
+                else hi = pack_mul<22, 4>(i & 7, c, p.pm[i & 7], hi);
+            }
+        } else { /* the version-2 arithmetic, non-finite values included */
+            note_nonfinite_raw<DT, 16>(p.ws, raw, 16 * s, p.k, r, j0);
+            float g[16], bmax = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                g[i] = fmul(raw_elem<DT>(raw, 16 * s + i), global);
+                const float a = fabs_(g[i]);
+                if (a > bmax) bmax = a;
+            }
+            float bq;
+            sb = nvfp4_scale(bmax, &bq);
+            const float rcp = frcp(bq);
+            uint32_t ww[2] = {0u, 0u};
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                const float a = fabs_(g[i]);
+                const float q = is_finite_bits(f2u(a)) ? div_markstein(a, bq, rcp) : a;
+                const uint32_t c = e2m1_rne_fast(q) | ((f2u(g[i]) >> 31) << 3);
+                ww[i >> 3] |= c << (4 * (i & 7));
+            }
+            lo = ww[0];
+            hi = ww[1];
         }
-        float bq;
-        sb = nvfp4_scale(bmax, &bq);
-        const float rcp = frcp(bq);
-        for (int i = 0; i < 16; i++) {
-            const float a = fabs_(g[i]);
-            const float q = is_finite_bits(f2u(a)) ? div_markstein(a, bq, rcp) : a;
-            const uint32_t c = e2m1_rne_fast(q) | ((f2u(g[i]) >> 31) << 3);
-            w[i >> 3] |= c << (4 * (i & 7));
-        }
+        w[2 * s] = lo;
+        w[2 * s + 1] = hi;
+        p.scales[scale_off(p.L, r, bb * NB + s)] = (uint8_t)sb;
     }
-    *(uint2 *)(p.codes + (r * p.kp + j0) / 2) = make_uint2(w[0], w[1]);
-    p.scales[scale_off(p.L, r, b)] = (uint8_t)sb;
+    if (NB == 2) *(uint4 *)(p.codes + (r * p.kp + j0) / 2) = make_uint4(w[0], w[1], w[2 % (2 * NB)], w[3 % (2 * NB)]);
+    else *(uint2 *)(p.codes + (r * p.kp + j0) / 2) = make_uint2(w[0], w[1]);
 }
 
-/* MX family, RNE: lg = block/16 lanes x 16 elements per block, vector loads. */
+/* MX family, RNE: lg = block/32 lanes x 32 elements per block, vector loads. */
 template <int DT, int ELEM>
 __global__ void __launch_bounds__(256) mx_fast_kernel(BQParams p, int lg_log2)
 {
@@ -577,33 +607,31 @@ __global__ void __launch_bounds__(256) mx_fast_kernel(BQParams p, int lg_log2)
     if (!active) gid = 0;
     size_t r, b;
     split_gid(gid, p.nb, r, b);
-    const size_t j0 = b * (size_t)(16 * lg) + (size_t)li * 16;
+    const size_t j0 = b * (size_t)(32 * lg) + (size_t)li * 32;
 
-    float v[16], amax;
-    bool fin1;
-    load16_stats<DT>(p.x, r * p.k + j0, v, amax, fin1);
-    int fin = fin1;
-    if (!fin && active) note_nonfinite(p.ws, v, 16, p.k, r, j0);
+    uint32_t raw[32 / RawT<DT>::per_word];
+    load_raw<DT, 32>(p.x, r * p.k + j0, raw);
+    uint32_t mm = raw_magmax16<DT>(raw, 0), m1 = raw_magmax16<DT>(raw, 16);
+    mm = m1 > mm ? m1 : mm;
     for (int o = 1; o < lg; o <<= 1) {
-        /* non-negative floats order like their bit patterns */
-        const uint32_t a = __shfl_xor_sync(0xFFFFFFFFu, f2u(amax), o);
-        const int f = __shfl_xor_sync(0xFFFFFFFFu, fin, o);
-        amax = a > f2u(amax) ? u2f(a) : amax;
-        fin &= f;
+        const uint32_t t = __shfl_xor_sync(0xFFFFFFFFu, mm, o);
+        mm = t > mm ? t : mm;
     }
     if (!active) return;
+    const bool fin = mag_finite<DT>(mm);
     uint32_t sb;
-    uint32_t out[4] = {0u, 0u, 0u, 0u};
+    uint32_t out[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
     if (!fin) {
         sb = 0xFF;
+        note_nonfinite_raw<DT, 32>(p.ws, raw, 0, p.k, r, j0);
         if (li == 0) atomicAdd(&p.ws->nonfinite_blocks, 1ull);
     } else {
-        sb = mx_scale_byte(ELEM, p.rule, p.amax_floor, p.ceil_clamp, amax);
+        sb = mx_scale_byte(ELEM, p.rule, p.amax_floor, p.ceil_clamp, mag_value<DT>(mm));
         const float inv = e8m0_recip(sb);
         if (ELEM == T_E2M1) {
 #pragma unroll
-            for (int i = 0; i < 16; i++) {
-                const float e = fmul(v[i], inv);
+            for (int i = 0; i < 32; i++) {
+                const float e = fmul(raw_elem<DT>(raw, i), inv);
                 const uint32_t c = with_sign<22, 3>(mf_rne_magic_bits(e, 0, 1, 6.0f), e, p.pms);
                 out[i >> 3] = pack_mul<22, 4>(i & 7, c, p.pm[i & 7], out[i >> 3]);
             }
@@ -611,18 +639,19 @@ __global__ void __launch_bounds__(256) mx_fast_kernel(BQParams p, int lg_log2)
             constexpr int emin = ELEM == T_E2M3 ? 0 : -2, mb = ELEM == T_E2M3 ? 3 : 2;
             constexpr float mx = ELEM == T_E2M3 ? 7.5f : 28.0f;
 #pragma unroll
-            for (int i = 0; i < 16; i++) {
-                const float e = fmul(v[i], inv);
+            for (int i = 0; i < 32; i++) {
+                const float e = fmul(raw_elem<DT>(raw, i), inv);
                 const uint32_t c = with_sign<23 - mb, 5>(mf_rne_magic_bits(e, emin, mb, mx), e, p.pms);
                 out[i >> 2] = pack_mul<23 - mb, 8>(i & 3, c, p.pm[i & 3], out[i >> 2]);
             }
         } else if (ELEM == T_MXINT8) {
 #pragma unroll
-            for (int i = 0; i < 16; i++) out[i >> 2] |= mxint8_rne_magic(fmul(v[i], inv)) << (8 * (i & 3));
+            for (int i = 0; i < 32; i++)
+                out[i >> 2] |= mxint8_rne_magic(fmul(raw_elem<DT>(raw, i), inv)) << (8 * (i & 3));
         } else {
 #pragma unroll
-            for (int i = 0; i < 16; i += 2) {
-                const float e0 = fmul(v[i], inv), e1 = fmul(v[i + 1], inv);
+            for (int i = 0; i < 32; i += 2) {
+                const float e0 = fmul(raw_elem<DT>(raw, i), inv), e1 = fmul(raw_elem<DT>(raw, i + 1), inv);
                 unsigned short h;
                 if (ELEM == T_E4M3)
                     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(h) : "f"(e0), "f"(e1));
@@ -632,8 +661,13 @@ __global__ void __launch_bounds__(256) mx_fast_kernel(BQParams p, int lg_log2)
             }
         }
     }
-    if (ELEM == T_E2M1) *(uint2 *)(p.codes + (r * p.kp + j0) / 2) = make_uint2(out[0], out[1]);
-    else *(uint4 *)(p.codes + r * p.kp + j0) = make_uint4(out[0], out[1], out[2], out[3]);
+    if (ELEM == T_E2M1) {
+        *(uint4 *)(p.codes + (r * p.kp + j0) / 2) = make_uint4(out[0], out[1], out[2], out[3]);
+    } else {
+        uint4 *dst = (uint4 *)(p.codes + r * p.kp + j0);
+        dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
+        dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
+    }
     if (li == 0) p.scales[scale_off(p.L, r, b)] = (uint8_t)sb;
 }
 
@@ -841,6 +875,84 @@ __global__ void dequant_kernel(DQParams p)
     }
 }
 
+
+/* Vectorised dequantize: one thread per 16 elements of a row (one scale), one 8- or 16-byte code
+ * load, 16-byte stores; the same per-element arithmetic as dequant_kernel. FAM: 0 NVFP4, 1 MX
+ * with E2M1 codes, 2 MX with byte codes, 3 UltraQuant. */
+template <int OUT, int FAM>
+__global__ void __launch_bounds__(256) dequant_fast_kernel(DQParams p)
+{
+    const size_t nch = p.k / 16, total = p.rows * nch;
+    const size_t gid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (gid >= total) return;
+    size_t r, c;
+    split_gid(gid, nch, r, c);
+    const size_t j0 = c * 16;
+    const uint32_t sb = __ldg(p.scales + scale_off(p.L, r, j0 / (size_t)p.block));
+    uint32_t cw[4];
+    if (FAM != 2) {
+        const uint2 t = __ldg((const uint2 *)(p.codes + (r * p.kp + j0) / 2));
+        cw[0] = t.x; cw[1] = t.y; cw[2] = cw[3] = 0u;
+    } else {
+        const uint4 t = __ldg((const uint4 *)(p.codes + r * p.kp + j0));
+        cw[0] = t.x; cw[1] = t.y; cw[2] = t.z; cw[3] = t.w;
+    }
+    float y[16];
+    if (FAM == 0) {
+        const float global = p.global ? *p.global : 1.0f;
+        const float sv = decode_mf(T_UE4M3, sb);
+        /* y = fl(fl(v * sv) / global), v an E2M1 value: v * sv is exact, and v = 2^j * {1, 1.5}, so
+         * while the quotients stay normal y = 2^j * fl(sv / global) or 2^j * fl(1.5 sv / global):
+         * two divisions per thread instead of sixteen; otherwise the per-element division. */
+        const float b1 = fdiv(sv, global), b3 = fdiv(fmul(1.5f, sv), global);
+        const float a1 = fabsf(b1), a3 = fabsf(b3);
+        if (a1 >= 0x1p-125f && a1 < 0x1p125f && a3 >= 0x1p-125f && a3 < 0x1p125f) {
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                const uint32_t code = (cw[i >> 3] >> (4 * (i & 7))) & 0xFu, m = code & 7u;
+                /* m: 0 -> 0, 1 -> 0.5 b1, 2/3 -> 1 b1/b3, 4/5 -> 2 b1/b3, 6/7 -> 4 b1/b3 */
+                const float pw = m == 1u ? 0.5f : e2m1_value(code & 6u);
+                const float v = fmul(pw, (m & 1u) && m > 1u ? b3 : b1);
+                y[i] = u2f(f2u(v) ^ ((code & 8u) << 28));
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+                y[i] = fdiv(fmul(e2m1_value((cw[i >> 3] >> (4 * (i & 7))) & 0xFu), sv), global);
+        }
+    } else if (FAM == 1 || FAM == 3) {
+        const float sv = FAM == 1 ? e8m0_value(sb) : (sb ? u2f(sb << 23) : 0.0f);
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const float v = fmul(e2m1_value((cw[i >> 3] >> (4 * (i & 7))) & 0xFu), sv);
+            y[i] = FAM == 1 && sb == 0xFF ? u2f(0x7FC00000u) : v;
+        }
+    } else {
+        const float sv = e8m0_value(sb);
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const float v = fmul(decode_elem(p.elem, (cw[i >> 2] >> (8 * (i & 3))) & 0xFFu), sv);
+            y[i] = sb == 0xFF ? u2f(0x7FC00000u) : v;
+        }
+    }
+    const size_t o = r * p.k + j0;
+    if (OUT == LOFP_DTYPE_F32) {
+        float4 *d = (float4 *)((float *)p.out + o);
+#pragma unroll
+        for (int i = 0; i < 4; i++) d[i] = make_float4(y[4 * i], y[4 * i + 1], y[4 * i + 2], y[4 * i + 3]);
+    } else {
+        uint32_t h[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t a = OUT == LOFP_DTYPE_BF16 ? f32_to_bf16(y[2 * i]) : f32_to_f16(y[2 * i]);
+            const uint32_t b = OUT == LOFP_DTYPE_BF16 ? f32_to_bf16(y[2 * i + 1]) : f32_to_f16(y[2 * i + 1]);
+            h[i] = a | (b << 16);
+        }
+        uint4 *d = (uint4 *)((uint16_t *)p.out + o);
+        d[0] = make_uint4(h[0], h[1], h[2], h[3]);
+        d[1] = make_uint4(h[4], h[5], h[6], h[7]);
+    }
+}
 
 /* ---- probe: the native e4m3x2 / e5m2x2 cvt against the integer encoder ---- */
 __global__ void fp8_cvt_probe(unsigned long long *bad)
@@ -1065,9 +1177,17 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
         }
         const unsigned grid = (unsigned)((total + 255) / 256);
         if (use_fast) {
-            if (dt == LOFP_DTYPE_F32) nvfp4_fast_kernel<LOFP_DTYPE_F32><<<grid, 256, 0, st>>>(p);
-            else if (dt == LOFP_DTYPE_BF16) nvfp4_fast_kernel<LOFP_DTYPE_BF16><<<grid, 256, 0, st>>>(p);
-            else nvfp4_fast_kernel<LOFP_DTYPE_F16><<<grid, 256, 0, st>>>(p);
+            /* two blocks per thread when the row holds an even number of them */
+            const unsigned g32 = (unsigned)((total / 2 + 255) / 256);
+            if (p.nb % 2 == 0) {
+                if (dt == LOFP_DTYPE_F32) nvfp4_fast_kernel<LOFP_DTYPE_F32, 32><<<g32, 256, 0, st>>>(p);
+                else if (dt == LOFP_DTYPE_BF16) nvfp4_fast_kernel<LOFP_DTYPE_BF16, 32><<<g32, 256, 0, st>>>(p);
+                else nvfp4_fast_kernel<LOFP_DTYPE_F16, 32><<<g32, 256, 0, st>>>(p);
+            } else {
+                if (dt == LOFP_DTYPE_F32) nvfp4_fast_kernel<LOFP_DTYPE_F32, 16><<<grid, 256, 0, st>>>(p);
+                else if (dt == LOFP_DTYPE_BF16) nvfp4_fast_kernel<LOFP_DTYPE_BF16, 16><<<grid, 256, 0, st>>>(p);
+                else nvfp4_fast_kernel<LOFP_DTYPE_F16, 16><<<grid, 256, 0, st>>>(p);
+            }
             LOFP_CU_LAUNCH();
             return LOFP_OK;
         }
@@ -1103,14 +1223,16 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
     const size_t threads = total << lgl;
     const unsigned grid = (unsigned)((threads + 255) / 256);
     if (use_fast && !p.generic) {
+        /* 32 elements per lane: block/32 lanes per block */
+        const unsigned gf = (unsigned)(((total << (lgl - 1)) + 255) / 256);
 #define MXF(DT)                                                                                \
     switch (s->elem) {                                                                         \
-    case LOFP_ELEM_E2M1: mx_fast_kernel<DT, T_E2M1><<<grid, 256, 0, st>>>(p, lgl); break;      \
-    case LOFP_ELEM_E2M3: mx_fast_kernel<DT, T_E2M3><<<grid, 256, 0, st>>>(p, lgl); break;      \
-    case LOFP_ELEM_E3M2: mx_fast_kernel<DT, T_E3M2><<<grid, 256, 0, st>>>(p, lgl); break;      \
-    case LOFP_ELEM_E4M3: mx_fast_kernel<DT, T_E4M3><<<grid, 256, 0, st>>>(p, lgl); break;      \
-    case LOFP_ELEM_E5M2: mx_fast_kernel<DT, T_E5M2><<<grid, 256, 0, st>>>(p, lgl); break;      \
-    default: mx_fast_kernel<DT, T_MXINT8><<<grid, 256, 0, st>>>(p, lgl); break;                \
+    case LOFP_ELEM_E2M1: mx_fast_kernel<DT, T_E2M1><<<gf, 256, 0, st>>>(p, lgl - 1); break;    \
+    case LOFP_ELEM_E2M3: mx_fast_kernel<DT, T_E2M3><<<gf, 256, 0, st>>>(p, lgl - 1); break;    \
+    case LOFP_ELEM_E3M2: mx_fast_kernel<DT, T_E3M2><<<gf, 256, 0, st>>>(p, lgl - 1); break;    \
+    case LOFP_ELEM_E4M3: mx_fast_kernel<DT, T_E4M3><<<gf, 256, 0, st>>>(p, lgl - 1); break;    \
+    case LOFP_ELEM_E5M2: mx_fast_kernel<DT, T_E5M2><<<gf, 256, 0, st>>>(p, lgl - 1); break;    \
+    default: mx_fast_kernel<DT, T_MXINT8><<<gf, 256, 0, st>>>(p, lgl - 1); break;              \
     }
         if (dt == LOFP_DTYPE_F32) { MXF(LOFP_DTYPE_F32) }
         else if (dt == LOFP_DTYPE_BF16) { MXF(LOFP_DTYPE_BF16) }
@@ -1202,6 +1324,25 @@ extern "C" lofp_status lofp_cuda_dequantize(const lofp_scheme *s, const uint8_t 
     p.global = s->id == LOFP_SCHEME_NVFP4 ? d_global : NULL;
     p.out = d_out;
     const size_t n = rows * k;
+    const bool fast = k == kp && k % 16 == 0 && ((uintptr_t)d_out & 15) == 0 && !env_quant_v2();
+    if (fast) {
+        const int fam = p.fam == 0 ? 0 : p.fam == 2 ? 3 : p.elem == T_E2M1 ? 1 : 2;
+        const unsigned g = (unsigned)((n / 16 + 255) / 256);
+        cudaStream_t st = (cudaStream_t)stream;
+#define DQF(OUT)                                                                               \
+    switch (fam) {                                                                             \
+    case 0: dequant_fast_kernel<OUT, 0><<<g, 256, 0, st>>>(p); break;                          \
+    case 1: dequant_fast_kernel<OUT, 1><<<g, 256, 0, st>>>(p); break;                          \
+    case 2: dequant_fast_kernel<OUT, 2><<<g, 256, 0, st>>>(p); break;                          \
+    default: dequant_fast_kernel<OUT, 3><<<g, 256, 0, st>>>(p); break;                         \
+    }
+        if (out_dt == LOFP_DTYPE_F32) { DQF(LOFP_DTYPE_F32) }
+        else if (out_dt == LOFP_DTYPE_BF16) { DQF(LOFP_DTYPE_BF16) }
+        else { DQF(LOFP_DTYPE_F16) }
+#undef DQF
+        LOFP_CU_LAUNCH();
+        return LOFP_OK;
+    }
     size_t g = (n + 255) / 256;
     const size_t gmax = (size_t)sm_count() * 32;
     if (g > gmax) g = gmax;

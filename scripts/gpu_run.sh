@@ -63,8 +63,13 @@ fi
 [ "$MODE" = all ] || [ "$MODE" = test ] && { run_test gemm; run_test gemm LOFP_CUDA_GEMM_IMPL=mma; }
 [ "$MODE" = all ] || [ "$MODE" = bench ] && run_bench gemm
 [ "$MODE" = all ] || [ "$MODE" = test ] && { run_test uq; run_test uq LOFP_CUDA_ATTN_IMPL=v3-noflat;
+                                              run_test uq LOFP_CUDA_ATTN_IMPL=v4;
                                               run_test uq LOFP_CUDA_ATTN_IMPL=v2; }
-[ "$MODE" = all ] || [ "$MODE" = bench ] && run_bench attn
+[ "$MODE" = all ] || [ "$MODE" = bench ] && {
+  run_bench attn
+  echo "== bench_cuda attn, opt-in version 4 (LOFP_CUDA_ATTN_IMPL=v4)"
+  LOFP_CUDA_ATTN_IMPL=v4 timeout "$T_BENCH" "$BIN/bench_cuda" attn 2>&1 | grep uq_decode | tee "$OUT/bench_attn_v4.jsonl"
+}
 if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   echo "== test summary"
   grep -v "CHECK failed" "$OUT/test_cuda.log" | tail -45
