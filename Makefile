@@ -58,7 +58,8 @@ clean:
 CUDA_BUILD ?= build-cuda
 .PHONY: gpu-build gpu-test gpu-bench
 
-gpu-build: | deps
+gpu-build:
+	@scripts/install-deps.sh --build-only
 	@if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then \
 	  cmake -S . -B $(CUDA_BUILD) -DCMAKE_BUILD_TYPE=Release -DLOFP_ENABLE_CUDA=ON \
 	    -DLOFP_BUILD_CLI=OFF -DLOFP_BUILD_BENCH=OFF -DLOFP_BUILD_SHARED=OFF $(CMAKE_FLAGS) && \

@@ -21,18 +21,22 @@
  * The epilogue multiplies by alpha = 2^7 / global (NVFP4) or 2^(emax_tensor - 127) (MXFP4).
  *
  * Kernels: gemv_kernel (m <= 64: each warp streams MT weight m16 tiles over a K range with the
- * activations read from L1/L2; WK warps split K and reduce in shared memory, deterministic) and
+ * activations read from L1/L2; WK warps split K and reduce in shared memory, deterministic; the
+ * experiments gemv4_kernel and gemv_sk_kernel are opt-in, see cuda/NOTES.md) and
  * gemm_kernel (m > 64: 128 x 128 CTA tiles, 3-stage cp.async pipeline, swizzled shared memory).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cooperative_groups.h>
+
 #include "gemm_common.cuh"
 #include "lofp_cuda_device.cuh"
 #include "lofp_cuda_internal.h"
 
 using namespace lofpcu;
+namespace cg = cooperative_groups;
 
 namespace {
 
@@ -385,6 +389,162 @@ gemv4_kernel(GemmP p)
         }
 }
 
+/* ---- GEMV version 5: split-K over a thread-block cluster (m <= 16) ----
+ * Grid (S, N / R), cluster (S, 1, 1): the S CTAs of a cluster share one block of R = 128 * RT
+ * weight rows and each takes one K slice of Ks = K / S (a multiple of 512). A CTA first stages its
+ * activation slice [8 NT tokens, Ks] in shared memory ONCE (cp.async, zero-filled past m), so the
+ * activations cross L2 -> SM (N / R) * M * K * 2 bytes in total instead of once per warp K range
+ * per CTA. Each of the 8 warps then streams RT weight m16 tiles over the slice in groups of four
+ * 128-chunks (256 contiguous code bytes per row per group), the next group prefetched in
+ * registers, with the same fragment math as gemv_kernel (activations read from the staged slice
+ * by conflict-free LDS.128: chunk j, token t, 16-byte slot ((w4 ^ (t & 1)) * 4 + c) for the unit
+ * at k = 32c + 8w4). Each tile's fp32 partial goes to the CTA's shared memory [R][8 NT]; after a
+ * cluster barrier, CTA rank r sums rows [r R / S, (r + 1) R / S) over the S ranks' partials
+ * through distributed shared memory in rank order 0..S-1 (fixed: deterministic), applies alpha and
+ * converts. No global workspace, no atomics. */
+__device__ __forceinline__ int sk_slot(int t, int c, int w4) { return ((w4 ^ (t & 1)) << 2) | c; }
+
+template <int NV>
+__device__ __forceinline__ void sk_loadw(const GemmP &p, size_t r, int ch0, int c, size_t crow, size_t srow,
+                                         uint4 (&wq)[4][2], uint32_t (&ws)[4][2])
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *cp = p.codes + (r + 8 * h) * crow + (size_t)ch0 * 64 + 16 * c;
+        const uint8_t *sp = p.scales + (r + 8 * h) * srow;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            wq[j][h] = __ldg((const uint4 *)(cp + 64 * j));
+            if (NV) ws[j][h] = __ldg((const unsigned short *)(sp + (size_t)(ch0 + j) * 8 + 2 * c));
+            else ws[j][h] = __ldg(sp + (size_t)(ch0 + j) * 4 + c);
+        }
+    }
+}
+
+/* four chunks of one m16 tile against the staged activations (act = first chunk of the group) */
+template <int NT, int NV>
+__device__ __forceinline__ void sk_group(const uint8_t *act, int g, int c, int sbias, const uint4 (&wq)[4][2],
+                                         const uint32_t (&ws)[4][2], float (&acc)[NT][4])
+{
+    constexpr int TOK = NT * 8;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        uint32_t sc[2][2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if (NV) nv_scale2(ws[j][h], sc[h][0], sc[h][1]);
+            else sc[h][0] = sc[h][1] = mx_scale1(ws[j][h], sbias);
+        }
+        const uint8_t *aj = act + j * TOK * 256;
+#pragma unroll
+        for (int w4 = 0; w4 < 4; w4++) {
+            uint4 av[NT];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const int t = nt * 8 + g;
+                av[nt] = *(const uint4 *)(aj + t * 256 + sk_slot(t, c, w4) * 16);
+            }
+            const uint32_t qa = w4 == 0 ? wq[j][0].x : w4 == 1 ? wq[j][0].y : w4 == 2 ? wq[j][0].z : wq[j][0].w;
+            const uint32_t qb = w4 == 0 ? wq[j][1].x : w4 == 1 ? wq[j][1].y : w4 == 2 ? wq[j][1].z : wq[j][1].w;
+#pragma unroll
+            for (int hs = 0; hs < 2; hs++) {
+                uint32_t a0, a1, a2, a3;
+                wfrag(qa, qb, hs, sc[0][w4 >> 1], sc[1][w4 >> 1], a0, a1, a2, a3);
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    mma_bf16(acc[nt], a0, a1, a2, a3, hs ? av[nt].z : av[nt].x, hs ? av[nt].w : av[nt].y);
+            }
+        }
+    }
+}
+
+template <int NT>
+__device__ __forceinline__ void sk_flush(float *part, int ti, int g, int c, float (&acc)[NT][4])
+{
+    constexpr int TOK = NT * 8;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int r = 16 * ti + g, t = nt * 8 + 2 * c;
+        part[r * TOK + t] = acc[nt][0];
+        part[r * TOK + t + 1] = acc[nt][1];
+        part[(r + 8) * TOK + t] = acc[nt][2];
+        part[(r + 8) * TOK + t + 1] = acc[nt][3];
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
+    }
+}
+
+template <int NT, int NV>
+__global__ void __launch_bounds__(256, 2) gemv_sk_kernel(GemmP p, int rt)
+{
+    extern __shared__ __align__(16) uint8_t sks[];
+    constexpr int TOK = NT * 8;
+    cg::cluster_group cluster = cg::this_cluster();
+    const int S = (int)gridDim.x, rank = (int)blockIdx.x;
+    const int Ks = p.k / S, G4 = Ks / 512;
+    const int ch_base = rank * (Ks / 128);
+    const int R = 128 * rt, n0 = (int)blockIdx.y * R;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, c = lane & 3;
+    const int sbias = NV ? 0 : (int)p.params[1];
+    const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
+    uint8_t *act = sks;
+    float *part = (float *)(sks + (size_t)TOK * Ks * 2);
+    const int T = rt * G4; /* groups per warp: group i = tile warp + 8 (i / G4), chunks 4 (i % G4).. */
+
+    uint4 wa[4][2], wb[4][2];
+    uint32_t sa[4][2], sb[4][2];
+    auto row_of = [&](int i) { return (size_t)(n0 + 16 * (warp + 8 * (i / G4)) + g); };
+    auto ch_of = [&](int i) { return ch_base + 4 * (i % G4); };
+    sk_loadw<NV>(p, row_of(0), ch_of(0), c, crow, srow, wa, sa);
+    if (T > 1) sk_loadw<NV>(p, row_of(1), ch_of(1), c, crow, srow, wb, sb);
+
+    /* stage the activation slice: unit u = token t, 16-byte unit kk of the slice */
+    {
+        const int upr = Ks / 8, units = TOK * upr;
+        for (int u = tid; u < units; u += 256) {
+            const int t = u / upr, kk = u - t * upr;
+            const int j = kk >> 4, s = kk & 15;
+            const bool ok = t < p.m;
+            const uint16_t *src = p.a + (ok ? (size_t)t * p.k + (size_t)rank * Ks + (size_t)kk * 8 : 0);
+            cp_async16(act + ((size_t)(j * TOK + t) * 16 + sk_slot(t, s >> 2, s & 3)) * 16, src, ok ? 16 : 0);
+        }
+        cp_commit();
+        cp_wait<0>();
+        __syncthreads();
+    }
+
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
+    for (int i = 0; i < T; i += 2) {
+        sk_group<NT, NV>(act + (size_t)(4 * (i % G4)) * TOK * 256, g, c, sbias, wa, sa, acc);
+        if (i % G4 == G4 - 1) sk_flush<NT>(part, warp + 8 * (i / G4), g, c, acc);
+        if (i + 2 < T) sk_loadw<NV>(p, row_of(i + 2), ch_of(i + 2), c, crow, srow, wa, sa);
+        if (i + 1 < T) {
+            sk_group<NT, NV>(act + (size_t)(4 * ((i + 1) % G4)) * TOK * 256, g, c, sbias, wb, sb, acc);
+            if ((i + 1) % G4 == G4 - 1) sk_flush<NT>(part, warp + 8 * ((i + 1) / G4), g, c, acc);
+            if (i + 3 < T) sk_loadw<NV>(p, row_of(i + 3), ch_of(i + 3), c, crow, srow, wb, sb);
+        }
+    }
+
+    cluster.sync(); /* every rank's partials written (release/acquire at cluster scope) */
+    const float alpha = p.params[0];
+    const int RR = R / S;
+    for (int idx = tid; idx < RR * p.m; idx += 256) {
+        const int tok = idx / RR, rl = rank * RR + (idx - tok * RR);
+        float s = 0.0f;
+        for (int q = 0; q < S; q++) {
+            const float v = cluster.map_shared_rank(part, q)[rl * TOK + tok];
+            s = q == 0 ? v : fadd(s, v);
+        }
+        store_out(p, tok, n0 + rl, fmul(s, alpha));
+    }
+    cluster.sync(); /* keep this CTA's shared memory alive until every rank has read it */
+}
+
 /* ---- tiled GEMM: 128 weight rows x 128 tokens per CTA, K in 128-chunks, 3 stages ---- */
 constexpr int GT_W = 128, GT_T = 128, GSTAGES = 3;
 constexpr int G_ACT_BYTES = GT_T * 256;   /* 128 tokens x 128 bf16 */
@@ -570,7 +730,9 @@ extern "C" void lofp_cuda_w4_free(lofp_cuda_w4 *w)
  *   "MT,WK"               gemv_kernel (versions 1..3, register prefetch; the default) with MT
  *                         tiles per warp and WK warps per CTA splitting K;
  *   "v4" or "v4:MT,WK[,S]" gemv4_kernel (version 4, per-warp cp.async rings; measured slower,
- *                         cuda/NOTES.md) with an S-stage ring per warp (S = 4 when absent). */
+ *                         cuda/NOTES.md) with an S-stage ring per warp (S = 4 when absent);
+ *   "splitk" or "splitk:S,RT" gemv_sk_kernel (version 5, split-K over a cluster of S CTAs with RT
+ *                         tiles per warp; m <= 16; measured slower, cuda/NOTES.md). */
 template <int NT, int NV>
 static lofp_status launch_gemv(const GemmP &p, int mt, int wk, cudaStream_t st)
 {
@@ -633,6 +795,64 @@ static lofp_status launch_gemv4(const GemmP &p, int mt, int wk, int s, cudaStrea
                   : launch_gemv4_one<1, NT, 8, NV, 4>(p, st);
 }
 
+/* Version 5 (split-K cluster GEMV) launch: grid (S, N / (128 RT)), cluster (S, 1, 1). */
+template <int NT, int NV>
+static lofp_status launch_gemv_sk(const GemmP &p, int S, int rt, cudaStream_t st)
+{
+    const int Ks = p.k / S;
+    const size_t shm = (size_t)NT * 8 * Ks * 2 + (size_t)128 * rt * NT * 8 * sizeof(float);
+    const int shm_max = NT * 8 * 2048 * 2 + 512 * NT * 8 * (int)sizeof(float); /* Ks <= 2048, RT <= 4 */
+    if (shm_max > 48 * 1024) {
+        static unsigned done = 0; /* one bit per device: the attribute is set once */
+        int dev = 0;
+        LOFP_CU(cudaGetDevice(&dev));
+        if (dev >= 32 || !(done & (1u << dev))) {
+            LOFP_CU(cudaFuncSetAttribute(gemv_sk_kernel<NT, NV>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm_max));
+            if (dev < 32) done |= 1u << dev;
+        }
+    }
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)S, (unsigned)(p.n / (128 * rt)), 1);
+    cfg.blockDim = dim3(256, 1, 1);
+    cfg.dynamicSmemBytes = shm;
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)S;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    LOFP_CU(cudaLaunchKernelEx(&cfg, gemv_sk_kernel<NT, NV>, p, rt));
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
+
+/* Split-K configuration for m <= 16 (version 5): S (cluster size, K slices) the largest of 8/4/2
+ * with K % (512 S) == 0 and K / S <= 2048; RT (tiles per warp) the largest of 4/2/1 with
+ * N % (128 RT) == 0 whose grid still fills ~2 CTAs per SM. "splitk:S,RT" overrides. Returns 0
+ * when the shape does not fit (then the caller falls back to gemv_kernel). */
+static int gemv_sk_config(const GemmP &p, const char *cfg, int *S, int *rt)
+{
+    if (p.m > 16 || p.n % 128) return 0;
+    int s = 0, r = 0;
+    if (cfg && cfg[6] == ':' && sscanf(cfg + 7, "%d,%d", &s, &r) == 2) {
+        if (!(s == 1 || s == 2 || s == 4 || s == 8) || !(r == 1 || r == 2 || r == 4)) return 0;
+    } else {
+        for (s = 8; s >= 2; s /= 2)
+            if (p.k % (512 * s) == 0 && p.k / s <= 2048) break;
+        if (s < 2) s = 1;
+        const long long want = (long long)(2 * sm_count()) * 9 / 10;
+        for (r = 4; r > 1; r /= 2)
+            if (p.n % (128 * r) == 0 && (long long)(p.n / (128 * r)) * s >= want) break;
+    }
+    if (p.k % (512 * s) || p.k / s > 2048 || p.n % (128 * r)) return 0;
+    *S = s;
+    *rt = r;
+    return 1;
+}
+
 extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                             lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream)
 {
@@ -651,10 +871,17 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
         const int n16 = p.n / 16;
         const int nt = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
         const char *cfg = getenv("LOFP_CUDA_GEMV_CFG");
+        int sk_s = 0, sk_rt = 0;
+        if (cfg && strncmp(cfg, "splitk", 6) == 0 && gemv_sk_config(p, cfg, &sk_s, &sk_rt)) {
+            if (nt == 1) return nv ? launch_gemv_sk<1, 1>(p, sk_s, sk_rt, st) : launch_gemv_sk<1, 0>(p, sk_s, sk_rt, st);
+            return nv ? launch_gemv_sk<2, 1>(p, sk_s, sk_rt, st) : launch_gemv_sk<2, 0>(p, sk_s, sk_rt, st);
+        }
+        if (cfg && strncmp(cfg, "splitk", 6) == 0) cfg = NULL; /* shape does not fit: default kernel */
         if (!(cfg && strncmp(cfg, "v4", 2) == 0)) {
-            /* version 1..3 kernel (the default: version 4 measured slower, cuda/NOTES.md);
-             * defaults from the run-1 sweep */
-            int mt = (m <= 8) ? 1 : 2, wk = p.k >= 8192 ? 8 : 4;
+            /* version 1..3 kernel (the default: versions 4 and 5 measured slower, cuda/NOTES.md);
+             * defaults from the sweeps of four runs: 4 warps per CTA won at every measured shape
+             * (M=1 8192^2 1x4 17.6-17.9 us vs 1x8 18.5-18.8; M=16 2x4 24.4-24.9 vs 2x8 27.7-28.5) */
+            int mt = (m <= 8) ? 1 : 2, wk = 4;
             if (n16 % mt) mt = 1;
             if (cfg && sscanf(cfg, "%d,%d", &mt, &wk) != 2) { mt = 1; wk = 8; }
             if (n16 % mt) mt = 1;

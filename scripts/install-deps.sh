@@ -6,9 +6,13 @@ need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
-command -v clang >/dev/null || need+=(clang)
-command -v python3 >/dev/null || need+=(python3)
-python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+# --build-only: what a build alone needs (make gpu-build on a GPU machine, which may have no clang,
+# no python3-venv and no network); the tests and the fuzzers need the rest.
+if [ "${1:-}" != "--build-only" ]; then
+  command -v clang >/dev/null || need+=(clang)
+  command -v python3 >/dev/null || need+=(python3)
+  python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}" >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
