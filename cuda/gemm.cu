@@ -21,22 +21,19 @@
  * The epilogue multiplies by alpha = 2^7 / global (NVFP4) or 2^(emax_tensor - 127) (MXFP4).
  *
  * Kernels: gemv_kernel (m <= 64: each warp streams MT weight m16 tiles over a K range with the
- * activations read from L1/L2; WK warps split K and reduce in shared memory, deterministic; the
- * experiments gemv4_kernel and gemv_sk_kernel are opt-in, see cuda/NOTES.md) and
- * gemm_kernel (m > 64: 128 x 128 CTA tiles, 3-stage cp.async pipeline, swizzled shared memory).
+ * activations read from L1/L2; WK warps split K and reduce in shared memory, deterministic) and
+ * gemm_kernel (m > 64 when wgmma is unavailable or LOFP_CUDA_GEMM_IMPL=mma: 128 x 128 CTA tiles,
+ * 3-stage cp.async pipeline, swizzled shared memory; gemm_wgmma.cu is the default for m > 64).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cooperative_groups.h>
 
 #include "gemm_common.cuh"
 #include "lofp_cuda_device.cuh"
 #include "lofp_cuda_internal.h"
 
 using namespace lofpcu;
-namespace cg = cooperative_groups;
 
 namespace {
 
@@ -256,295 +253,6 @@ __global__ void __launch_bounds__(32 * WK) gemv_kernel(GemmP p)
         }
 }
 
-/* ---- GEMV version 4: per-warp cp.async rings ----
- * Same fragment math as gemv_kernel (gemv_chunk), but the weights travel through a per-warp
- * shared-memory ring of S chunk stages filled by cp.async (S-1 chunks in flight per warp)
- * instead of register prefetch, so the kernel fits in 64 registers and runs 32 warps per SM
- * (gemv_kernel: 98 registers, 16 warps). Each lane copies exactly the bytes it later reads
- * (its 16 code bytes of rows g and g+8 of every tile, and the aligned 4-byte scale word that
- * holds its scales), so no lane waits on another: cp.async.wait_group alone orders the ring,
- * no barrier. Stage layout: codes [MT][2][32 lanes][16 B], then scales [MT][32 lanes][2 x 4 B]
- * (conflict-free LDS.128 / LDS.64). The slot refilled at iteration i is the one read at i - 1. */
-__device__ __forceinline__ void cp_async16_cg(void *smem, const void *gmem)
-{
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async4_ca(void *smem, const void *gmem)
-{
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(sa), "l"(gmem));
-}
-
-template <int MT> struct Gv4Stage {
-    static constexpr int CODE = MT * 2 * 32 * 16;
-    static constexpr int BYTES = CODE + MT * 32 * 8;
-};
-
-/* warps per SM the register bound is set for */
-template <int MT, int NT> struct Gv4Occ { static constexpr int WARPS = NT == 1 ? 32 : NT == 2 ? (MT == 1 ? 32 : 24) : 12; };
-
-template <int MT, int NT, int WK, int NV, int S>
-__global__ void __launch_bounds__(32 * WK, (Gv4Occ<MT, NT>::WARPS / WK) > 0 ? Gv4Occ<MT, NT>::WARPS / WK : 1)
-gemv4_kernel(GemmP p)
-{
-    extern __shared__ __align__(16) uint8_t gsm[];
-    constexpr int SB = Gv4Stage<MT>::BYTES, CODE = Gv4Stage<MT>::CODE;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int g = lane >> 2, c = lane & 3;
-    const int n0 = blockIdx.x * 16 * MT;
-    const int chunks = p.k / 128;
-    const int c_beg = (int)((long long)chunks * warp / WK), c_end = (int)((long long)chunks * (warp + 1) / WK);
-    const int nch = c_end - c_beg;
-    const int sbias = NV ? 0 : (int)p.params[1];
-    const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
-    const int sshift = NV ? 16 * (c & 1) : 8 * c;
-    uint8_t *ring = gsm + warp * S * SB;
-    const uint8_t *cbase = p.codes + (size_t)(n0 + g) * crow + (size_t)c_beg * 64 + 16 * c;
-    const uint8_t *sbase = p.scales + (size_t)(n0 + g) * srow + (size_t)c_beg * (NV ? 8 : 4) + (NV ? 4 * (c >> 1) : 0);
-
-    auto issue = [&](int i, int slot) {
-        uint8_t *st = ring + slot * SB;
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const size_t ro = (size_t)(16 * mt + 8 * h);
-                cp_async16_cg(st + ((mt * 2 + h) * 32 + lane) * 16, cbase + ro * crow + (size_t)i * 64);
-                cp_async4_ca(st + CODE + (mt * 32 + lane) * 8 + 4 * h, sbase + ro * srow + (size_t)i * (NV ? 8 : 4));
-            }
-    };
-
-    float acc[MT][NT][4];
-#pragma unroll
-    for (int i = 0; i < MT; i++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int t = 0; t < 4; t++) acc[i][j][t] = 0.0f;
-
-#pragma unroll
-    for (int s = 0; s < S - 1; s++) {
-        if (s < nch) issue(s, s);
-        cp_commit();
-    }
-    int slot = 0;
-    for (int i = 0; i < nch; i++) {
-        cp_wait<S - 2>();
-        {
-            const int nx = i + S - 1;
-            if (nx < nch) issue(nx, slot == 0 ? S - 1 : slot - 1);
-            cp_commit();
-        }
-        const uint8_t *st = ring + slot * SB;
-        uint4 wq[MT][2];
-        uint32_t ws[MT][2];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-#pragma unroll
-            for (int h = 0; h < 2; h++) wq[mt][h] = *(const uint4 *)(st + ((mt * 2 + h) * 32 + lane) * 16);
-            const uint2 sv = *(const uint2 *)(st + CODE + (mt * 32 + lane) * 8);
-            ws[mt][0] = NV ? (sv.x >> sshift) & 0xFFFFu : (sv.x >> sshift) & 0xFFu;
-            ws[mt][1] = NV ? (sv.y >> sshift) & 0xFFFFu : (sv.y >> sshift) & 0xFFu;
-        }
-        gemv_chunk<MT, NT, NV>(p, c_beg + i, g, c, sbias, wq, ws, acc);
-        slot = slot == S - 1 ? 0 : slot + 1;
-    }
-    cp_wait<0>();
-
-    /* deterministic cross-warp reduction (fixed order), reusing the ring memory */
-    float *red = (float *)gsm;
-    constexpr int PER = MT * NT * 4;
-    if (WK > 1) {
-        __syncthreads();
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int t = 0; t < 4; t++) red[((warp * PER) + (mt * NT + nt) * 4 + t) * 32 + lane] = acc[mt][nt][t];
-        __syncthreads();
-        if (warp != 0) return;
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int t = 0; t < 4; t++) {
-                    float s = red[((mt * NT + nt) * 4 + t) * 32 + lane];
-                    for (int w = 1; w < WK; w++) s = fadd(s, red[((w * PER) + (mt * NT + nt) * 4 + t) * 32 + lane]);
-                    acc[mt][nt][t] = s;
-                }
-    }
-    const float alpha = p.params[0];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            const int row = n0 + 16 * mt + g, tok = nt * 8 + 2 * c;
-            store_out(p, tok, row, fmul(acc[mt][nt][0], alpha));
-            store_out(p, tok + 1, row, fmul(acc[mt][nt][1], alpha));
-            store_out(p, tok, row + 8, fmul(acc[mt][nt][2], alpha));
-            store_out(p, tok + 1, row + 8, fmul(acc[mt][nt][3], alpha));
-        }
-}
-
-/* ---- GEMV version 5: split-K over a thread-block cluster (m <= 16) ----
- * Grid (S, N / R), cluster (S, 1, 1): the S CTAs of a cluster share one block of R = 128 * RT
- * weight rows and each takes one K slice of Ks = K / S (a multiple of 512). A CTA first stages its
- * activation slice [8 NT tokens, Ks] in shared memory ONCE (cp.async, zero-filled past m), so the
- * activations cross L2 -> SM (N / R) * M * K * 2 bytes in total instead of once per warp K range
- * per CTA. Each of the 8 warps then streams RT weight m16 tiles over the slice in groups of four
- * 128-chunks (256 contiguous code bytes per row per group), the next group prefetched in
- * registers, with the same fragment math as gemv_kernel (activations read from the staged slice
- * by conflict-free LDS.128: chunk j, token t, 16-byte slot ((w4 ^ (t & 1)) * 4 + c) for the unit
- * at k = 32c + 8w4). Each tile's fp32 partial goes to the CTA's shared memory [R][8 NT]; after a
- * cluster barrier, CTA rank r sums rows [r R / S, (r + 1) R / S) over the S ranks' partials
- * through distributed shared memory in rank order 0..S-1 (fixed: deterministic), applies alpha and
- * converts. No global workspace, no atomics. */
-__device__ __forceinline__ int sk_slot(int t, int c, int w4) { return ((w4 ^ (t & 1)) << 2) | c; }
-
-template <int NV>
-__device__ __forceinline__ void sk_loadw(const GemmP &p, size_t r, int ch0, int c, size_t crow, size_t srow,
-                                         uint4 (&wq)[4][2], uint32_t (&ws)[4][2])
-{
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const uint8_t *cp = p.codes + (r + 8 * h) * crow + (size_t)ch0 * 64 + 16 * c;
-        const uint8_t *sp = p.scales + (r + 8 * h) * srow;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            wq[j][h] = __ldg((const uint4 *)(cp + 64 * j));
-            if (NV) ws[j][h] = __ldg((const unsigned short *)(sp + (size_t)(ch0 + j) * 8 + 2 * c));
-            else ws[j][h] = __ldg(sp + (size_t)(ch0 + j) * 4 + c);
-        }
-    }
-}
-
-/* four chunks of one m16 tile against the staged activations (act = first chunk of the group) */
-template <int NT, int NV>
-__device__ __forceinline__ void sk_group(const uint8_t *act, int g, int c, int sbias, const uint4 (&wq)[4][2],
-                                         const uint32_t (&ws)[4][2], float (&acc)[NT][4])
-{
-    constexpr int TOK = NT * 8;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        uint32_t sc[2][2];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            if (NV) nv_scale2(ws[j][h], sc[h][0], sc[h][1]);
-            else sc[h][0] = sc[h][1] = mx_scale1(ws[j][h], sbias);
-        }
-        const uint8_t *aj = act + j * TOK * 256;
-#pragma unroll
-        for (int w4 = 0; w4 < 4; w4++) {
-            uint4 av[NT];
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const int t = nt * 8 + g;
-                av[nt] = *(const uint4 *)(aj + t * 256 + sk_slot(t, c, w4) * 16);
-            }
-            const uint32_t qa = w4 == 0 ? wq[j][0].x : w4 == 1 ? wq[j][0].y : w4 == 2 ? wq[j][0].z : wq[j][0].w;
-            const uint32_t qb = w4 == 0 ? wq[j][1].x : w4 == 1 ? wq[j][1].y : w4 == 2 ? wq[j][1].z : wq[j][1].w;
-#pragma unroll
-            for (int hs = 0; hs < 2; hs++) {
-                uint32_t a0, a1, a2, a3;
-                wfrag(qa, qb, hs, sc[0][w4 >> 1], sc[1][w4 >> 1], a0, a1, a2, a3);
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-                    mma_bf16(acc[nt], a0, a1, a2, a3, hs ? av[nt].z : av[nt].x, hs ? av[nt].w : av[nt].y);
-            }
-        }
-    }
-}
-
-template <int NT>
-__device__ __forceinline__ void sk_flush(float *part, int ti, int g, int c, float (&acc)[NT][4])
-{
-    constexpr int TOK = NT * 8;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        const int r = 16 * ti + g, t = nt * 8 + 2 * c;
-        part[r * TOK + t] = acc[nt][0];
-        part[r * TOK + t + 1] = acc[nt][1];
-        part[(r + 8) * TOK + t] = acc[nt][2];
-        part[(r + 8) * TOK + t + 1] = acc[nt][3];
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
-    }
-}
-
-template <int NT, int NV>
-__global__ void __launch_bounds__(256, 2) gemv_sk_kernel(GemmP p, int rt)
-{
-    extern __shared__ __align__(16) uint8_t sks[];
-    constexpr int TOK = NT * 8;
-    cg::cluster_group cluster = cg::this_cluster();
-    const int S = (int)gridDim.x, rank = (int)blockIdx.x;
-    const int Ks = p.k / S, G4 = Ks / 512;
-    const int ch_base = rank * (Ks / 128);
-    const int R = 128 * rt, n0 = (int)blockIdx.y * R;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int g = lane >> 2, c = lane & 3;
-    const int sbias = NV ? 0 : (int)p.params[1];
-    const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
-    uint8_t *act = sks;
-    float *part = (float *)(sks + (size_t)TOK * Ks * 2);
-    const int T = rt * G4; /* groups per warp: group i = tile warp + 8 (i / G4), chunks 4 (i % G4).. */
-
-    uint4 wa[4][2], wb[4][2];
-    uint32_t sa[4][2], sb[4][2];
-    auto row_of = [&](int i) { return (size_t)(n0 + 16 * (warp + 8 * (i / G4)) + g); };
-    auto ch_of = [&](int i) { return ch_base + 4 * (i % G4); };
-    sk_loadw<NV>(p, row_of(0), ch_of(0), c, crow, srow, wa, sa);
-    if (T > 1) sk_loadw<NV>(p, row_of(1), ch_of(1), c, crow, srow, wb, sb);
-
-    /* stage the activation slice: unit u = token t, 16-byte unit kk of the slice */
-    {
-        const int upr = Ks / 8, units = TOK * upr;
-        for (int u = tid; u < units; u += 256) {
-            const int t = u / upr, kk = u - t * upr;
-            const int j = kk >> 4, s = kk & 15;
-            const bool ok = t < p.m;
-            const uint16_t *src = p.a + (ok ? (size_t)t * p.k + (size_t)rank * Ks + (size_t)kk * 8 : 0);
-            cp_async16(act + ((size_t)(j * TOK + t) * 16 + sk_slot(t, s >> 2, s & 3)) * 16, src, ok ? 16 : 0);
-        }
-        cp_commit();
-        cp_wait<0>();
-        __syncthreads();
-    }
-
-    float acc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
-    for (int i = 0; i < T; i += 2) {
-        sk_group<NT, NV>(act + (size_t)(4 * (i % G4)) * TOK * 256, g, c, sbias, wa, sa, acc);
-        if (i % G4 == G4 - 1) sk_flush<NT>(part, warp + 8 * (i / G4), g, c, acc);
-        if (i + 2 < T) sk_loadw<NV>(p, row_of(i + 2), ch_of(i + 2), c, crow, srow, wa, sa);
-        if (i + 1 < T) {
-            sk_group<NT, NV>(act + (size_t)(4 * ((i + 1) % G4)) * TOK * 256, g, c, sbias, wb, sb, acc);
-            if ((i + 1) % G4 == G4 - 1) sk_flush<NT>(part, warp + 8 * ((i + 1) / G4), g, c, acc);
-            if (i + 3 < T) sk_loadw<NV>(p, row_of(i + 3), ch_of(i + 3), c, crow, srow, wb, sb);
-        }
-    }
-
-    cluster.sync(); /* every rank's partials written (release/acquire at cluster scope) */
-    const float alpha = p.params[0];
-    const int RR = R / S;
-    for (int idx = tid; idx < RR * p.m; idx += 256) {
-        const int tok = idx / RR, rl = rank * RR + (idx - tok * RR);
-        float s = 0.0f;
-        for (int q = 0; q < S; q++) {
-            const float v = cluster.map_shared_rank(part, q)[rl * TOK + tok];
-            s = q == 0 ? v : fadd(s, v);
-        }
-        store_out(p, tok, n0 + rl, fmul(s, alpha));
-    }
-    cluster.sync(); /* keep this CTA's shared memory alive until every rank has read it */
-}
-
 /* ---- tiled GEMM: 128 weight rows x 128 tokens per CTA, K in 128-chunks, 3 stages ---- */
 constexpr int GT_W = 128, GT_T = 128, GSTAGES = 3;
 constexpr int G_ACT_BYTES = GT_T * 256;   /* 128 tokens x 128 bf16 */
@@ -726,13 +434,9 @@ extern "C" void lofp_cuda_w4_free(lofp_cuda_w4 *w)
     memset(w, 0, sizeof *w);
 }
 
-/* Kernel choice for m <= 64. LOFP_CUDA_GEMV_CFG overrides (bench sweeps):
- *   "MT,WK"               gemv_kernel (versions 1..3, register prefetch; the default) with MT
- *                         tiles per warp and WK warps per CTA splitting K;
- *   "v4" or "v4:MT,WK[,S]" gemv4_kernel (version 4, per-warp cp.async rings; measured slower,
- *                         cuda/NOTES.md) with an S-stage ring per warp (S = 4 when absent);
- *   "splitk" or "splitk:S,RT" gemv_sk_kernel (version 5, split-K over a cluster of S CTAs with RT
- *                         tiles per warp; m <= 16; measured slower, cuda/NOTES.md). */
+/* Kernel choice for m <= 64: LOFP_CUDA_GEMV_CFG="MT,WK" (bench sweeps) picks MT tiles per warp
+ * and WK warps per CTA splitting K. Two other designs measured slower and were removed
+ * (cuda/NOTES.md, GEMV versions 4 and 5). */
 template <int NT, int NV>
 static lofp_status launch_gemv(const GemmP &p, int mt, int wk, cudaStream_t st)
 {
@@ -756,103 +460,6 @@ static lofp_status launch_gemv(const GemmP &p, int mt, int wk, cudaStream_t st)
     return LOFP_OK;
 }
 
-template <int MT, int NT, int WK, int NV, int S>
-static lofp_status launch_gemv4_one(const GemmP &p, cudaStream_t st)
-{
-    const unsigned grid = (unsigned)(p.n / (16 * MT));
-    const size_t ring = (size_t)WK * S * Gv4Stage<MT>::BYTES;
-    const size_t red = WK > 1 ? (size_t)WK * MT * NT * 4 * 32 * sizeof(float) : 0;
-    const size_t shm = ring > red ? ring : red;
-    if (shm > 48 * 1024) {
-        static unsigned done = 0; /* one bit per device: the attribute is set once */
-        int dev = 0;
-        LOFP_CU(cudaGetDevice(&dev));
-        if (dev >= 32 || !(done & (1u << dev))) {
-            LOFP_CU(cudaFuncSetAttribute(gemv4_kernel<MT, NT, WK, NV, S>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
-            if (dev < 32) done |= 1u << dev;
-        }
-    }
-    gemv4_kernel<MT, NT, WK, NV, S><<<grid, 32 * WK, shm, st>>>(p);
-    LOFP_CU_LAUNCH();
-    return LOFP_OK;
-}
-
-template <int NT, int NV>
-static lofp_status launch_gemv4(const GemmP &p, int mt, int wk, int s, cudaStream_t st)
-{
-    if (mt == 2) {
-        if (wk == 4) return launch_gemv4_one<2, NT, 4, NV, 4>(p, st);
-        if (wk == 16) return launch_gemv4_one<2, NT, 16, NV, 4>(p, st);
-        return launch_gemv4_one<2, NT, 8, NV, 4>(p, st);
-    }
-    if (wk == 4) return s == 3 ? launch_gemv4_one<1, NT, 4, NV, 3>(p, st)
-                      : s == 6 ? launch_gemv4_one<1, NT, 4, NV, 6>(p, st)
-                               : launch_gemv4_one<1, NT, 4, NV, 4>(p, st);
-    if (wk == 16) return launch_gemv4_one<1, NT, 16, NV, 4>(p, st);
-    return s == 3 ? launch_gemv4_one<1, NT, 8, NV, 3>(p, st)
-         : s == 6 ? launch_gemv4_one<1, NT, 8, NV, 6>(p, st)
-                  : launch_gemv4_one<1, NT, 8, NV, 4>(p, st);
-}
-
-/* Version 5 (split-K cluster GEMV) launch: grid (S, N / (128 RT)), cluster (S, 1, 1). */
-template <int NT, int NV>
-static lofp_status launch_gemv_sk(const GemmP &p, int S, int rt, cudaStream_t st)
-{
-    const int Ks = p.k / S;
-    const size_t shm = (size_t)NT * 8 * Ks * 2 + (size_t)128 * rt * NT * 8 * sizeof(float);
-    const int shm_max = NT * 8 * 2048 * 2 + 512 * NT * 8 * (int)sizeof(float); /* Ks <= 2048, RT <= 4 */
-    if (shm_max > 48 * 1024) {
-        static unsigned done = 0; /* one bit per device: the attribute is set once */
-        int dev = 0;
-        LOFP_CU(cudaGetDevice(&dev));
-        if (dev >= 32 || !(done & (1u << dev))) {
-            LOFP_CU(cudaFuncSetAttribute(gemv_sk_kernel<NT, NV>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm_max));
-            if (dev < 32) done |= 1u << dev;
-        }
-    }
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)S, (unsigned)(p.n / (128 * rt)), 1);
-    cfg.blockDim = dim3(256, 1, 1);
-    cfg.dynamicSmemBytes = shm;
-    cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = (unsigned)S;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    LOFP_CU(cudaLaunchKernelEx(&cfg, gemv_sk_kernel<NT, NV>, p, rt));
-    LOFP_CU_LAUNCH();
-    return LOFP_OK;
-}
-
-/* Split-K configuration for m <= 16 (version 5): S (cluster size, K slices) the largest of 8/4/2
- * with K % (512 S) == 0 and K / S <= 2048; RT (tiles per warp) the largest of 4/2/1 with
- * N % (128 RT) == 0 whose grid still fills ~2 CTAs per SM. "splitk:S,RT" overrides. Returns 0
- * when the shape does not fit (then the caller falls back to gemv_kernel). */
-static int gemv_sk_config(const GemmP &p, const char *cfg, int *S, int *rt)
-{
-    if (p.m > 16 || p.n % 128) return 0;
-    int s = 0, r = 0;
-    if (cfg && cfg[6] == ':' && sscanf(cfg + 7, "%d,%d", &s, &r) == 2) {
-        if (!(s == 1 || s == 2 || s == 4 || s == 8) || !(r == 1 || r == 2 || r == 4)) return 0;
-    } else {
-        for (s = 8; s >= 2; s /= 2)
-            if (p.k % (512 * s) == 0 && p.k / s <= 2048) break;
-        if (s < 2) s = 1;
-        const long long want = (long long)(2 * sm_count()) * 9 / 10;
-        for (r = 4; r > 1; r /= 2)
-            if (p.n % (128 * r) == 0 && (long long)(p.n / (128 * r)) * s >= want) break;
-    }
-    if (p.k % (512 * s) || p.k / s > 2048 || p.n % (128 * r)) return 0;
-    *S = s;
-    *rt = r;
-    return 1;
-}
-
 extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                             lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream)
 {
@@ -871,46 +478,12 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
         const int n16 = p.n / 16;
         const int nt = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
         const char *cfg = getenv("LOFP_CUDA_GEMV_CFG");
-        int sk_s = 0, sk_rt = 0;
-        if (cfg && strncmp(cfg, "splitk", 6) == 0 && gemv_sk_config(p, cfg, &sk_s, &sk_rt)) {
-            if (nt == 1) return nv ? launch_gemv_sk<1, 1>(p, sk_s, sk_rt, st) : launch_gemv_sk<1, 0>(p, sk_s, sk_rt, st);
-            return nv ? launch_gemv_sk<2, 1>(p, sk_s, sk_rt, st) : launch_gemv_sk<2, 0>(p, sk_s, sk_rt, st);
-        }
-        if (cfg && strncmp(cfg, "splitk", 6) == 0) cfg = NULL; /* shape does not fit: default kernel */
-        if (!(cfg && strncmp(cfg, "v4", 2) == 0)) {
-            /* version 1..3 kernel (the default: versions 4 and 5 measured slower, cuda/NOTES.md);
-             * defaults from the sweeps of four runs: 4 warps per CTA won at every measured shape
-             * (M=1 8192^2 1x4 17.6-17.9 us vs 1x8 18.5-18.8; M=16 2x4 24.4-24.9 vs 2x8 27.7-28.5) */
-            int mt = (m <= 8) ? 1 : 2, wk = 4;
-            if (n16 % mt) mt = 1;
-            if (cfg && sscanf(cfg, "%d,%d", &mt, &wk) != 2) { mt = 1; wk = 8; }
-            if (n16 % mt) mt = 1;
+        /* defaults from the sweeps of four runs: 4 warps per CTA won at every measured shape
+         * (M=1 8192^2 1x4 17.6-17.9 us vs 1x8 18.5-18.8; M=16 2x4 24.4-24.9 vs 2x8 27.7-28.5) */
+        int mt = (m <= 8) ? 1 : 2, wk = 4;
+        if (cfg && sscanf(cfg, "%d,%d", &mt, &wk) != 2) { mt = 1; wk = 4; }
+        if (n16 % mt) mt = 1;
 #define GVN(NTV) return nv ? launch_gemv<NTV, 1>(p, mt, wk, st) : launch_gemv<NTV, 0>(p, mt, wk, st)
-            switch (nt) {
-            case 1: GVN(1);
-            case 2: GVN(2);
-            case 4: GVN(4);
-            default: GVN(8);
-            }
-#undef GVN
-        }
-        /* version 4 defaults: one tile per warp; WK the largest of 4/8/16 that keeps the grid's
-         * warps within one wave at 32 warps per SM with >= 4 chunks of K per warp */
-        int mt = 1, wk = 4, s = 4;
-        {
-            const long long wave = 32LL * sm_count();
-            const int chunks = p.k / 128;
-            while (wk < 16 && (long long)n16 * wk * 2 <= wave && chunks / (wk * 2) >= 4) wk *= 2;
-        }
-        if (cfg[2] == ':') {
-            int a = 0, b = 0, c3 = 0;
-            const int got = sscanf(cfg + 3, "%d,%d,%d", &a, &b, &c3);
-            if (got >= 2) { mt = a; wk = b; }
-            if (got == 3) s = c3;
-        }
-        if (mt != 2 || n16 % 2) mt = 1;
-        if (wk != 4 && wk != 16) wk = 8;
-#define GVN(NTV) return nv ? launch_gemv4<NTV, 1>(p, mt, wk, s, st) : launch_gemv4<NTV, 0>(p, mt, wk, s, st)
         switch (nt) {
         case 1: GVN(1);
         case 2: GVN(2);
