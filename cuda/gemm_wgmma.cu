@@ -90,7 +90,7 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr)
            ((uint64_t)1 << 62);
 }
 
-template <int NV, int MT, int TN, int S, int MINB>
+template <int NV, int MT, int TN, int S, int MINB, int KS>
 __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -111,8 +111,15 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
 
     const int tid = threadIdx.x, wg = tid >> 7, wiw = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, c = lane & 3;
-    const int n0 = blockIdx.x * ROWS, t0 = blockIdx.y * TN;
-    const int chunks = p.k / 128;
+    /* KS == 2: clusters of two CTAs along x share one output tile, rank 0 takes the first
+     * ceil(chunks/2) 128-chunks of K, rank 1 the rest (reduction at the end, through DSMEM) */
+    uint32_t rank = 0;
+    if (KS == 2) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    const int n0 = (KS == 2 ? (int)(blockIdx.x >> 1) : (int)blockIdx.x) * ROWS, t0 = blockIdx.y * TN;
+    const int call = p.k / 128;
+    const int chalf = (call + 1) >> 1;
+    const int cbeg = KS == 2 && rank ? chalf : 0;
+    const int chunks = KS == 2 ? (rank ? call - chalf : chalf) : call;
     const int sbias = NV ? 0 : (int)p.params[1];
     const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
     const uint32_t sh = 4u * (uint32_t)c;
@@ -161,7 +168,7 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
 
 #pragma unroll
     for (int s = 0; s < S - 2; s++) {
-        if (s < chunks) load_stage(s, s);
+        if (s < chunks) load_stage(s, cbeg + s);
         cp_commit();
     }
 
@@ -172,7 +179,7 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
         __syncthreads();
         {
             const int nx = ch + S - 2;
-            if (nx < chunks) load_stage(nx % S, nx);
+            if (nx < chunks) load_stage(nx % S, cbeg + nx);
             cp_commit();
         }
         const int st = ch % S;
@@ -239,6 +246,40 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
         for (int i = 0; i < NR; i++) reg_fence(acc[mt][i]);
     cp_wait<0>();
 
+    /* owner of accumulator (mt, i) under KS == 2: flat index mt*NR + i, first half rank 0 */
+    constexpr int HALF = MT * NR / 2;
+    if (KS == 2) {
+        /* every wgmma and cp.async of this CTA is complete: the stages are free. Each CTA parks
+         * the half it does not own (float4 q of thread tid at q*256 + tid), the cluster barrier
+         * publishes it, each CTA adds the peer's half into its own: own + peer is commutative,
+         * so the result is the same bits in either rank and run to run. */
+        __syncthreads();
+        float4 *xb = (float4 *)smem;
+#pragma unroll
+        for (int f = 0; f < MT * NR; f += 4) {
+            const int mt = f / NR, i = f % NR;
+            const int own = f / HALF;
+            if (own != (int)rank) xb[((f % HALF) / 4) * 256 + tid] = make_float4(acc[mt][i], acc[mt][i + 1], acc[mt][i + 2], acc[mt][i + 3]);
+        }
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+        uint32_t peer;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(peer) : "r"(smem_s), "r"(rank ^ 1u));
+#pragma unroll
+        for (int f = 0; f < MT * NR; f += 4) {
+            const int mt = f / NR, i = f % NR;
+            const int own = f / HALF;
+            if (own == (int)rank) {
+                float x0, x1, x2, x3;
+                asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                             : "=f"(x0), "=f"(x1), "=f"(x2), "=f"(x3)
+                             : "r"(peer + (uint32_t)((((f % HALF) / 4) * 256 + tid) * 16)) : "memory");
+                acc[mt][i] += x0; acc[mt][i + 1] += x1; acc[mt][i + 2] += x2; acc[mt][i + 3] += x3;
+            }
+        }
+        /* the peer may not exit while its shared memory is still being read */
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    }
+
     const float alpha = p.params[0];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
@@ -248,6 +289,7 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
             const int tok = t0 + 8 * i + 2 * c;
 #pragma unroll
             for (int e = 0; e < 4; e++) {
+                if (KS == 2 && (mt * NR + 4 * i + e) / HALF != (int)rank) continue;
                 const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
                 if (tk < p.m && rw < p.n) {
                     const float v = fmul(acc[mt][4 * i + e], alpha);
@@ -261,16 +303,52 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
 #endif
 }
 
-template <int NV, int MT, int TN, int S, int MINB>
+template <int MT, int TN, int S> constexpr int wg_shm() { return S * (TN * 256 + 128 * MT * 72) + 1024; }
+
+template <int NV, int MT, int TN, int S, int MINB, int KS>
 lofp_status launch_wg(const GemmP &p, cudaStream_t st)
 {
-    const dim3 grid((unsigned)((p.n + 128 * MT - 1) / (128 * MT)), (unsigned)((p.m + TN - 1) / TN));
+    const dim3 grid((unsigned)(KS * ((p.n + 128 * MT - 1) / (128 * MT))), (unsigned)((p.m + TN - 1) / TN));
     if (grid.y > 65535) return LOFP_ERR_UNSUPPORTED;
-    const int shm = S * (TN * 256 + 128 * MT * 72) + 1024;
-    LOFP_CU(cudaFuncSetAttribute(wg_kernel<NV, MT, TN, S, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm));
-    wg_kernel<NV, MT, TN, S, MINB><<<grid, 256, shm, st>>>(p);
+    const int shm = wg_shm<MT, TN, S>();
+    LOFP_CU(cudaFuncSetAttribute(wg_kernel<NV, MT, TN, S, MINB, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm));
+    if (KS == 1) {
+        wg_kernel<NV, MT, TN, S, MINB, KS><<<grid, 256, shm, st>>>(p);
+    } else {
+        cudaLaunchConfig_t cf = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = KS; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+        cf.gridDim = grid; cf.blockDim = dim3(256); cf.dynamicSmemBytes = (size_t)shm; cf.stream = st;
+        cf.attrs = at; cf.numAttrs = 1;
+        LOFP_CU(cudaLaunchKernelEx(&cf, wg_kernel<NV, MT, TN, S, MINB, KS>, p));
+    }
     LOFP_CU_LAUNCH();
     return LOFP_OK;
+}
+
+/* CTAs of the split-K (cluster of 2) kernel that can run at once (2 x cudaOccupancyMaxActiveClusters:
+ * GPCs with an odd number of free SMs lose one); cached per process, 0 if the query fails. */
+template <int MT, int TN, int S>
+int split_slots()
+{
+    static int cache = -1;
+    if (cache >= 0) return cache;
+    int r = 0;
+    const int shm = wg_shm<MT, TN, S>();
+    if (cudaFuncSetAttribute(wg_kernel<1, MT, TN, S, 1, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm) == cudaSuccess) {
+        cudaLaunchConfig_t cf = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = 2; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+        cf.gridDim = dim3(2); cf.blockDim = dim3(256); cf.dynamicSmemBytes = (size_t)shm;
+        cf.attrs = at; cf.numAttrs = 1;
+        int nc = 0;
+        if (cudaOccupancyMaxActiveClusters(&nc, wg_kernel<1, MT, TN, S, 1, 2>, &cf) == cudaSuccess) r = 2 * nc;
+    }
+    (void)cudaGetLastError();
+    cache = r;
+    return r;
 }
 
 /* 1 if the current device runs sm_90a code (compute capability exactly 9.0), cached per device. */
@@ -291,38 +369,52 @@ int is_sm90(void)
 
 } // namespace
 
-/* Configurations (MT m64 tiles per warpgroup, TN tokens): (2,128) 256x128 tiles, 4 stages, 1 CTA
- * per SM; (1,128) 128x128, 4 stages; (1,64) 128x64, 4 stages, 2 CTAs per SM. The default picks
- * the one with the smallest estimated time (waves x tile work, small tiles penalised);
- * LOFP_CUDA_WGMMA_CFG="MT,TN" overrides (benchmark sweeps). */
+/* Configurations (MT m64 tiles per warpgroup, TN tokens, KS K-splits): (2,128) 256x128 tiles, 4
+ * stages, 1 CTA per SM; (1,128) 128x128, 4 stages; (1,64) 128x64, 4 stages, 2 CTAs per SM; (2,128,2)
+ * and (1,128,2) split K over a cluster of two CTAs (DSMEM reduction; for small m, where the
+ * unsplit tiles leave SMs idle or force the less efficient 128-row tile). The default picks the
+ * one with the smallest estimated time (waves x tile work / KS, small tiles and the reduction
+ * penalised); LOFP_CUDA_WGMMA_CFG="MT,TN[,KS]" overrides (benchmark sweeps). */
 lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st)
 {
     if (!is_sm90()) return LOFP_ERR_UNSUPPORTED;
     const int sms = sm_count();
-    int mt = 2, tn = 128;
+    const int chunks = p.k / 128;
+    int mt = 2, tn = 128, ks = 1;
     {
-        struct Cfg { int mt, tn, occ; double eff; };
-        const Cfg cf[3] = {{2, 128, 1, 1.0}, {1, 128, 1, 0.9}, {1, 64, 2, 0.75}};
+        struct Cfg { int mt, tn, occ, ks; double eff; };
+        const Cfg cf[5] = {{2, 128, 1, 1, 1.0}, {1, 128, 1, 1, 0.9}, {1, 64, 2, 1, 0.75}, {2, 128, 1, 2, 0.95}, {1, 128, 1, 2, 0.85}};
         double best = 1e300;
         for (const Cfg &x : cf) {
-            const long long ctas = (long long)((p.n + 128 * x.mt - 1) / (128 * x.mt)) * ((p.m + x.tn - 1) / x.tn);
-            const long long slots = (long long)sms * x.occ;
+            long long slots = (long long)sms * x.occ;
+            if (x.ks == 2) {
+                if (chunks < 8) continue;
+                slots = x.mt == 2 ? split_slots<2, 128, 4>() : split_slots<1, 128, 4>();
+                if (slots <= 0) continue;
+            }
+            const long long ctas = (long long)x.ks * ((p.n + 128 * x.mt - 1) / (128 * x.mt)) * ((p.m + x.tn - 1) / x.tn);
             const long long waves = (ctas + slots - 1) / slots;
             /* time ~ waves x work of one CTA at its share of the SM */
-            const double t = (double)waves * (128.0 * x.mt * x.tn) * x.occ / x.eff;
-            if (t < best * 0.999) { best = t; mt = x.mt; tn = x.tn; }
+            const double t = (double)waves * (128.0 * x.mt * x.tn) * x.occ / x.eff / x.ks;
+            if (t < best * 0.999) { best = t; mt = x.mt; tn = x.tn; ks = x.ks; }
         }
     }
     const char *cfg = getenv("LOFP_CUDA_WGMMA_CFG");
     if (cfg) {
-        int a = 0, b = 0;
-        if (sscanf(cfg, "%d,%d", &a, &b) == 2 && ((a == 2 && b == 128) || (a == 1 && (b == 128 || b == 64)))) {
-            mt = a; tn = b;
+        int a = 0, b = 0, c = 1;
+        const int nf = sscanf(cfg, "%d,%d,%d", &a, &b, &c);
+        if (nf < 3) c = 1;
+        if (nf >= 2 && ((a == 2 && b == 128) || (a == 1 && (b == 128 || b == 64))) && (c == 1 || (c == 2 && b == 128 && chunks >= 2))) {
+            mt = a; tn = b; ks = c;
         }
     }
-#define WGL(MTV, TNV, SV, MB) return nvfp4 ? launch_wg<1, MTV, TNV, SV, MB>(p, st) : launch_wg<0, MTV, TNV, SV, MB>(p, st)
-    if (mt == 2) WGL(2, 128, 4, 1);
-    if (tn == 128) WGL(1, 128, 4, 1);
-    WGL(1, 64, 4, 2);
+#define WGL(MTV, TNV, SV, MB, KSV) return nvfp4 ? launch_wg<1, MTV, TNV, SV, MB, KSV>(p, st) : launch_wg<0, MTV, TNV, SV, MB, KSV>(p, st)
+    if (ks == 2) {
+        if (mt == 2) WGL(2, 128, 4, 1, 2);
+        WGL(1, 128, 4, 1, 2);
+    }
+    if (mt == 2) WGL(2, 128, 4, 1, 1);
+    if (tn == 128) WGL(1, 128, 4, 1, 1);
+    WGL(1, 64, 4, 2, 1);
 #undef WGL
 }

@@ -742,25 +742,43 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
                 }
             }
         } else {
+        /* B = p * 2^32 * 2^(e - 127): p * 2^32 split into bf16 hi + lo once per sub-tile, each
+         * part then multiplied by the bf16x2 power of two 2^(e - 127) of its two tokens (exponent
+         * field e, built from the scale bytes with 2-3 integer ops per group) in one exact
+         * fma.rn.bf16x2 (bf16 has fp32's exponent range; identical to rounding the fp32 product
+         * while it is normal). A = the V codes exactly (Marlin bf16 value * 2^126). */
         constexpr uint32_t K126 = 0x7E807E80u; /* bf16x2 (2^126, 2^126) */
+        const uint32_t hAB0 = bf2_rn(pA, pB), hCD0 = bf2_rn(pC, pD);
+        const uint32_t lAB0 = bf2_rn(fsub(pA, u2f(hAB0 << 16)), fsub(pB, u2f(hAB0 & 0xFFFF0000u)));
+        const uint32_t lCD0 = bf2_rn(fsub(pC, u2f(hCD0 << 16)), fsub(pD, u2f(hCD0 & 0xFFFF0000u)));
 #pragma unroll
-        for (int q = 0; q < NG; q++) {
-            /* B: p * 2^32 * 2^(e - 127) of tokens 2c, 2c+1 (b0) and 2c+8, 2c+9 (b1), head g */
-            const float xA = fmul(pA, e8_at(vs[0][q >> 2], q & 3)), xB = fmul(pB, e8_at(vs[1][q >> 2], q & 3));
-            const float xC = fmul(pC, e8_at(vs[2][q >> 2], q & 3)), xD = fmul(pD, e8_at(vs[3][q >> 2], q & 3));
-            const uint32_t hAB = bf2_rn(xA, xB), hCD = bf2_rn(xC, xD);
-            const uint32_t lAB = bf2_rn(fsub(xA, u2f(hAB << 16)), fsub(xB, u2f(hAB & 0xFFFF0000u)));
-            const uint32_t lCD = bf2_rn(fsub(xC, u2f(hCD << 16)), fsub(xD, u2f(hCD & 0xFFFF0000u)));
-            const uint32_t qAB = vw[0][q] | (vw[1][q] << 16), qCD = vw[2][q] | (vw[3][q] << 16);
+        for (int w = 0; w < NW; w++)
 #pragma unroll
-            for (int sub = 0; sub < 2; sub++) {
-                uint32_t a[4]; /* the codes exactly: (code * 2^-126) * 2^126 */
-                a[0] = bf2_fma0(pair_bf16(qAB, 2 * sub), K126);
-                a[1] = bf2_fma0(pair_bf16(qAB, 2 * sub + 1), K126);
-                a[2] = bf2_fma0(pair_bf16(qCD, 2 * sub), K126);
-                a[3] = bf2_fma0(pair_bf16(qCD, 2 * sub + 1), K126);
-                mma_bf16v(acc[2 * q + sub], a, hAB, hCD);
-                mma_bf16v(acc[2 * q + sub], a, lAB, lCD);
+        for (int hq = 0; hq < 2; hq++) {
+            /* scale bytes of groups 4w + 2hq, 4w + 2hq + 1: (A0, A1, B0, B1) and (C0, C1, D0, D1) */
+            const uint32_t selq = hq ? 0x7632u : 0x5410u;
+            const uint32_t iAB = __byte_perm(vs[0][w], vs[1][w], selq);
+            const uint32_t iCD = __byte_perm(vs[2][w], vs[3][w], selq);
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int q = 4 * w + 2 * hq + j;
+                if (q >= NG) break;
+                /* bf16x2 (2^(eA - 127), 2^(eB - 127)): exponent fields at bits 7..14, 23..30 */
+                const uint32_t mAB = j ? ((iAB >> 1) & 0x7F807F80u) : ((iAB << 7) & 0x7F807F80u);
+                const uint32_t mCD = j ? ((iCD >> 1) & 0x7F807F80u) : ((iCD << 7) & 0x7F807F80u);
+                const uint32_t hAB = bf2_fma0(hAB0, mAB), hCD = bf2_fma0(hCD0, mCD);
+                const uint32_t lAB = bf2_fma0(lAB0, mAB), lCD = bf2_fma0(lCD0, mCD);
+                const uint32_t qAB = vw[0][q] | (vw[1][q] << 16), qCD = vw[2][q] | (vw[3][q] << 16);
+#pragma unroll
+                for (int sub = 0; sub < 2; sub++) {
+                    uint32_t a[4]; /* the codes exactly: (code * 2^-126) * 2^126 */
+                    a[0] = bf2_fma0(pair_bf16(qAB, 2 * sub), K126);
+                    a[1] = bf2_fma0(pair_bf16(qAB, 2 * sub + 1), K126);
+                    a[2] = bf2_fma0(pair_bf16(qCD, 2 * sub), K126);
+                    a[3] = bf2_fma0(pair_bf16(qCD, 2 * sub + 1), K126);
+                    mma_bf16v(acc[2 * q + sub], a, hAB, hCD);
+                    mma_bf16v(acc[2 * q + sub], a, lAB, lCD);
+                }
             }
         }
         }
