@@ -18,24 +18,8 @@
 
 #include "lofp/lofp.h"
 #include "lofp/lofp_cuda.h"
+#include "cuda_check.h"
 
-#define CU(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-#define LC(x)                                                                                  \
-    do {                                                                                       \
-        lofp_status s_ = (x);                                                                  \
-        if (s_ != LOFP_OK) {                                                                   \
-            fprintf(stderr, "%s:%d: %s -> %s (%s)\n", __FILE__, __LINE__, #x,                  \
-                    lofp_cuda_status_name(s_), lofp_cuda_last_error());                        \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 static void *g_flush;
 static unsigned *g_flush_sink;

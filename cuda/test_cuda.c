@@ -25,28 +25,12 @@
 
 #include "lofp/lofp.h"
 #include "lofp/lofp_cuda.h"
+#include "cuda_check.h"
 #include "test_util.h"
 
 int lofp_test_division(unsigned long long *nbad, unsigned long long *first);
 int lofp_test_subnormals(uint32_t out[3]);
 
-#define CU(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-#define LC(x)                                                                                  \
-    do {                                                                                       \
-        lofp_status s_ = (x);                                                                  \
-        if (s_ != LOFP_OK) {                                                                   \
-            fprintf(stderr, "%s:%d: %s -> %s (%s)\n", __FILE__, __LINE__, #x,                  \
-                    lofp_cuda_status_name(s_), lofp_cuda_last_error());                        \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 static void *dalloc(size_t n)
 {
