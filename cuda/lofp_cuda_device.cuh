@@ -405,6 +405,28 @@ LHD float e8m0_value(uint32_t b) /* E8M0 as lofp_decode: 0 -> 2^-127, 0xFF -> Na
     return u2f(b << 23);
 }
 
+/* NVFP4 dequantize without a division per element: y = fl(fl(v * sv) / global) for an E2M1 value
+ * v; v * sv is exact and v = 2^j * {1, 1.5}, so while the two quotients b1 = fl(sv / global) and
+ * b3 = fl(1.5 sv / global) stay normal after the scaling by 2^j (j in -1..2), y = 2^j * b1 or
+ * 2^j * b3 exactly. nvfp4_dq_bases returns false when that does not hold (the caller divides per
+ * element); cuda/test_codec_host.cu checks both against the CPU formula. */
+LHD bool nvfp4_dq_bases(float sv, float global, float &b1, float &b3)
+{
+    b1 = fdiv(sv, global);
+    b3 = fdiv(fmul(1.5f, sv), global);
+    const float a1 = fabsf(b1), a3 = fabsf(b3);
+    return a1 >= 0x1p-125f && a1 < 0x1p125f && a3 >= 0x1p-125f && a3 < 0x1p125f;
+}
+LHD float nvfp4_dq_value(uint32_t code, float b1, float b3)
+{
+    const uint32_t m = code & 7u;
+    /* m: 0 -> 0, 1 -> 0.5 b1, 2/3 -> 1 b1/b3, 4/5 -> 2 b1/b3, 6/7 -> 4 b1/b3 */
+    const float pw = m == 1u ? 0.5f : e2m1_value(code & 6u);
+    const float v = fmul(pw, (m & 1u) && m > 1u ? b3 : b1);
+    return u2f(f2u(v) ^ ((code & 8u) << 28));
+}
+
+
 /* element.c lofp_fp32_to_bf16() */
 LHD uint16_t f32_to_bf16(float x)
 {

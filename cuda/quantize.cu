@@ -901,20 +901,10 @@ __global__ void __launch_bounds__(256) dequant_fast_kernel(DQParams p)
     if (FAM == 0) {
         const float global = p.global ? *p.global : 1.0f;
         const float sv = decode_mf(T_UE4M3, sb);
-        /* y = fl(fl(v * sv) / global), v an E2M1 value: v * sv is exact, and v = 2^j * {1, 1.5}, so
-         * while the quotients stay normal y = 2^j * fl(sv / global) or 2^j * fl(1.5 sv / global):
-         * two divisions per thread instead of sixteen; otherwise the per-element division. */
-        const float b1 = fdiv(sv, global), b3 = fdiv(fmul(1.5f, sv), global);
-        const float a1 = fabsf(b1), a3 = fabsf(b3);
-        if (a1 >= 0x1p-125f && a1 < 0x1p125f && a3 >= 0x1p-125f && a3 < 0x1p125f) {
+        float b1, b3;
+        if (nvfp4_dq_bases(sv, global, b1, b3)) {
 #pragma unroll
-            for (int i = 0; i < 16; i++) {
-                const uint32_t code = (cw[i >> 3] >> (4 * (i & 7))) & 0xFu, m = code & 7u;
-                /* m: 0 -> 0, 1 -> 0.5 b1, 2/3 -> 1 b1/b3, 4/5 -> 2 b1/b3, 6/7 -> 4 b1/b3 */
-                const float pw = m == 1u ? 0.5f : e2m1_value(code & 6u);
-                const float v = fmul(pw, (m & 1u) && m > 1u ? b3 : b1);
-                y[i] = u2f(f2u(v) ^ ((code & 8u) << 28));
-            }
+            for (int i = 0; i < 16; i++) y[i] = nvfp4_dq_value((cw[i >> 3] >> (4 * (i & 7))) & 0xFu, b1, b3);
         } else {
 #pragma unroll
             for (int i = 0; i < 16; i++)

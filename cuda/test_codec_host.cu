@@ -440,9 +440,43 @@ static void test_magic_encoders(void)
     for (uint32_t u = 0; u < 0xFF800000u; u += 127) chk8(bf(u));
 }
 
+/* The division-free NVFP4 dequantize (nvfp4_dq_bases / nvfp4_dq_value) against the CPU library's
+ * lofp_dequantize formula fl(fl(v * sv) / global): every UE4M3 scale x every E2M1 code x globals
+ * spanning the exponent range (powers of two, random mantissas, negative, huge and tiny), and the
+ * per-element fallback whenever the bases leave the range. */
+static void test_nvfp4_dequant_bases(void)
+{
+    std::vector<float> gs;
+    for (int e = -140; e <= 140; e += 3) {
+        gs.push_back(ldexpf(1.0f, e));
+        gs.push_back(ldexpf(1.0f + (float)unif(), e));
+        gs.push_back(-ldexpf(1.0f + (float)unif(), e));
+    }
+    gs.push_back(2688.0f / 3.7f);
+    long fast = 0, slow = 0;
+    for (float g : gs)
+        for (uint32_t sc = 0; sc < 128; sc++) {
+            const float sv = lofp_decode(LOFP_ELEM_UE4M3, sc);
+            float b1, b3;
+            const bool ok = nvfp4_dq_bases(sv, g, b1, b3);
+            ok ? fast++ : slow++;
+            for (uint32_t code = 0; code < 16; code++) {
+                const float v = lofp_decode(LOFP_ELEM_E2M1, code);
+                volatile float prod = v * sv;
+                volatile float want = prod / g;
+                const float got = ok ? nvfp4_dq_value(code, b1, b3) : fdiv(fmul(e2m1_value(code), sv), g);
+                EXPECT(fb(got) == fb(want) || (isnan(got) && isnan(want)),
+                       "nvfp4 dequant sv=%g g=%g code=%u: want %08x got %08x (fast %d)", sv, g, code,
+                       fb(want), fb(got), ok);
+            }
+        }
+    EXPECT(fast > 10000 && slow > 1000, "dequant bases: fast %ld slow %ld", fast, slow);
+}
+
 int main(void)
 {
     test_magic_encoders();
+    test_nvfp4_dequant_bases();
     test_encoders();
     test_e2m1_fast();
     test_fast_paths();
