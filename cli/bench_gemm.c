@@ -14,7 +14,7 @@
 
 #include "bench.h"
 #include "cli.h"
-#include "gemm_internal.h"
+#include "gemm/gemm_internal.h"
 #include "lofp/gemm.h"
 
 typedef struct {

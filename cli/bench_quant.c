@@ -12,8 +12,8 @@
 
 #include "bench.h"
 #include "cli.h"
-#include "dispatch.h"
-#include "threadpool.h"
+#include "quant/dispatch.h"
+#include "runtime/threadpool.h"
 
 typedef enum { JOB_QUANT, JOB_DEQUANT } job_kind;
 

@@ -19,7 +19,7 @@ static void usage(FILE *f)
         "and writes the fp32 output [B, Hq, D] to OUT.npy. Inputs may be f32, f16 or f64 .npy.\n"
         "UltraQuant follows vLLM's reference_ultraquant_attention (Q rotated, cast through E4M3;\n"
         "E4M3 saturates at 448 where torch gives NaN past 464); fp32/bf16 caches compute plain\n"
-        "attention. docs/KVCACHE.md has the details.\n\n"
+        "attention. docs/KV.md has the details.\n\n"
         "options:\n"
         "  --scale X           softmax scale, a number or a .npy holding one (default 1/sqrt(D))\n"
         "  --sinks S.npy       per-head sink logits [Hq] (added to the softmax denominator)\n"

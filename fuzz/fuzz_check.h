@@ -1,5 +1,5 @@
 /* fuzz_check.h -- the property every input must satisfy, shared by the libFuzzer harnesses
- * (fuzz/fuzz_*.c) and the corpus regression test (tests/test_io_corpus.c).
+ * (fuzz/fuzz_*.c) and the corpus regression test (tests/io/test_io_corpus.c).
  *
  * For any bytes: lofp_file_open_memory() returns without crashing; on failure the status is
  * FORMAT or UNSUPPORTED with a NUL-terminated message naming the input; on success every tensor

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses of the file layer (fuzz/fuzz_*.c + src/io_*.c) with
+# Builds the libFuzzer harnesses of the file layer (fuzz/fuzz_*.c + src/io/*.c) with
 # clang -fsanitize=fuzzer,address,undefined and runs each for SECONDS (default 60).
 #
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors (default: both)
@@ -9,7 +9,7 @@
 # artifacts. Extra libFuzzer flags can be passed in LOFP_FUZZ_FLAGS (e.g. "-jobs=2 -workers=2").
 # Exits non-zero when a harness finds a crash; the reproducer is in build-fuzz/artifacts_<h>/.
 # Re-run one input:  build-fuzz/fuzz_<h> build-fuzz/artifacts_<h>/crash-...
-# Keep it as a regression: copy it to fuzz/corpus/<h>/regress-<what>, which tests/test_io_corpus.c
+# Keep it as a regression: copy it to fuzz/corpus/<h>/regress-<what>, which tests/io/test_io_corpus.c
 # replays on every ctest run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +27,7 @@ for h in "${harnesses[@]}"; do
   "$cc" -std=c11 -g -O1 -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -Wall -Wextra -Wshadow -Wno-unused-parameter \
-    -I"$root/include" -I"$root/src" "$src" "$root"/src/io_*.c -o "$out/fuzz_$h"
+    -I"$root/include" -I"$root/src" "$src" "$root"/src/io/*.c -o "$out/fuzz_$h"
   mkdir -p "$out/corpus_$h" "$out/artifacts_$h"
   echo "== running fuzz_$h for ${secs}s"
   # shellcheck disable=SC2086

@@ -9,7 +9,7 @@
  * split-K partitions, per-thread tile buffers): the caller may pass a workspace sized by
  * lofp_attention_workspace_bytes(), otherwise the call allocates and frees it itself.
  *
- * Layout (docs/KVCACHE.md has the diagram). One slot per (token, KV head):
+ * Layout (docs/KV.md has the diagram). One slot per (token, KV head):
  *     UltraQuant  [K codes D/2][K scales D/32][V codes D/2][V scales D/32]   (136 B at D = 128)
  *     fp32        [K D x f32][V D x f32]                                     (1024 B at D = 128)
  *     bf16        [K D x bf16][V D x bf16]                                   (512 B at D = 128)

@@ -297,7 +297,7 @@ typedef enum lofp_kernel_op {
 
 /* Names the kernel variant this process runs for operation `op` of scheme `id`: "avx2" or
  * "generic" (portable C), chosen once from the CPU's features (LOFP_DISABLE_CPU_FEATURES=all
- * forces "generic"; docs/KERNELS.md). Every variant gives bit-identical results. Returns a static
+ * forces "generic"; docs/QUANT.md). Every variant gives bit-identical results. Returns a static
  * string, or NULL for an unknown id or op. Thread-safe. */
 LOFP_API const char *lofp_kernel_name(lofp_scheme_id id, lofp_kernel_op op);
 
@@ -386,7 +386,7 @@ typedef struct lofp_layout_diagnosis {
  * max of the finer ones, exact for every scale rule). A buffer written at a *finer* granularity
  * can only be recognised through `expected_alt`: the linear scales at `alt_block` (0 = none), so
  * that "written at 32, read at 128" is found. Prefix matches and non-default pad bytes are
- * reported in the evidence text (matches = 1 with mismatched_bytes > 0; docs/LAYOUTS.md). Writes *d and returns LOFP_OK when a candidate matches,
+ * reported in the evidence text (matches = 1 with mismatched_bytes > 0; docs/LAYOUT.md). Writes *d and returns LOFP_OK when a candidate matches,
  * LOFP_ERR_MISMATCH when none does (d still describes the closest). */
 LOFP_API lofp_status lofp_layout_diagnose(const uint8_t *buf, size_t buf_bytes, size_t rows,
                                           size_t k, uint32_t block, const uint8_t *expected,

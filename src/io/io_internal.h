@@ -1,0 +1,149 @@
+/* io_internal.h -- declarations shared by the src/io/ files (the file layer). Not installed. */
+#ifndef LOFP_IO_INTERNAL_H
+#define LOFP_IO_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+#include "lofp/io.h"
+
+/* Largest safetensors header accepted or written: the limit of the safetensors package. */
+#define LOFP_ST_MAX_HEADER 100000000u
+/* Deepest JSON nesting accepted (a safetensors header needs 3). */
+#define LOFP_JSON_MAX_DEPTH 64
+
+/* ---- error reporting ---------------------------------------------------------------------- */
+
+/* Sets err (if non-NULL) to status and the message "<file>: <formatted text>" and returns status.
+ * `file` may be NULL. */
+LOFP_INTERNAL lofp_status lofp_io_fail(lofp_io_error *err, lofp_status status, const char *file,
+                                       const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Marks err (if non-NULL) as a success. */
+LOFP_INTERNAL void lofp_io_ok(lofp_io_error *err);
+/* Writes a printable, quoted and possibly shortened form of the `len` bytes at s to buf (for
+ * names in messages). Returns buf. */
+LOFP_INTERNAL const char *lofp_io_quote(char *buf, size_t cap, const char *s, size_t len);
+/* Formats a shape as "[2, 3]" (shortened after 8 dims) into buf. Returns buf. */
+LOFP_INTERNAL const char *lofp_io_shape_str(char *buf, size_t cap, const size_t *shape,
+                                            size_t ndim);
+
+/* ---- dtypes ------------------------------------------------------------------------------- */
+
+/* Rank of a dtype in the safetensors Dtype enum (ascending alignment); writers order tensors by
+ * descending rank, then name. Returns -1 for an unknown dtype. */
+LOFP_INTERNAL int lofp_io_dtype_rank(lofp_io_dtype dt);
+/* Looks a dtype up by the first len bytes of name. Returns 0 if unknown. */
+LOFP_INTERNAL lofp_io_dtype lofp_io_dtype_lookup(const char *name, size_t len);
+/* numpy descr (e.g. "<f4", "|u1") of a dtype, or NULL when .npy cannot hold it. */
+LOFP_INTERNAL const char *lofp_io_npy_descr(lofp_io_dtype dt);
+
+/* Returns 1 if the len bytes at s are valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
+LOFP_INTERNAL int lofp_io_utf8_valid(const uint8_t *s, size_t len);
+
+/* ---- JSON ----------------------------------------------------------------------------------- */
+
+enum {
+    LOFP_JSON_NULL = 0,
+    LOFP_JSON_FALSE = 1,
+    LOFP_JSON_TRUE = 2,
+    LOFP_JSON_INT = 3,    /* integers only: fractions and exponents are rejected */
+    LOFP_JSON_STRING = 4,
+    LOFP_JSON_ARRAY = 5,
+    LOFP_JSON_OBJECT = 6
+};
+
+/* One value. Node 0 is the root; index 0 as a link means "none". Strings (values and member keys)
+ * live NUL-terminated in the document's string buffer and may contain NUL bytes themselves
+ * (from \u0000): compare with their length. */
+typedef struct lofp_json_node {
+    uint8_t type;
+    uint8_t negative;   /* INT: a leading minus sign was present */
+    uint32_t key;       /* object member: offset of its key in strings; else UINT32_MAX */
+    uint32_t key_len;
+    uint32_t next;      /* next sibling (member or element) */
+    uint32_t first;     /* ARRAY/OBJECT: first child; STRING: offset in strings */
+    uint32_t count;     /* ARRAY/OBJECT: children; STRING: byte length */
+    uint64_t num;       /* INT: magnitude */
+} lofp_json_node;
+
+typedef struct lofp_json_doc {
+    lofp_json_node *nodes;
+    uint32_t n_nodes;
+    uint32_t cap_nodes;
+    char *strings;
+    size_t strings_len;
+} lofp_json_doc;
+
+/* Parses exactly one JSON value from text[0..len), allowing whitespace around it. Strict: no
+ * trailing characters, no duplicate keys within an object, no control characters or invalid UTF-8
+ * in strings, no lone surrogates, integers only (magnitude < 2^64), nesting at most
+ * LOFP_JSON_MAX_DEPTH. On error returns LOFP_ERR_FORMAT (or LOFP_ERR_NOMEM) and writes a message
+ * "JSON error at byte N: ..." to msg. On success the caller frees doc with lofp_json_free. */
+LOFP_INTERNAL lofp_status lofp_json_parse(const char *text, size_t len, lofp_json_doc *doc,
+                                          char *msg, size_t msg_cap);
+LOFP_INTERNAL void lofp_json_free(lofp_json_doc *doc);
+/* Member `key` of object node obj, or 0 when absent. */
+LOFP_INTERNAL uint32_t lofp_json_get(const lofp_json_doc *doc, uint32_t obj, const char *key);
+
+/* ---- growable byte buffer ------------------------------------------------------------------ */
+
+typedef struct lofp_sbuf {
+    char *p;
+    size_t len, cap;
+    int failed;         /* an allocation failed; everything after is dropped */
+} lofp_sbuf;
+
+LOFP_INTERNAL void lofp_sbuf_put(lofp_sbuf *b, const void *s, size_t n);
+LOFP_INTERNAL void lofp_sbuf_puts(lofp_sbuf *b, const char *s);
+LOFP_INTERNAL void lofp_sbuf_printf(lofp_sbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Appends s[0..len) as a JSON string literal, escaped exactly as serde_json does (", \, \b, \f,
+ * \n, \r, \t, other controls as \u00xx; everything else verbatim). */
+LOFP_INTERNAL void lofp_sbuf_json_string(lofp_sbuf *b, const char *s, size_t len);
+LOFP_INTERNAL void lofp_sbuf_free(lofp_sbuf *b);
+
+/* ---- the open-file handle ------------------------------------------------------------------ */
+
+struct lofp_file {
+    lofp_file_format format;
+    const uint8_t *base;        /* the bytes (mapping or caller buffer) */
+    size_t size;
+    void *map;                  /* non-NULL when lofp_file_open() mapped the file */
+    size_t map_len;
+    char *display;              /* file name used in messages */
+    int anonymous;              /* opened from memory without a name: a .npy tensor is "array" */
+    lofp_tensor_info *tensors;  /* in data order */
+    size_t n_tensors;
+    const lofp_tensor_info **by_name; /* the tensors sorted by name */
+    lofp_metadata_entry *meta;
+    size_t n_meta;
+    size_t *dims;               /* storage of every shape */
+    char *names;                /* storage of names the parsers make (the .npy stem) */
+    lofp_json_doc json;         /* safetensors: names and metadata point into json.strings */
+};
+
+/* The format parsers: fill f->tensors / n_tensors / meta / dims / names from f->base, f->size.
+ * They report errors with f->display. */
+LOFP_INTERNAL lofp_status lofp_npy_parse(lofp_file *f, lofp_io_error *err);
+LOFP_INTERNAL lofp_status lofp_st_parse(lofp_file *f, lofp_io_error *err);
+/* Builds f->by_name and rejects duplicate names (safetensors JSON already does). */
+LOFP_INTERNAL lofp_status lofp_file_index(lofp_file *f, lofp_io_error *err);
+
+/* The encoders. They validate the request (messages name `file`, which may be NULL), then append
+ * the header (everything before the first tensor's data) to *hdr and write into order[0..n) the
+ * order in which tensors' data follow it. *total receives the size of the whole encoding. */
+LOFP_INTERNAL lofp_status lofp_npy_header(const lofp_tensor_desc *t, size_t n, size_t n_meta,
+                                          const char *file, lofp_sbuf *hdr, size_t *total,
+                                          lofp_io_error *err);
+LOFP_INTERNAL lofp_status lofp_st_header(const lofp_tensor_desc *t, size_t n,
+                                         const lofp_metadata_entry *meta, size_t n_meta,
+                                         const char *file, lofp_sbuf *hdr, size_t *order,
+                                         size_t *total, lofp_io_error *err);
+/* Checks one tensor description (name only when check_name) and returns its byte size. */
+LOFP_INTERNAL lofp_status lofp_io_check_desc(const lofp_tensor_desc *t, size_t i, int check_name,
+                                             const char *file, lofp_io_error *err);
+
+#endif

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Checks the component rules of docs/ARCHITECTURE.md on the source tree and on the built objects.
+
+usage: layering.py SRC_DIR OBJ_DIR
+
+1. Includes: a file of component A includes, from another component B, only B's interface
+   headers (INTERFACE below); B must be one A may use (USES below).
+2. Symbols: every function or table an object of A uses from another component's objects belongs to
+   a component A may use. This catches what includes cannot: a table in core that points at a
+   function defined in quant is a dependency of core on quant even though no header says so.
+3. USES itself has no cycle.
+Exits 1 and names each violation (file, include or symbol) when a rule is broken.
+"""
+import os
+import re
+import subprocess
+import sys
+
+# What each component may use (besides the public headers, which everyone may include).
+USES = {
+    "core": set(),
+    "runtime": {"core"},
+    "quant": {"core", "runtime"},
+    "layout": {"core"},
+    "io": {"core"},
+    "gemm": {"core", "runtime", "quant"},
+    "kv": {"core", "runtime", "quant"},
+}
+# The headers a component offers the others; everything else in its folder is its own business.
+INTERFACE = {
+    "core/core.h", "core/traits.h",
+    "runtime/cpu_features.h", "runtime/threadpool.h",
+}
+
+
+def component_of(rel):
+    return rel.split("/", 1)[0]
+
+
+def check_acyclic(errors):
+    state = {}
+
+    def visit(c, path):
+        if state.get(c) == 1:
+            errors.append("component cycle: " + " -> ".join(path + [c]))
+            return
+        if state.get(c) == 2:
+            return
+        state[c] = 1
+        for d in sorted(USES[c]):
+            visit(d, path + [c])
+        state[c] = 2
+
+    for c in USES:
+        visit(c, [])
+
+
+def check_includes(src, errors):
+    inc_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+    nfiles = 0
+    for d, _, files in os.walk(src):
+        for f in files:
+            if not f.endswith((".c", ".h")):
+                continue
+            nfiles += 1
+            path = os.path.join(d, f)
+            rel = os.path.relpath(path, src).replace(os.sep, "/")
+            comp = component_of(rel)
+            if comp not in USES:
+                errors.append(f"{rel}: not inside a known component folder ({', '.join(USES)})")
+                continue
+            text = open(path, encoding="utf-8").read()
+            for inc in inc_re.findall(text):
+                if inc.startswith("lofp/"):
+                    continue
+                if "/" not in inc:  # same folder as the including file
+                    if not os.path.exists(os.path.join(d, inc)):
+                        errors.append(f"{rel}: includes \"{inc}\", which is not beside it")
+                    continue
+                target = inc
+                tcomp = component_of(target)
+                if not os.path.exists(os.path.join(src, target)):
+                    errors.append(f"{rel}: includes \"{inc}\", which does not exist under src/")
+                    continue
+                if tcomp == comp:
+                    continue
+                if tcomp not in USES[comp]:
+                    errors.append(f"{rel}: component {comp} includes {inc} of {tcomp}, which it may not use")
+                elif target not in INTERFACE:
+                    errors.append(f"{rel}: includes {inc}, an internal header of {tcomp}")
+    return nfiles
+
+
+def check_symbols(obj, errors):
+    objs = []
+    for d, _, files in os.walk(obj):
+        for f in files:
+            if f.endswith(".o"):
+                p = os.path.join(d, f)
+                rel = os.path.relpath(p, obj).replace(os.sep, "/")
+                # CMake puts src/<component>/x.c at <obj>/src/<component>/x.c.o
+                parts = rel.split("/")
+                if "src" in parts:
+                    parts = parts[parts.index("src") + 1:]
+                if parts and parts[0] in USES:
+                    objs.append((parts[0], "/".join(parts), p))
+    if not objs:
+        errors.append(f"no object files of the library under {obj}")
+        return 0
+    defined, used = {}, []
+    for comp, rel, p in objs:
+        out = subprocess.run(["nm", p], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            fields = line.split()
+            if len(fields) == 3 and fields[1] in "TDBRV":
+                defined[fields[2]] = comp
+            elif len(fields) == 2 and fields[0] == "U":
+                used.append((comp, rel, fields[1]))
+    for comp, rel, sym in used:
+        owner = defined.get(sym)
+        if owner and owner != comp and owner not in USES[comp]:
+            errors.append(f"{rel}: uses {sym} from component {owner}, which {comp} may not use")
+    return len(objs)
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    src, obj = sys.argv[1], sys.argv[2]
+    errors = []
+    check_acyclic(errors)
+    nfiles = check_includes(src, errors)
+    nobjs = check_symbols(obj, errors)
+    for e in errors:
+        print("layering:", e)
+    print(f"layering: {nfiles} source files, {nobjs} objects, {len(USES)} components: "
+          + ("FAILED" if errors else "ok"))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
