@@ -235,6 +235,142 @@ LOFP_API lofp_status lofp_file_write(const char *path, lofp_file_format fmt,
                                      const lofp_metadata_entry *metadata, size_t n_meta,
                                      lofp_io_error *err);
 
+
+/* ------------------------------------------------------------------------------------------ */
+/* Streaming: reading a tensor in chunks of rows                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A row reader hands out one tensor of an open file as consecutive chunks of whole rows, so that
+ * a pipeline (quantize, dequantize, convert) touches a bounded amount of memory however large the
+ * tensor is. A row is the last dimension: a tensor of shape [..., K] has numel / K rows of K
+ * elements (a scalar is one row of one element; a tensor with a 0 anywhere in its shape has no
+ * rows). The elements are handed out as the file stores them -- F32, BF16, F16 or any other dtype,
+ * little-endian, never widened or converted -- so a chunk can go straight to lofp_quantize().
+ *
+ * Memory. For a file opened with lofp_file_open() a chunk points into the file's mapping: nothing
+ * is copied. Each lofp_row_reader_next() first releases the pages of the previous chunk from the
+ * process (madvise MADV_DONTNEED on the read-only mapping; the data stay in the page cache and any
+ * pointer into the mapping stays valid: it faults the page back in if read again), asks the
+ * kernel to read the following chunk ahead, and maps the new chunk's pages in one call, so the
+ * resident set stays near one or two chunks. A file opened with lofp_file_open_memory() is
+ * handed out in place and never released (the memory is the caller's).
+ *
+ * Alignment. chunk.data is aligned to the element size (for the sub-byte dtypes F4/F6: 1). When
+ * the file places the tensor at an offset that is not (files from other writers may), each chunk
+ * is copied into a buffer the reader owns instead, so the caller never needs to check.
+ *
+ * Ownership and threads: the reader borrows `f`, which must stay open until the reader is closed;
+ * chunk.data is valid until the next call on the same reader. A reader is used by one thread at a
+ * time; several readers of the same file may run in parallel. */
+
+typedef struct lofp_row_reader lofp_row_reader;
+
+/* One chunk: rows [row0, row0 + rows) of the tensor, row-major, rows * row_bytes bytes. */
+typedef struct lofp_row_chunk {
+    size_t row0;          /* index of the chunk's first row */
+    size_t rows;          /* rows in this chunk; 0 when the tensor is exhausted */
+    size_t row_bytes;     /* bytes of one row (K * bits / 8) */
+    const void *data;     /* the rows as stored in the file; aligned to the element size */
+} lofp_row_chunk;
+
+/* Default chunk size of lofp_row_reader_open() when chunk_rows is 0: about 4 MiB of rows. */
+#define LOFP_IO_CHUNK_BYTES ((size_t)4 << 20)
+
+/* Opens a reader over tensor `t`, which must be one of f's tensors (from lofp_file_tensor() or
+ * lofp_file_find()). Chunks hold `chunk_rows` rows (the last one fewer); 0 picks about
+ * LOFP_IO_CHUNK_BYTES of rows (at least one row). Returns LOFP_OK and a new reader in *out, or
+ * LOFP_ERR_INVALID_ARG (NULL pointers, `t` not a tensor of `f`), LOFP_ERR_SHAPE (a row of a
+ * sub-byte dtype that does not fill whole bytes, e.g. an F4 row of odd length) or LOFP_ERR_NOMEM,
+ * with *out NULL and *err filled (the message names the file and the tensor). */
+LOFP_API lofp_status lofp_row_reader_open(const lofp_file *f, const lofp_tensor_info *t,
+                                          size_t chunk_rows, lofp_row_reader **out,
+                                          lofp_io_error *err);
+
+/* Rows per chunk the reader hands out (after choosing the default). */
+LOFP_API size_t lofp_row_reader_chunk_rows(const lofp_row_reader *r);
+
+/* Hands out the next chunk in *chunk (chunk->rows == 0 at the end, which is not an error).
+ * Releases the previous chunk (its pointer must not be used afterwards unless the caller knows it
+ * points into the file's mapping). Returns LOFP_OK, or LOFP_ERR_INVALID_ARG for NULL pointers. */
+LOFP_API lofp_status lofp_row_reader_next(lofp_row_reader *r, lofp_row_chunk *chunk,
+                                          lofp_io_error *err);
+
+/* Starts again at row 0 (a second pass, e.g. NVFP4's amax pass before the quantize pass). */
+LOFP_API void lofp_row_reader_rewind(lofp_row_reader *r);
+
+/* Releases the last chunk and frees the reader. NULL is a no-op. The file stays open. */
+LOFP_API void lofp_row_reader_close(lofp_row_reader *r);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Streaming: writing a file as its tensors are produced                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A writer creates a file whose tensors are known up front (names, dtypes, shapes, hence sizes)
+ * but whose data arrive piece by piece, so that nothing has to hold a whole output in memory.
+ *
+ *   open:   validates the tensor list exactly as lofp_file_write() does (the tensors' `data`
+ *           pointers are ignored and may be NULL), creates the temporary file next to `path`,
+ *           and writes the complete header at once, since every size is known;
+ *   append: appends bytes to tensor i (the index into the `tensors` array given to open). The
+ *           bytes of one tensor arrive in order; different tensors may be written in any order
+ *           and interleaved. Each piece goes to its final place in the file (pwrite at the offset
+ *           the header already records) as soon as it is appended: the writer keeps no data;
+ *   finish: checks that every tensor received exactly its size, then completes the atomic write
+ *           (fsync the file, close, rename over `path`, fsync the directory);
+ *   abort:  removes the temporary file; `path` is untouched.
+ *
+ * The resulting file is byte-for-byte what lofp_file_write() writes for the same tensors and
+ * metadata (the same canonical safetensors layout; .npy as numpy.save), whatever order the data
+ * were appended in.
+ *
+ * Files on disk. The temporary file is ".<name>.tmp-<random>" in the destination's directory
+ * (opened once, relative names are used from then on, and the name is shortened to fit NAME_MAX,
+ * so a `path` close to PATH_MAX works), created with O_EXCL and mode 0666 & ~umask; when `path`
+ * is an existing regular file the new file takes that file's permission bits. A symlink at `path`
+ * is replaced, not followed.
+ *
+ * fsync policy. By default finish() fsyncs the file before the rename and the directory after it,
+ * so a completed write survives a crash. LOFP_WRITE_NO_SYNC skips both (the rename still makes the
+ * write atomic for readers, but after a power loss the file may be empty or partial); use it for
+ * scratch outputs and benchmarks only.
+ *
+ * Ownership and threads: the writer copies names, shapes and metadata at open; one thread at a
+ * time uses a writer; writers of different paths are independent. */
+
+typedef struct lofp_writer lofp_writer;
+
+/* Flags of lofp_writer_open(). */
+#define LOFP_WRITE_NO_SYNC 1u   /* do not fsync the file and its directory at finish */
+
+/* Opens a writer for `path` (`fmt` LOFP_FORMAT_AUTO: by extension, as lofp_file_write()). On
+ * success returns LOFP_OK with the writer in *out and the header already written; on failure the
+ * errors of lofp_file_write() (nothing is left on disk) with *out NULL. */
+LOFP_API lofp_status lofp_writer_open(const char *path, lofp_file_format fmt,
+                                      const lofp_tensor_desc *tensors, size_t n,
+                                      const lofp_metadata_entry *metadata, size_t n_meta,
+                                      unsigned flags, lofp_writer **out, lofp_io_error *err);
+
+/* Appends `nbytes` bytes at `data` to tensor i. Returns LOFP_OK; LOFP_ERR_INVALID_ARG when i is
+ * out of range or the tensor would exceed its size; LOFP_ERR_IO when the write fails (ENOSPC,
+ * EFBIG, EIO...; the message carries strerror). After an error the writer can only be aborted
+ * (finish then fails and removes the temporary file). */
+LOFP_API lofp_status lofp_writer_append(lofp_writer *w, size_t i, const void *data, size_t nbytes,
+                                        lofp_io_error *err);
+
+/* Completes the file (see above) and frees the writer, also on failure (the temporary file is
+ * then removed and `path` untouched). Returns LOFP_OK, LOFP_ERR_INVALID_ARG (a tensor is
+ * incomplete, naming it, or an earlier append failed) or LOFP_ERR_IO. */
+LOFP_API lofp_status lofp_writer_finish(lofp_writer *w, lofp_io_error *err);
+
+/* Removes the temporary file and frees the writer. NULL is a no-op. */
+LOFP_API void lofp_writer_abort(lofp_writer *w);
+
+/* Removes the writer's temporary file and nothing else: one unlinkat() call on names stored at
+ * open, async-signal-safe, so a signal handler may call it for a writer in flight (the `lofp`
+ * command does this on SIGINT, SIGTERM and SIGHUP). The writer must still be aborted or
+ * abandoned afterwards; NULL is a no-op. */
+LOFP_API void lofp_writer_unlink_temp(const lofp_writer *w);
+
 #ifdef __cplusplus
 }
 #endif

@@ -67,8 +67,6 @@ lofp_status lofp_io_check_desc(const lofp_tensor_desc *t, size_t i, int check_na
                             "%s: shape %s x %s needs %zu bytes but %zu were given", who,
                             lofp_io_shape_str(shp, sizeof shp, t->shape, t->ndim),
                             lofp_io_dtype_name(t->dtype), need, t->nbytes);
-    if (t->nbytes && !t->data)
-        return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, file, "%s: NULL data", who);
     return LOFP_OK;
 }
 
@@ -247,40 +245,26 @@ const char *lofp_file_metadata_get(const lofp_file *f, const char *key)
 
 /* ---- encoding ----------------------------------------------------------------------------- */
 
-/* Validates the request and builds the header and the data order (order has n entries). */
-static lofp_status prepare(lofp_file_format fmt, const lofp_tensor_desc *tensors, size_t n,
-                           const lofp_metadata_entry *meta, size_t n_meta, const char *file,
-                           lofp_sbuf *hdr, size_t **order, size_t *total, lofp_io_error *err)
-{
-    *order = NULL;
-    if ((n && !tensors) || (n_meta && !meta))
-        return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, file, "NULL tensor or metadata array");
-    if (fmt == LOFP_FORMAT_NPY) {
-        lofp_status st = lofp_npy_header(tensors, n, n_meta, file, hdr, total, err);
-        if (st) return st;
-        *order = malloc(sizeof **order);
-        if (!*order) return lofp_io_fail(err, LOFP_ERR_NOMEM, file, "out of memory");
-        (*order)[0] = 0;
-        return LOFP_OK;
-    }
-    if (fmt != LOFP_FORMAT_SAFETENSORS)
-        return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, file, "unknown file format %d", (int)fmt);
-    *order = malloc((n ? n : 1) * sizeof **order);
-    if (!*order) return lofp_io_fail(err, LOFP_ERR_NOMEM, file, "out of memory");
-    lofp_status st = lofp_st_header(tensors, n, meta, n_meta, file, hdr, *order, total, err);
-    if (st) { free(*order); *order = NULL; }
-    return st;
-}
-
 lofp_status lofp_file_encode(lofp_file_format fmt, const lofp_tensor_desc *tensors, size_t n,
                              const lofp_metadata_entry *metadata, size_t n_meta, void *out,
                              size_t cap, size_t *out_len, lofp_io_error *err)
 {
     if (!out_len) return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, NULL, "NULL out_len");
+    for (size_t i = 0; tensors && i < n; i++) {
+        if (tensors[i].nbytes && !tensors[i].data) {
+            char q[128];
+            if (tensors[i].name)
+                return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, NULL, "tensor %s: NULL data",
+                                    lofp_io_quote(q, sizeof q, tensors[i].name, strlen(tensors[i].name)));
+            return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, NULL, "tensor %zu: NULL data", i);
+        }
+    }
     lofp_sbuf hdr = {0};
-    size_t *order, total;
-    lofp_status st = prepare(fmt, tensors, n, metadata, n_meta, NULL, &hdr, &order, &total, err);
-    if (st) { lofp_sbuf_free(&hdr); return st; }
+    size_t total;
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
+    if (!order) return lofp_io_fail(err, LOFP_ERR_NOMEM, NULL, "out of memory");
+    lofp_status st = lofp_io_prepare(fmt, tensors, n, metadata, n_meta, NULL, &hdr, order, &total, err);
+    if (st) { free(order); lofp_sbuf_free(&hdr); return st; }
     *out_len = total;
     if (out && cap < total) {
         st = lofp_io_fail(err, LOFP_ERR_BUFFER_TOO_SMALL, NULL,
@@ -298,135 +282,6 @@ lofp_status lofp_file_encode(lofp_file_format fmt, const lofp_tensor_desc *tenso
     } else {
         lofp_io_ok(err);
     }
-    free(order);
-    lofp_sbuf_free(&hdr);
-    return st;
-}
-
-/* ---- atomic write ------------------------------------------------------------------------- */
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n) {
-        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-        ssize_t w = write(fd, b, chunk);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        if (w == 0) { errno = ENOSPC; return -1; }
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-lofp_status lofp_file_write(const char *path, lofp_file_format fmt,
-                            const lofp_tensor_desc *tensors, size_t n,
-                            const lofp_metadata_entry *metadata, size_t n_meta,
-                            lofp_io_error *err)
-{
-    char e[128];
-    if (!path || !*path) return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, NULL, "empty or NULL path");
-    if (path[strlen(path) - 1] == '/')
-        return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, path, "the path names a directory");
-    if (fmt == LOFP_FORMAT_AUTO) {
-        if (ends_with(path, ".npy")) fmt = LOFP_FORMAT_NPY;
-        else if (ends_with(path, ".safetensors")) fmt = LOFP_FORMAT_SAFETENSORS;
-        else
-            return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, path,
-                                "cannot tell the format from the name (use .npy or .safetensors, "
-                                "or pass the format)");
-    }
-    lofp_sbuf hdr = {0};
-    size_t *order = NULL, total;
-    lofp_status st = prepare(fmt, tensors, n, metadata, n_meta, path, &hdr, &order, &total, err);
-    if (st) { lofp_sbuf_free(&hdr); return st; }
-
-    /* the temporary file lives next to the destination so that rename() is atomic */
-    const char *slash = strrchr(path, '/');
-    size_t dlen = slash ? (size_t)(slash - path) : 0;
-    const char *base = slash ? slash + 1 : path;
-    char *dir = malloc(dlen + 2);
-    char *tmp = malloc(strlen(path) + 64);
-    int fd = -1;
-    if (!dir || !tmp) { st = lofp_io_fail(err, LOFP_ERR_NOMEM, path, "out of memory"); goto done; }
-    if (slash) {
-        memcpy(dir, path, dlen ? dlen : 1);       /* "/x" -> dir "/" */
-        dir[dlen ? dlen : 1] = '\0';
-    } else {
-        strcpy(dir, ".");
-    }
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        st = lofp_io_fail(err, LOFP_ERR_IO, path, "cannot replace a directory");
-        goto done;
-    }
-    {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t seed = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)getpid() << 16 ^
-                        (uint64_t)(uintptr_t)&ts;
-        for (int attempt = 0; attempt < 100; attempt++) {
-            uint64_t r = lofp_splitmix64(&seed);
-            snprintf(tmp, strlen(path) + 64, "%.*s.%s.tmp-%012llx", (int)(slash ? dlen + 1 : 0),
-                     path, base, (unsigned long long)(r & 0xFFFFFFFFFFFFull));
-            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-            if (fd >= 0 || errno != EEXIST) break;
-        }
-    }
-    if (fd < 0) {
-        st = lofp_io_fail(err, LOFP_ERR_IO, path, "cannot create a temporary file in '%s': %s", dir,
-                          errstr(errno, e, sizeof e));
-        goto done;
-    }
-    if (write_all(fd, hdr.p, hdr.len) != 0) goto write_error;
-    for (size_t i = 0; i < n; i++) {
-        const lofp_tensor_desc *t = &tensors[order[i]];
-        if (t->nbytes && write_all(fd, t->data, t->nbytes) != 0) goto write_error;
-    }
-    if (fsync(fd) != 0) {
-        st = lofp_io_fail(err, LOFP_ERR_IO, path, "fsync of the temporary file failed: %s",
-                          errstr(errno, e, sizeof e));
-        goto remove_tmp;
-    }
-    {
-        int rc = close(fd);
-        fd = -1;
-        if (rc != 0) {
-            st = lofp_io_fail(err, LOFP_ERR_IO, path, "closing the temporary file failed: %s",
-                              errstr(errno, e, sizeof e));
-            goto remove_tmp;
-        }
-    }
-    if (rename(tmp, path) != 0) {
-        st = lofp_io_fail(err, LOFP_ERR_IO, path, "cannot rename the temporary file into place: %s",
-                          errstr(errno, e, sizeof e));
-        goto remove_tmp;
-    }
-    {   /* make the rename durable; best effort (some file systems refuse directory fsync) */
-        int dfd = open(dir, O_RDONLY | O_CLOEXEC);
-        if (dfd >= 0) {
-            (void)fsync(dfd);
-            close(dfd);
-        }
-    }
-    lofp_io_ok(err);
-    st = LOFP_OK;
-    goto done;
-
-write_error:
-    st = lofp_io_fail(err, LOFP_ERR_IO, path, "writing %zu bytes failed: %s", total,
-                      errstr(errno, e, sizeof e));
-remove_tmp:
-    if (fd >= 0) close(fd);
-    fd = -1;
-    unlink(tmp);
-done:
-    if (fd >= 0) close(fd);
-    free(dir);
-    free(tmp);
     free(order);
     lofp_sbuf_free(&hdr);
     return st;

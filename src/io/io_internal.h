@@ -142,7 +142,16 @@ LOFP_INTERNAL lofp_status lofp_st_header(const lofp_tensor_desc *t, size_t n,
                                          const lofp_metadata_entry *meta, size_t n_meta,
                                          const char *file, lofp_sbuf *hdr, size_t *order,
                                          size_t *total, lofp_io_error *err);
-/* Checks one tensor description (name only when check_name) and returns its byte size. */
+/* Validates a write request (tensor data are not looked at) and builds the header; order gets
+ * the n tensors in file order; *total the file size. */
+LOFP_INTERNAL lofp_status lofp_io_prepare(lofp_file_format fmt, const lofp_tensor_desc *tensors,
+                                          size_t n, const lofp_metadata_entry *meta, size_t n_meta,
+                                          const char *file, lofp_sbuf *hdr, size_t *order,
+                                          size_t *total, lofp_io_error *err);
+/* Resolves LOFP_FORMAT_AUTO from the path's extension; rejects empty paths and "dir/". */
+LOFP_INTERNAL lofp_status lofp_io_format_for_path(const char *path, lofp_file_format *fmt,
+                                                  lofp_io_error *err);
+/* Checks one tensor description (name only when check_name; not its data pointer). */
 LOFP_INTERNAL lofp_status lofp_io_check_desc(const lofp_tensor_desc *t, size_t i, int check_name,
                                              const char *file, lofp_io_error *err);
 
