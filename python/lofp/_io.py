@@ -1,0 +1,204 @@
+"""lofp files: .safetensors / .npy through the C library's reader and atomic writer, with the
+quantized-tensor convention of `lofp quantize` (docs/CLI.md "File format")."""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Mapping, Optional, Union
+
+import ml_dtypes
+import numpy as np
+
+from . import _core, _fw, _lofp
+from ._core import QTensor
+from ._lofp import Error
+
+# safetensors dtype name -> numpy dtype (FP4 / FP6 are kept as their packed bytes, uint8)
+_NP_OF_IO = {
+    "BOOL": np.dtype(np.bool_), "U8": np.dtype(np.uint8), "I8": np.dtype(np.int8), "U16": np.dtype(np.uint16),
+    "I16": np.dtype(np.int16), "U32": np.dtype(np.uint32), "I32": np.dtype(np.int32), "U64": np.dtype(np.uint64),
+    "I64": np.dtype(np.int64), "F16": np.dtype(np.float16), "BF16": np.dtype(ml_dtypes.bfloat16),
+    "F32": np.dtype(np.float32), "F64": np.dtype(np.float64), "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn),
+    "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2), "F8_E8M0": np.dtype(ml_dtypes.float8_e8m0fnu),
+    "F8_E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz), "F8_E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "C64": np.dtype(np.complex64),
+}
+_IO_OF_NP = {v: k for k, v in _NP_OF_IO.items()}
+_SRC_DTYPE = {"F32": "float32", "BF16": "bfloat16", "F16": "float16", "F64": "float32"}
+_SRC_IO = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
+
+
+def _parse_meta(value: str) -> Dict[str, str]:
+    out = {}
+    for part in value.split(";"):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out[k] = v
+    return out
+
+
+def _read_all(path):
+    h, fmt, tensors, meta = _lofp.file_open(os.fspath(path))
+    arrays = {}
+    for i, (name, dtn, shape, nbytes) in enumerate(tensors):
+        raw = np.empty(nbytes, np.uint8)
+        _lofp.file_read(h, i, raw)
+        if dtn in ("F4", "F6_E2M3", "F6_E3M2"):
+            # packed sub-byte elements: the bytes, last dimension in bytes
+            if shape:
+                bits = 4 if dtn == "F4" else 6
+                last = shape[-1] * bits // 8 if len(shape) else nbytes
+                arr = raw.reshape(tuple(shape[:-1]) + (last,)) if _fw.prod(shape[:-1]) * last == nbytes else raw
+            else:
+                arr = raw
+        else:
+            arr = raw.view(_NP_OF_IO[dtn]).reshape(shape)
+        arrays[name] = (arr, dtn)
+    return fmt, arrays, meta
+
+
+def load(path: Union[str, os.PathLike], *, device: Any = None) -> Dict[str, Any]:
+    """Reads a .safetensors or .npy file (validated completely by the C reader).
+
+    Returns {name: value}: tensors written by `lofp quantize` or lofp.save (a 'lofp:NAME'
+    metadata entry with NAME.codes, NAME.scales and NAME.global_scale) come back as one QTensor
+    each; every other tensor as a numpy array (BF16 and FP8 as ml_dtypes arrays; F4 / F6 as their
+    packed uint8 bytes). The file's other metadata is in result['__metadata__'] when present.
+    device: None for numpy; a torch device ('cpu', 'cuda') for torch tensors.
+    """
+    fmt, arrays, meta = _read_all(path)
+    out: Dict[str, Any] = {}
+    used = set()
+    other_meta = {}
+    for key, value in meta:
+        if not key.startswith("lofp:"):
+            other_meta[key] = value
+            continue
+        name = key[5:]
+        out[name] = _qtensor_from(path, name, value, arrays)
+        used.update({f"{name}.codes", f"{name}.scales", f"{name}.global_scale"})
+    for name, (arr, _) in arrays.items():
+        if name not in used:
+            out[name] = arr
+    if device is not None:
+        from . import torch as lt
+        out = {k: (lt.to_device(v, device) if isinstance(v, QTensor) else lt.from_numpy(v, device)) for k, v in out.items()}
+    if other_meta:
+        out["__metadata__"] = other_meta
+    return out
+
+
+def _qtensor_from(path, name, value, arrays) -> QTensor:
+    m = _parse_meta(value)
+    where = f"{os.fspath(path)}: tensor '{name}'"
+    for need in ("scheme", "rounding", "scale_rule", "block", "layout", "pad_byte", "shape", "padded_k", "two_level",
+                 "c", "rotate", "hadamard", "source_dtype"):
+        if need not in m:
+            raise Error(f"malformed data: {where}: metadata lacks '{need}'")
+    try:
+        shape = tuple(int(d) for d in m["shape"].strip("[]").split(",") if d.strip() != "")
+        kp = int(m["padded_k"])
+        spec = _core.scheme(m["scheme"], rounding=m["rounding"], scale_rule=m["scale_rule"], block=int(m["block"]),
+                            two_level=bool(int(m["two_level"])), pad=(kp != shape[-1]) if shape else False,
+                            c=float(m["c"]), rotate=bool(int(m["rotate"])), hadamard=m["hadamard"],
+                            seed=int(m.get("seed", "0")))
+    except (ValueError, IndexError) as e:
+        raise Error(f"malformed data: {where}: bad metadata ({e})") from None
+    if not shape or spec.padded_k(shape[-1]) != kp:
+        raise Error(f"malformed data: {where}: inconsistent scheme/shape in metadata")
+    layout = m["layout"]
+    if layout not in _core.LAYOUTS:
+        raise Error(f"malformed data: {where}: unknown layout '{layout}'")
+    if f"{name}.codes" not in arrays or f"{name}.scales" not in arrays:
+        raise Error(f"malformed data: {where}: missing {name}.codes or {name}.scales")
+    codes, _ = arrays[f"{name}.codes"]
+    scales, sdt = arrays[f"{name}.scales"]
+    rows = _fw.prod(shape[:-1])
+    cb = rows * kp // spec.codes_per_byte
+    sb = _lofp.layout_bytes(rows, kp, spec.block, layout)
+    if codes.nbytes != cb:
+        raise Error(f"malformed data: {where}.codes: {codes.nbytes} bytes, scheme and shape need {cb}")
+    if scales.nbytes != sb:
+        raise Error(f"malformed data: {where}.scales: {scales.nbytes} bytes, layout {layout} needs {sb}")
+    codes = codes.view(np.uint8)
+    if sdt != "U32":
+        scales = scales.view(np.uint8).view(_fw.NP_VIEW[spec.scale_view])
+    g = 1.0
+    if spec.name == "nvfp4" and spec.two_level:
+        gk = f"{name}.global_scale"
+        if gk not in arrays or arrays[gk][1] != "F32" or arrays[gk][0].nbytes != 4:
+            raise Error(f"malformed data: {where}: two-level NVFP4 needs an F32 scalar '{gk}'")
+        g = float(arrays[gk][0].reshape(-1)[0])
+        if not (np.isfinite(g) and g > 0):
+            raise Error(f"malformed data: {where}: '{gk}' is not a positive finite number")
+    return QTensor(codes, scales, g, spec.name, shape, layout, None, spec, _SRC_DTYPE.get(m["source_dtype"], "float32"),
+                   int(m["pad_byte"]))
+
+
+def _host(a):
+    if _fw.is_torch(a):
+        import torch
+        a = a.detach().cpu().contiguous()
+        if a.dtype == torch.bfloat16:
+            return a.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        if a.dtype.itemsize == 1 and a.dtype not in (torch.uint8, torch.int8, torch.bool):
+            n = a.view(torch.uint8).numpy()
+            name = str(a.dtype).replace("torch.", "")
+            return n.view(_fw.NP_VIEW[name]) if name in _fw.NP_VIEW else n
+        if a.dtype == torch.uint32:
+            return a.view(torch.int32).numpy().view(np.uint32)
+        return a.numpy()
+    return np.ascontiguousarray(np.asarray(a))
+
+
+def meta_value(q: QTensor) -> str:
+    """The 'lofp:NAME' metadata value of q (docs/CLI.md), as `lofp quantize` writes it."""
+    s = q.spec
+    shape = "[" + ",".join(str(int(d)) for d in q.shape) + "]"
+    return (f"scheme={s.name};rounding={s.rounding};scale_rule={s.scale_rule};block={s.block};layout={q.layout};"
+            f"pad_byte={q.pad_byte};shape={shape};padded_k={q.padded_k};two_level={int(s.two_level)};"
+            f"c={float(np.float32(s.c)):.9g};rotate={int(s.rotate)};hadamard={s.hadamard};seed={s.seed};"
+            f"source_dtype={_SRC_IO.get(q.dtype, 'F32')};lofp_version={_lofp.version()}")
+
+
+def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], metadata: Optional[Mapping[str, str]] = None) -> None:
+    """Writes tensors atomically to a .safetensors (or a single-tensor .npy) file.
+
+    QTensors are written as `lofp quantize` writes them (NAME.codes, NAME.scales,
+    NAME.global_scale and a 'lofp:NAME' metadata entry), so `lofp dequantize`, `lofp inspect` and
+    lofp.load read them back; numpy arrays and torch tensors are written as they are (BF16 and
+    FP8 from their ml_dtypes / torch dtypes). The result is byte-identical to safetensors'
+    serialize() for the same tensors and metadata.
+    """
+    entries = []
+    meta = dict(metadata or {})
+    for name, v in tensors.items():
+        if not isinstance(name, str):
+            raise Error(f"invalid argument: tensor names must be strings, got {name!r}")
+        if isinstance(v, QTensor):
+            s = v.spec
+            codes = _host(v.codes).view(np.uint8)
+            cdt = "F8_E4M3" if s.elem == "e4m3" else "F8_E5M2" if s.elem == "e5m2" else "U8"
+            entries.append((f"{name}.codes", cdt, tuple(int(d) for d in v.shape[:-1]) + (v.padded_k // s.codes_per_byte,),
+                            codes))
+            scales = _host(v.scales)
+            if v.layout.startswith("packed-u32"):
+                sdt = "U32"
+                scales = scales.view(np.uint32)
+                sshape = tuple(scales.shape)
+            else:
+                sdt = "F8_E4M3" if s.scale_elem == "ue4m3" else "U8" if s.name == "ultraquant" else "F8_E8M0"
+                scales = scales.view(np.uint8)
+                sshape = tuple(scales.shape)
+            entries.append((f"{name}.scales", sdt, sshape, scales))
+            if s.name == "nvfp4" and s.two_level:
+                entries.append((f"{name}.global_scale", "F32", (), np.array(v.global_value, np.float32)))
+            meta[f"lofp:{name}"] = meta_value(v)
+            continue
+        a = _host(v)
+        dtn = _IO_OF_NP.get(a.dtype)
+        if dtn is None:
+            raise Error(f"unsupported: tensor '{name}' has dtype {a.dtype}, which lofp files do not hold")
+        raw = a.reshape(-1).view(np.uint8) if a.size else np.empty(0, np.uint8)
+        entries.append((name, dtn, tuple(int(d) for d in a.shape), raw))
+    items = [(str(k), str(v)) for k, v in meta.items()]
+    _lofp.file_write(os.fspath(path), entries, items)
