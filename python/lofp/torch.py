@@ -1,0 +1,426 @@
+"""lofp for PyTorch: the kernels as torch custom operators (torch.library, with fake
+implementations so torch.compile traces them without graph breaks), a W4A16 linear layer,
+quantize_model, and conversions to and from torchao's NVFP4Tensor / MXTensor fields.
+
+    import lofp.torch as lt
+    model = lt.quantize_model(model, "nvfp4", exclude=["lm_head"])   # nn.Linear -> W4A16Linear
+    y = torch.ops.lofp.quantize(x, "nvfp4", "linear")               # (codes, scales, global)
+
+Tensors on CUDA run the CUDA backend on torch's current stream; CPU tensors the C library.
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from . import _core, _fw, _gemm, _lofp
+from ._core import QTensor
+from ._lofp import Error
+
+__all__ = ["W4A16Linear", "quantize_model", "as_float4", "to_torchao", "from_torchao", "torchao_fields",
+           "to_device", "from_numpy", "quantize", "dequantize"]
+
+_SCALE_DTYPES = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e8m0fnu": torch.float8_e8m0fnu, "uint8": torch.uint8}
+
+
+# --------------------------------------------------------------------------------------------
+# Moving QTensors between numpy and torch devices
+
+
+def from_numpy(a: Any, device: Any = "cpu") -> torch.Tensor:
+    """A numpy array (ml_dtypes bfloat16 / float8 included) as a torch tensor on `device`."""
+    if _fw.is_torch(a):
+        return a.to(device)
+    a = np.ascontiguousarray(a)
+    name = a.dtype.name
+    if name == "bfloat16":
+        t = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    elif name in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu"):
+        t = torch.from_numpy(a.view(np.uint8)).view(getattr(torch, name))
+    elif a.dtype == np.uint32:
+        t = torch.from_numpy(a.view(np.int32)).view(torch.uint32)
+    else:
+        t = torch.from_numpy(a)
+    return t.to(device)
+
+
+def to_device(q: QTensor, device: Any) -> QTensor:
+    """q with codes, scales and global_scale as torch tensors on `device` (from numpy or any
+    torch device)."""
+    g = q.global_scale
+    gt = g.to(device) if _fw.is_torch(g) else torch.tensor(float(g), dtype=torch.float32, device=device)
+    return _core.replace(q, codes=from_numpy(q.codes, device), scales=from_numpy(q.scales, device), global_scale=gt)
+
+
+def as_float4(q: QTensor) -> torch.Tensor:
+    """q's packed FP4 codes viewed as torch.float4_e2m1fn_x2 (same bytes, last dim in bytes), the
+    dtype torch._scaled_mm and torchao take."""
+    if q.spec.elem != "e2m1":
+        raise Error(f"invalid argument: {q.scheme} codes are not FP4")
+    if not hasattr(torch, "float4_e2m1fn_x2"):
+        raise Error("unsupported: this torch has no float4_e2m1fn_x2 dtype")
+    codes = q.codes if _fw.is_torch(q.codes) else from_numpy(q.codes)
+    return codes.view(torch.float4_e2m1fn_x2)
+
+
+def quantize(x: torch.Tensor, scheme: str = "nvfp4", **kw) -> QTensor:
+    """lofp.quantize (the same function; here for symmetry)."""
+    return _core.quantize(x, scheme, **kw)
+
+
+def dequantize(q: QTensor, dtype: Any = None, **kw) -> torch.Tensor:
+    """lofp.dequantize."""
+    return _core.dequantize(q, dtype, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# Custom operators
+
+
+def _shapes(x_shape: Sequence[int], scheme: str, block: int, pad: bool, layout: str):
+    sch = _core.scheme(scheme, block=block if block > 0 else None, pad=pad)
+    lead = tuple(int(d) for d in x_shape[:-1])
+    k = int(x_shape[-1])
+    kp = sch.padded_k(k)
+    rows = _fw.prod(lead)
+    cols = kp // sch.block
+    codes = lead + (kp // sch.codes_per_byte,)
+    nbytes = rows * cols if layout == "linear" else _lofp.layout_bytes(rows, kp, sch.block, layout)
+    sshape, view = _core._scales_shape(lead, rows, cols, sch.block, layout, nbytes)
+    if view == "uint32":
+        sshape = sshape[:-1] + (sshape[-1] * 4,)
+    return sch, codes, sshape
+
+
+@torch.library.custom_op("lofp::quantize", mutates_args=())
+def _op_quantize(x: torch.Tensor, scheme: str, scale_layout: str = "linear", rounding: str = "", scale_rule: str = "",
+                 block: int = 0, two_level: bool = True, pad: bool = False) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    q = _core.quantize(x, scheme, scale_layout=scale_layout, rounding=rounding or None, scale_rule=scale_rule or None,
+                       block=block or None, two_level=two_level if scheme == "nvfp4" else None, pad=pad or None)
+    scales = q.scales.view(torch.uint8)  # (uint32 words: the last dimension becomes bytes)
+    return q.codes, scales, q.global_scale.to(x.device)
+
+
+@_op_quantize.register_fake
+def _(x, scheme, scale_layout="linear", rounding="", scale_rule="", block=0, two_level=True, pad=False):
+    _, cshape, sshape = _shapes(x.shape, scheme, block, pad, scale_layout)
+    return (x.new_empty(cshape, dtype=torch.uint8), x.new_empty(sshape, dtype=torch.uint8),
+            x.new_empty((), dtype=torch.float32))
+
+
+def _qtensor_of(codes, scales, global_scale, scheme, block, shape, layout, two_level=True):
+    sch = _core.scheme(scheme, block=block if block > 0 else None, pad=None,
+                       two_level=two_level if scheme == "nvfp4" else None)
+    if int(shape[-1]) % sch.block:
+        sch = _core.scheme(sch, pad=True)
+    if layout.startswith("packed-u32"):
+        scales = scales.view(torch.uint32)
+    else:
+        scales = scales.view(_SCALE_DTYPES[sch.scale_view])
+    return QTensor(codes, scales, global_scale, sch.name, tuple(int(d) for d in shape), layout, None, sch, "float32",
+                   127 if layout == "packed-u32" else 0)
+
+
+@torch.library.custom_op("lofp::dequantize", mutates_args=())
+def _op_dequantize(codes: torch.Tensor, scales: torch.Tensor, global_scale: torch.Tensor, scheme: str, block: int,
+                   shape: List[int], scale_layout: str, dtype: torch.dtype, two_level: bool = True) -> torch.Tensor:
+    q = _qtensor_of(codes, scales, global_scale, scheme, block, shape, scale_layout, two_level)
+    return _core.dequantize(q, dtype)
+
+
+@_op_dequantize.register_fake
+def _(codes, scales, global_scale, scheme, block, shape, scale_layout, dtype, two_level=True):
+    return codes.new_empty(tuple(shape), dtype=dtype)
+
+
+# Prepared CUDA weights of W4A16Linear modules, by handle (the op's `handle` argument).
+_CUDA_WEIGHTS: Dict[int, Any] = {}
+
+
+@torch.library.custom_op("lofp::w4a16_gemm", mutates_args=())
+def _op_w4a16(a: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, global_scale: torch.Tensor, scheme: str,
+              n: int, k: int, handle: int = -1) -> torch.Tensor:
+    q = _qtensor_of(codes, scales, global_scale, scheme, 0, (n, k), "linear")
+    if a.device.type == "cuda":
+        w = _CUDA_WEIGHTS.get(handle)
+        if w is None or w.device != a.device:
+            w = _gemm.CudaWeight(q)
+            if handle >= 0:
+                _CUDA_WEIGHTS[handle] = w
+        out_dtype = torch.bfloat16 if a.dtype == torch.bfloat16 else torch.float32
+        return _gemm.gemm(a, w, out_dtype=out_dtype).to(a.dtype)
+    return _gemm.gemm(a, q).to(a.dtype)
+
+
+@_op_w4a16.register_fake
+def _(a, codes, scales, global_scale, scheme, n, k, handle=-1):
+    return a.new_empty(tuple(a.shape[:-1]) + (n,))
+
+
+@torch.library.custom_op("lofp::uq_store", mutates_args=("cache",))
+def _op_uq_store(cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slot_mapping: torch.Tensor, block_size: int,
+                 c: float = 0.156) -> None:
+    _cache_view(cache, k.shape[1], k.shape[2], block_size, c).store(k, v, slot_mapping)
+
+
+@_op_uq_store.register_fake
+def _(cache, k, v, slot_mapping, block_size, c=0.156):
+    return None
+
+
+@torch.library.custom_op("lofp::uq_decode_attention", mutates_args=())
+def _op_uq_decode(q: torch.Tensor, cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                  num_kv_heads: int, block_size: int, scale: float, sinks: Optional[torch.Tensor] = None,
+                  max_seq_len: int = -1, c: float = 0.156) -> torch.Tensor:
+    view = _cache_view(cache, num_kv_heads, q.shape[-1], block_size, c)
+    return view.decode(q, block_tables, seq_lens, scale=scale, sinks=sinks,
+                       max_seq_len=None if max_seq_len < 0 else max_seq_len)
+
+
+@_op_uq_decode.register_fake
+def _(q, cache, block_tables, seq_lens, num_kv_heads, block_size, scale, sinks=None, max_seq_len=-1, c=0.156):
+    return q.new_empty(tuple(q.shape), dtype=torch.float32)
+
+
+def _cache_view(cache: torch.Tensor, hk: int, head_dim: int, block_size: int, c: float):
+    from . import kv
+    view = kv.Cache.__new__(kv.Cache)
+    nb = cache.shape[0]
+    view.num_blocks, view.block_size, view.num_kv_heads, view.head_dim = int(nb), int(block_size), int(hk), int(head_dim)
+    view.dtype, view.c, view.hadamard, view.rotate_k = "ultraquant", float(c), "butterfly", True
+    view._desc, nbytes, view.slot_bytes, view.offsets = _lofp.kv_desc("ultraquant", view.head_dim, view.num_kv_heads,
+                                                                     view.block_size, view.num_blocks, view.c,
+                                                                     "butterfly", True)
+    if cache.numel() != nbytes or cache.dtype != torch.uint8 or not cache.is_contiguous():
+        raise Error(f"invalid argument: cache must be a contiguous uint8 tensor of {nbytes} bytes "
+                    f"[blocks, {block_size}, {hk}, {view.slot_bytes}]")
+    view.data = cache
+    view._alloc = _fw.Alloc(cache)
+    view._ws = None
+    if cache.device.type == "cuda":
+        view._uq = _core.scheme("ultraquant", c=view.c)
+    return view
+
+
+def new_uq_cache(num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int, device: Any = "cpu") -> torch.Tensor:
+    """A zeroed UltraQuant cache tensor for the lofp::uq_store / lofp::uq_decode_attention ops."""
+    slot = _lofp.kv_desc("ultraquant", head_dim, num_kv_heads, block_size, num_blocks, 0.156, "butterfly", True)[2]
+    return torch.zeros((num_blocks, block_size, num_kv_heads, slot), dtype=torch.uint8, device=device)
+
+
+# --------------------------------------------------------------------------------------------
+# W4A16Linear
+
+
+class W4A16Linear(torch.nn.Module):
+    """y = x W^T + b with W held as NVFP4 / MXFP4 (4.5 / 4.25 bits per weight) and x in 16 or 32
+    bits: lofp's CPU GEMM (fp32 accumulation) on the CPU, the W4A16 GEMV/GEMM kernels (bf16
+    tensor cores) on CUDA. The forward pass is one lofp::w4a16_gemm custom op, so torch.compile
+    keeps it in the graph. Build one with from_linear(), from_qtensor() or from_checkpoint()."""
+
+    def __init__(self, q: QTensor, bias: Optional[torch.Tensor] = None):
+        super().__init__()
+        if len(q.shape) != 2:
+            raise Error(f"invalid argument: the weight must be 2-D [out, in], got {q.shape}")
+        if q.scheme not in ("nvfp4", "mxfp4") or q.layout != "linear":
+            raise Error(f"unsupported: W4A16Linear takes NVFP4 / MXFP4 weights with linear scales, got {q.scheme} / {q.layout}")
+        if q.spec.pad:
+            raise Error("unsupported: in_features must be a multiple of the block")
+        self.out_features, self.in_features = int(q.shape[0]), int(q.shape[1])
+        self.scheme = q.scheme
+        dev = q.device if q.device != "cpu" else "cpu"
+        self.register_buffer("codes", from_numpy(q.codes, dev).view(torch.uint8))
+        self.register_buffer("scales", from_numpy(q.scales, dev).view(torch.uint8))
+        g = q.global_scale
+        self.register_buffer("global_scale", g.detach().to(dev).float().reshape(()) if _fw.is_torch(g)
+                             else torch.tensor(float(g), dtype=torch.float32, device=dev))
+        self.bias = torch.nn.Parameter(bias.detach().clone(), requires_grad=False) if bias is not None else None
+        self._handle = id(self)
+
+    @classmethod
+    def from_qtensor(cls, q: QTensor, bias: Optional[torch.Tensor] = None) -> "W4A16Linear":
+        return cls(q, bias)
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear, scheme: str = "nvfp4", **kw) -> "W4A16Linear":
+        """Quantizes linear.weight with lofp.quantize(scheme, **kw) (on its device)."""
+        w = linear.weight.detach()
+        q = _core.quantize(w, scheme, **kw)
+        return cls(q, linear.bias)
+
+    @classmethod
+    def from_checkpoint(cls, tensors: Dict[str, Any], prefix: str, format: str = "auto") -> "W4A16Linear":
+        """Builds the layer from a checkpoint's tensors (a dict, e.g. safetensors' load_file or
+        lofp.load) under `prefix` ('model.layers.0.mlp.down_proj'):
+          modelopt            PREFIX.weight (uint8 [n, k/2]), .weight_scale (float8_e4m3fn
+                              [n, k/16]), .weight_scale_2 (fp32 decode scale)
+          compressed-tensors  PREFIX.weight_packed, .weight_scale, .weight_global_scale (encode)
+          lofp                PREFIX.weight as a QTensor (lofp.load) or .codes/.scales/.global_scale
+        format 'auto' picks by the names present. PREFIX.bias is used when present."""
+        def get(name):
+            v = tensors.get(f"{prefix}.{name}")
+            return None if v is None else (v if isinstance(v, QTensor) else from_numpy(v) if not _fw.is_torch(v) else v)
+
+        bias = get("bias")
+        if format == "auto":
+            if isinstance(tensors.get(f"{prefix}.weight"), QTensor):
+                format = "lofp"
+            elif f"{prefix}.weight_packed" in tensors:
+                format = "compressed-tensors"
+            elif f"{prefix}.weight_scale_2" in tensors:
+                format = "modelopt"
+            elif f"{prefix}.weight.codes" in tensors:
+                format = "lofp"
+            else:
+                raise Error(f"not found: no NVFP4 weight under '{prefix}' (modelopt, compressed-tensors or lofp names)")
+        if format == "lofp":
+            w = tensors.get(f"{prefix}.weight")
+            if not isinstance(w, QTensor):
+                raise Error(f"not found: '{prefix}.weight' is not a lofp QTensor (load the file with lofp.load)")
+            return cls(w, bias)
+        if format == "modelopt":
+            codes, scales, s2 = get("weight"), get("weight_scale"), get("weight_scale_2")
+            g = _lofp.encode_from_decode(float(s2.float().reshape(-1)[0]))
+        elif format == "compressed-tensors":
+            codes, scales, gs = get("weight_packed"), get("weight_scale"), get("weight_global_scale")
+            g = float(gs.float().reshape(-1)[0])
+        else:
+            raise Error(f"not found: unknown checkpoint format '{format}' (modelopt, compressed-tensors, lofp)")
+        if codes is None or scales is None:
+            raise Error(f"not found: missing weight tensors under '{prefix}' ({format})")
+        n, kh = codes.shape
+        k = 2 * int(kh)
+        sch = _core.scheme("nvfp4")
+        if tuple(scales.shape) != (n, k // 16):
+            raise Error(f"shape: '{prefix}' scales are {tuple(scales.shape)}, expected {(n, k // 16)} (linear NVFP4)")
+        q = QTensor(codes.view(torch.uint8).contiguous(), scales.view(torch.float8_e4m3fn).contiguous(),
+                    torch.tensor(g, dtype=torch.float32, device=codes.device), "nvfp4", (int(n), k), "linear", None, sch,
+                    "bfloat16", 0)
+        return cls(q, bias)
+
+    def qtensor(self) -> QTensor:
+        """The weight as a QTensor (sharing the module's buffers)."""
+        sch = _core.scheme(self.scheme)
+        return QTensor(self.codes, self.scales.view(_SCALE_DTYPES[sch.scale_view]), self.global_scale, self.scheme,
+                       (self.out_features, self.in_features), "linear", None, sch, "float32", 0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.ops.lofp.w4a16_gemm(x, self.codes, self.scales, self.global_scale, self.scheme, self.out_features,
+                                      self.in_features, self._handle)
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype)
+        return y
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, scheme={self.scheme}, bias={self.bias is not None}"
+
+    def __del__(self):
+        _CUDA_WEIGHTS.pop(getattr(self, "_handle", None), None)
+
+
+def quantize_model(model: torch.nn.Module, scheme: str = "nvfp4", *, exclude: Iterable[str] = (),
+                   include: Optional[Iterable[str]] = None, **kw) -> torch.nn.Module:
+    """Replaces every nn.Linear of `model` (in place) by a W4A16Linear with `scheme` weights,
+    except those whose qualified name matches a glob of `exclude` (or, when `include` is given,
+    does not match one of it) and those whose in_features is not a multiple of the block (left
+    as they are). Returns the model."""
+    exclude = list(exclude)
+    include = None if include is None else list(include)
+    block = _core.scheme(scheme).block if "block" not in kw else int(kw["block"])
+    for name, mod in list(model.named_modules()):
+        for child_name, child in list(mod.named_children()):
+            full = f"{name}.{child_name}" if name else child_name
+            if not isinstance(child, torch.nn.Linear):
+                continue
+            if any(fnmatch.fnmatchcase(full, p) for p in exclude):
+                continue
+            if include is not None and not any(fnmatch.fnmatchcase(full, p) for p in include):
+                continue
+            if child.in_features % block:
+                continue
+            setattr(mod, child_name, W4A16Linear.from_linear(child, scheme, **kw))
+    return model
+
+
+# --------------------------------------------------------------------------------------------
+# torchao
+
+
+def torchao_fields(q: QTensor) -> Dict[str, Any]:
+    """The fields of the torchao tensor holding the same numbers as q: NVFP4Tensor (qdata uint8
+    packed, scale float8_e4m3fn [M, K/16], per_tensor_scale = the decode scale, block_size 16)
+    or MXTensor (qdata, scale float8_e8m0fnu [..., K/32], elem_dtype, block_size). Scales in
+    swizzle-128x4 give is_swizzled_scales=True."""
+    if q.layout not in ("linear", "swizzle-128x4"):
+        raise Error(f"unsupported: torchao reads linear or swizzled scales, not {q.layout}")
+    q = to_device(q, q.device) if not _fw.is_torch(q.codes) else q
+    sw = q.layout == "swizzle-128x4"
+    if q.scheme == "nvfp4":
+        pts = None
+        if q.spec.two_level:
+            pts = torch.tensor(q.decode_scale, dtype=torch.float32, device=q.codes.device)
+        return {"kind": "NVFP4Tensor", "qdata": q.codes, "scale": q.scales.view(torch.float8_e4m3fn),
+                "per_tensor_scale": pts, "block_size": 16, "orig_dtype": getattr(torch, q.dtype),
+                "is_swizzled_scales": sw}
+    elem = {"mxfp4": getattr(torch, "float4_e2m1fn_x2", torch.uint8), "mxfp8-e4m3": torch.float8_e4m3fn,
+            "mxfp8-e5m2": torch.float8_e5m2}.get(q.scheme)
+    if elem is None:
+        raise Error(f"unsupported: torchao has no tensor for {q.scheme}")
+    qdata = q.codes if q.scheme == "mxfp4" else q.codes.view(elem)
+    return {"kind": "MXTensor", "qdata": qdata, "scale": q.scales.view(torch.float8_e8m0fnu), "elem_dtype": elem,
+            "block_size": q.spec.block, "orig_dtype": getattr(torch, q.dtype), "is_swizzled_scales": sw}
+
+
+def to_torchao(q: QTensor):
+    """A torchao NVFP4Tensor / MXTensor holding q's numbers (needs torchao); see torchao_fields."""
+    f = torchao_fields(q)
+    try:
+        if f["kind"] == "NVFP4Tensor":
+            from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor
+            return NVFP4Tensor(f["qdata"], f["scale"], f["block_size"], f["orig_dtype"],
+                               per_tensor_scale=f["per_tensor_scale"], is_swizzled_scales=f["is_swizzled_scales"])
+        from torchao.prototype.mx_formats.mx_tensor import MXTensor
+        return MXTensor(f["qdata"], f["scale"], f["elem_dtype"], f["block_size"], f["orig_dtype"],
+                        is_swizzled_scales=f["is_swizzled_scales"])
+    except ImportError:
+        raise Error("unsupported: torchao is not installed (lofp.torch.torchao_fields gives the fields)") from None
+
+
+def from_torchao(t: Any, shape: Optional[Sequence[int]] = None) -> QTensor:
+    """A QTensor from a torchao NVFP4Tensor / MXTensor (or a dict of its fields, as
+    torchao_fields gives). The per-tensor decode scale becomes the encode global fl(1/pts), so
+    lofp.dequantize divides where torchao multiplies: values can differ in the last bit."""
+    get = (lambda k, d=None: t.get(k, d)) if isinstance(t, dict) else (lambda k, d=None: getattr(t, k, d))
+    qdata, scale = get("qdata"), get("scale")
+    if qdata is None or scale is None:
+        raise Error("invalid argument: not a torchao NVFP4Tensor / MXTensor (no qdata / scale)")
+    sw = bool(get("is_swizzled_scales", False))
+    layout = "swizzle-128x4" if sw else "linear"
+    orig = get("orig_dtype", torch.float32)
+    dtn = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(orig, "float32")
+    block = int(get("block_size", 32))
+    codes = qdata.view(torch.uint8)
+    if scale.dtype == torch.float8_e4m3fn or (isinstance(t, dict) and t.get("kind") == "NVFP4Tensor"):
+        pts = get("per_tensor_scale")
+        two = pts is not None
+        g = _lofp.encode_from_decode(float(pts.float().reshape(-1)[0])) if two else 1.0
+        sch = _core.scheme("nvfp4", two_level=two)
+        k = codes.shape[-1] * 2
+        shp = tuple(shape) if shape is not None else tuple(codes.shape[:-1]) + (k,)
+        return QTensor(codes, scale.view(torch.float8_e4m3fn), torch.tensor(g, dtype=torch.float32, device=codes.device),
+                       "nvfp4", shp, layout, None, sch, dtn, 0)
+    elem = get("elem_dtype")
+    if elem == torch.float8_e4m3fn:
+        name, k = "mxfp8-e4m3", codes.shape[-1]
+    elif elem == torch.float8_e5m2:
+        name, k = "mxfp8-e5m2", codes.shape[-1]
+    else:
+        name, k = "mxfp4", codes.shape[-1] * 2
+    sch = _core.scheme(name, block=block)
+    shp = tuple(shape) if shape is not None else tuple(codes.shape[:-1]) + (k,)
+    return QTensor(codes, scale.view(torch.float8_e8m0fnu), torch.tensor(1.0, device=codes.device), name, shp, layout,
+                   None, sch, dtn, 0)
