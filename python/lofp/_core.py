@@ -133,7 +133,7 @@ class QTensor:
     layout       the scale layout
     profile      the checkpoint profile the tensor was made for (None: plain lofp)
     dtype        the dtype the tensor was quantized from (dequantize's default)
-    pad_byte     pad byte of the packed-u32 layouts (-1: the layout's default)
+    pad_byte     pad byte of the packed-u32 layouts (127 TileLang, else 0 unless given)
     """
 
     codes: Any
@@ -314,8 +314,8 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
             _lofp.layout_convert(lin, rows, cols, "linear", scale_layout, pb, scales_raw)
         if alloc.torch is not None:
             g = alloc.torch.tensor(g, dtype=alloc.torch.float32)
-    if scale_layout in _LAYOUT_DEFAULT_PAD and pb < 0:
-        pb = _LAYOUT_DEFAULT_PAD[scale_layout]
+    if pb < 0:
+        pb = 127 if scale_layout == "packed-u32" else 0
     return QTensor(codes, scales, g, sch.name, tuple(int(d) for d in shape), scale_layout, None, sch,
                    _fw.dtype_name(dt), pb)
 

@@ -69,8 +69,8 @@ def convert(q: QTensor, to: str, *, pad_byte: Optional[int] = None) -> QTensor:
         t = torch.from_numpy(raw).to(q.codes.device)
         arr = t.view(torch.uint32).reshape(shape) if view == "uint32" else t.reshape(shape).view(getattr(torch, view))
     pb = -1 if pad_byte is None else int(pad_byte)
-    if to in _core._LAYOUT_DEFAULT_PAD and pb < 0:
-        pb = _core._LAYOUT_DEFAULT_PAD[to]
+    if pb < 0:
+        pb = 127 if to == "packed-u32" else 0
     return _core.replace(q, scales=arr, layout=to, pad_byte=pb)
 
 
