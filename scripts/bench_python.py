@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Binding benchmark of the Python package (BENCHMARKS.md "Python binding").
+
+1. Per-call overhead on a tiny tensor: a no-op extension call, the raw extension quantize call
+   (lofp._lofp.quantize, preallocated outputs), and the public lofp.quantize / lofp.dequantize
+   (allocation and QTensor included); numpy and, when installed, torch CPU tensors.
+2. Large-tensor throughput: lofp.quantize on a [4096, 4096] float32 tensor against the C library
+   running the same call (the lofp command's `bench quant`, reported separately) is not
+   comparable line by line, so the C side is timed here through the same extension call with
+   the Python layer removed: raw call vs public call, same thread count.
+
+    PYTHONPATH=<pkg dir> python scripts/bench_python.py [--threads N] [--quick]
+"""
+import argparse
+import time
+
+import numpy as np
+
+import lofp
+from lofp import _lofp
+
+
+def per_call(fn, n):
+    for _ in range(min(n // 10, 2000)):
+        fn()
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter_ns() - t0) / n)
+    return best / 1000.0  # us
+
+
+def throughput(fn, nbytes, reps):
+    fn()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return nbytes / best / 1e9, best * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    n = 20000 if a.quick else 100000
+    x = np.ones((1, 32), np.float32)
+    sch = lofp.scheme("mxfp4")
+    codes = np.empty((1, 16), np.uint8)
+    scales = np.empty((1, 1), np.uint8)
+    q = lofp.quantize(x, "mxfp4")
+    out = np.empty((1, 32), np.float32)
+    print(f"lofp {lofp.__version__}, numpy {np.__version__}; tiny tensor [1, 32] mxfp4; best of 5 x {n} calls")
+    rows = [
+        ("no-op extension call  _lofp.noop()", lambda: _lofp.noop()),
+        ("raw quantize call     _lofp.quantize(...)", lambda: _lofp.quantize(sch.blob, 1, x, 1, 32, codes, scales, None, 1)),
+        ("public lofp.quantize(x, 'mxfp4')", lambda: lofp.quantize(x, "mxfp4")),
+        ("public lofp.quantize(x, 'mxfp4', out=(codes, scales))", lambda: lofp.quantize(x, "mxfp4", out=(codes, scales))),
+        ("public lofp.dequantize(q, 'float32')", lambda: lofp.dequantize(q, "float32")),
+        ("public lofp.dequantize(q, out=out)", lambda: lofp.dequantize(q, out=out)),
+    ]
+    base = None
+    for name, fn in rows:
+        us = per_call(fn, n)
+        base = us if base is None else base
+        print(f"  {name:<58s} {us:7.2f} us   (+{us - base:5.2f} over no-op)")
+    try:
+        import torch
+        t = torch.ones((1, 32))
+        tc = torch.empty((1, 16), dtype=torch.uint8)
+        ts = torch.empty((1, 1), dtype=torch.uint8)
+        print(f"torch {torch.__version__} CPU tensors:")
+        for name, fn in [
+            ("raw quantize call (DLPack)", lambda: _lofp.quantize(sch.blob, 1, t, 1, 32, tc, ts, None, 1)),
+            ("public lofp.quantize(t, 'mxfp4')", lambda: lofp.quantize(t, "mxfp4")),
+            ("torch.ops.lofp.quantize(t, 'mxfp4')", None),
+        ]:
+            if fn is None:
+                import lofp.torch  # noqa: F401
+                fn = lambda: torch.ops.lofp.quantize(t, "mxfp4", "linear")  # noqa: E731
+            us = per_call(fn, n // 5)
+            print(f"  {name:<58s} {us:7.2f} us   (+{us - base:5.2f} over no-op)")
+    except ImportError:
+        print("torch not installed: torch rows skipped")
+
+    big = np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)
+    reps = 5 if a.quick else 15
+    print(f"large tensor [4096, 4096] float32 (64 MiB), threads={a.threads}, best of {reps}:")
+    for s in ("nvfp4", "mxfp4", "mxfp8-e4m3"):
+        sc = lofp.scheme(s)
+        kp = 4096
+        cb = np.empty(4096 * kp // sc.codes_per_byte, np.uint8)
+        sb = np.empty(4096 * kp // sc.block, np.uint8)
+        raw = throughput(lambda: _lofp.quantize(sc.blob, 1, big, 4096, 4096, cb, sb, None, a.threads), big.nbytes, reps)
+        pub = throughput(lambda: lofp.quantize(big, s, threads=a.threads), big.nbytes, reps)
+        print(f"  quantize {s:<11s} C call {raw[0]:6.2f} GB/s ({raw[1]:6.2f} ms)   lofp.quantize {pub[0]:6.2f} GB/s "
+              f"({pub[1]:6.2f} ms)   ratio {pub[0] / raw[0]:.3f}")
+        qq = lofp.quantize(big, s)
+        o = np.empty_like(big)
+        lin = qq.scales.view(np.uint8)
+        rawd = throughput(lambda: _lofp.dequantize(sc.blob, qq.codes, lin, qq.global_scale, 4096, 4096, 1, o, a.threads),
+                          big.nbytes, reps)
+        pubd = throughput(lambda: lofp.dequantize(qq, "float32", threads=a.threads), big.nbytes, reps)
+        print(f"  dequant  {s:<11s} C call {rawd[0]:6.2f} GB/s ({rawd[1]:6.2f} ms)   lofp.dequantize {pubd[0]:6.2f} GB/s "
+              f"({pubd[1]:6.2f} ms)   ratio {pubd[0] / rawd[0]:.3f}")
+
+
+if __name__ == "__main__":
+    main()
