@@ -202,6 +202,17 @@ class QTensor:
                 f"codes={desc(self.codes)}, scales={desc(self.scales)}, global_scale={gs}, dtype={self.dtype!r}{extra})")
 
 
+_QT_NEW = object.__new__
+
+
+def _qtensor(codes, scales, g, scheme_name, shape, layout, profile, spec, dtype, pad_byte) -> QTensor:
+    """QTensor(...) without the frozen dataclass's per-field __setattr__ (same object)."""
+    q = _QT_NEW(QTensor)
+    q.__dict__.update(codes=codes, scales=scales, global_scale=g, scheme=scheme_name, shape=shape, layout=layout,
+                      profile=profile, spec=spec, dtype=dtype, pad_byte=pad_byte)
+    return q
+
+
 def _nbytes(a) -> int:
     if _fw.is_torch(a):
         return a.numel() * a.element_size()
@@ -277,7 +288,7 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
     if len(shape) == 0:
         raise Error("invalid argument: x is a scalar; quantize needs at least one dimension (the blocked one)")
     k = int(shape[-1])
-    lead = tuple(int(d) for d in shape[:-1])
+    lead = tuple(shape[:-1]) if type(shape) is tuple else tuple(int(d) for d in shape[:-1])
     rows = _fw.prod(lead)
     if rows == 0 or k == 0:
         raise Error(f"invalid argument: x is empty (shape {tuple(shape)})")
@@ -316,8 +327,7 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
             g = alloc.torch.tensor(g, dtype=alloc.torch.float32)
     if pb < 0:
         pb = 127 if scale_layout == "packed-u32" else 0
-    return QTensor(codes, scales, g, sch.name, tuple(int(d) for d in shape), scale_layout, None, sch,
-                   _fw.dtype_name(dt), pb)
+    return _qtensor(codes, scales, g, sch.name, lead + (k,), scale_layout, None, sch, _fw.dtype_name(dt), pb)
 
 
 def _quantize_cuda(sch, dt, xr, rows, k, layout, codes_raw, scales_raw, global_scale, alloc):

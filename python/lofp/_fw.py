@@ -101,6 +101,8 @@ def dtype_name(code: int) -> str:
 def dense_in(x: Any, what: str = "x"):
     """Returns (array ready for C, dtype code, shape). Non-contiguous inputs are copied once;
     float64 is rounded to float32 (a copy); other dtypes are refused."""
+    if type(x) is _ndarray and x.dtype is _F32 and x.flags.c_contiguous:  # the common case, fast
+        return x, DT_F32, x.shape
     if is_torch(x):
         t = _torch()
         if x.requires_grad:
@@ -150,8 +152,17 @@ def raw_out(a: Any, what: str):
     return a
 
 
+_U8 = np.dtype(np.uint8)
+_F32 = np.dtype(np.float32)
+_ndarray = np.ndarray
+
+
 def raw_in(a: Any):
     """A byte-typed input (codes, scales) as something C can read without a copy if possible."""
+    if type(a) is _ndarray and a.flags.c_contiguous:  # the common case, fast
+        if a.dtype is _U8 or a.dtype.itemsize != 1:
+            return a if a.dtype != _NP_OF[DT_BF16] else a.view(np.uint16)
+        return a.view(_U8)
     if is_torch(a):
         t = _torch()
         if not a.is_contiguous():
