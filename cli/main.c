@@ -9,6 +9,8 @@ static const lofp_cli_cmd commands[] = {
     { "demo", "quantize a built-in transformer-like layer under every preset and print a table", lofp_cmd_demo },
     { "quantize", "quantize the floating tensors of a .npy/.safetensors file", lofp_cmd_quantize },
     { "dequantize", "dequantize a file written by `lofp quantize`", lofp_cmd_dequantize },
+    { "convert", "convert a model directory / GGUF to ModelOpt, compressed-tensors, gpt-oss or GGUF", lofp_cmd_convert },
+    { "import", "any checkpoint lofp reads back to a dense safetensors model directory", lofp_cmd_import },
     { "inspect", "what a file holds; error statistics against an original", lofp_cmd_inspect },
     { "layout", "convert scale layouts; diagnose which layout a scale buffer uses", lofp_cmd_layout },
     { "verify", "check a GEMM result against the fp64 reference; name the layout mistake", lofp_cmd_verify },

@@ -2,7 +2,7 @@
 # Builds the libFuzzer harnesses of the file layer (fuzz/fuzz_*.c + src/io/*.c) with
 # clang -fsanitize=fuzzer,address,undefined and runs each for SECONDS (default 60).
 #
-#   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors (default: both)
+#   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf (default: all)
 #
 # Work files go to build-fuzz/ (override with LOFP_FUZZ_DIR): the binaries, a growing working
 # corpus per harness (seeded from fuzz/corpus/<harness>/, which is never written), and crash
@@ -16,10 +16,18 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors)
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors gguf)
 out=${LOFP_FUZZ_DIR:-$root/build-fuzz}
 cc=${CC:-clang}
 mkdir -p "$out"
+# The library sources a harness needs: the file layer for npy/safetensors; the GGUF reader of the
+# checkpoint component (with its helpers and the core codecs) for gguf.
+sources() {
+  case "$1" in
+    gguf) echo "$root"/src/checkpoint/ck_gguf.c "$root"/src/checkpoint/ck_util.c "$root"/src/checkpoint/ck_json.c "$root"/src/core/*.c ;;
+    *) echo "$root"/src/io/*.c ;;
+  esac
+}
 for h in "${harnesses[@]}"; do
   src="$root/fuzz/fuzz_$h.c"
   [ -f "$src" ] || { echo "fuzz.sh: no harness $src" >&2; exit 2; }
@@ -27,7 +35,7 @@ for h in "${harnesses[@]}"; do
   "$cc" -std=c11 -g -O1 -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -Wall -Wextra -Wshadow -Wno-unused-parameter \
-    -I"$root/include" -I"$root/src" "$src" "$root"/src/io/*.c -o "$out/fuzz_$h"
+    -I"$root/include" -I"$root/src" "$src" $(sources "$h") -o "$out/fuzz_$h"
   mkdir -p "$out/corpus_$h" "$out/artifacts_$h"
   echo "== running fuzz_$h for ${secs}s"
   # shellcheck disable=SC2086

@@ -25,6 +25,7 @@ USES = {
     "io": {"core"},
     "gemm": {"core", "runtime", "quant"},
     "kv": {"core", "runtime", "quant"},
+    "checkpoint": {"core", "quant", "layout", "io"},
 }
 # The headers a component offers the others; everything else in its folder is its own business.
 INTERFACE = {

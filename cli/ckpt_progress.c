@@ -1,0 +1,50 @@
+/* ckpt_progress.c -- one progress line per shard on a terminal, nothing otherwise. */
+#include "ckpt_progress.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <pthread.h>
+
+#include "cli.h"
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+void cli_progress_init(cli_progress *p, int quiet)
+{
+    memset(p, 0, sizeof *p);
+    p->tty = isatty(2);
+    p->quiet = quiet;
+    p->t0 = cli_now();
+    p->last_pct = -1;
+    p->last_shard = (size_t)-1;
+}
+
+void cli_progress_cb(void *ctx, const char *shard, size_t shard_index, size_t n_shards, size_t done, size_t total)
+{
+    cli_progress *p = ctx;
+    if (!p->tty || p->quiet) return;
+    int pct = total ? (int)(100.0 * (double)done / (double)total) : 100;
+    pthread_mutex_lock(&mu);
+    if (pct != p->last_pct || shard_index != p->last_shard) {
+        int w = 30, fill = pct * w / 100;
+        char bar[40];
+        for (int i = 0; i < w; i++) bar[i] = i < fill ? '#' : '.';
+        bar[w] = 0;
+        fprintf(stderr, "\r  [%zu/%zu] %-40.40s [%s] %3d%%", shard_index + 1, n_shards, shard, bar, pct);
+        if (done == total) fputc('\n', stderr);
+        fflush(stderr);
+        p->last_pct = pct;
+        p->last_shard = shard_index;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+void cli_note_cb(void *ctx, const char *line)
+{
+    cli_progress *p = ctx;
+    if (p->quiet) return;
+    pthread_mutex_lock(&mu);
+    fprintf(stderr, "%s\n", line);
+    pthread_mutex_unlock(&mu);
+}

@@ -1,0 +1,102 @@
+/* cmd_convert.c -- `lofp convert --to FORMAT [options] IN OUT`: a thin front end over
+ * lofp_ckpt_convert (include/lofp/checkpoint.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_progress.h"
+#include "cli.h"
+#include "lofp/checkpoint.h"
+
+static void convert_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: lofp convert --to FORMAT [options] IN OUT\n"
+            "       lofp convert --to FORMAT [options] --shard I/N IN OUT     (one slice of the shards)\n"
+            "       lofp convert --to FORMAT [options] --merge-index IN OUT   (after all slices)\n\n"
+            "IN is a model directory (config.json, model.safetensors or shards + index, tokenizer\n"
+            "files) or one .safetensors file; for --to gguf a .gguf file. OUT is a new directory\n"
+            "(a .gguf file for --to gguf). docs/CHECKPOINTS.md describes each format.\n\n"
+            "  --to F              modelopt | compressed-tensors | gpt-oss | gguf\n"
+            "  --scheme S          modelopt: nvfp4 (default), mxfp8; compressed-tensors: nvfp4 (default),\n"
+            "                      mxfp4; gpt-oss: mxfp4; gguf: mxfp4 (default, type 39), nvfp4 (type 40)\n"
+            "  --include GLOB      quantize matching tensors even when a default leaves them out (repeatable)\n"
+            "  --exclude GLOB      never quantize matching tensors (repeatable; wins over --include)\n"
+            "  --no-fuse-scales    NVFP4: one per-tensor scale per tensor instead of per fused group\n"
+            "                      (q/k/v, gate/up, w1/w3 share one by default)\n"
+            "  --pad               zero-pad K to a whole block instead of refusing the tensor\n"
+            "  --input-scales F    NVFP4: JSON {\"module\": activation amax}; gives quant_algo NVFP4 with\n"
+            "                      input scales (default: weight-only, W4A16_NVFP4 / NVFP4A16)\n"
+            "  --jobs N            convert N shards at once\n"
+            "  --threads N         quantize threads per shard\n"
+            "  --shard I/N         convert only slice I (1..N) of the shard list, shard files only\n"
+            "  --merge-index       write config files, copied files and the index after the slices\n"
+            "  --quiet             no progress or notes\n");
+}
+
+static int parse_ckpt_common(const char *cmd, int argc, char **argv, int *i, lofp_ckpt_options *o, const char **inc,
+                             size_t *ni, const char **exc, size_t *ne, int *quiet)
+{
+    const char *a = argv[*i];
+    if (!strcmp(a, "--include") && *i + 1 < argc) { inc[(*ni)++] = argv[++*i]; return 1; }
+    if (!strcmp(a, "--exclude") && *i + 1 < argc) { exc[(*ne)++] = argv[++*i]; return 1; }
+    if (!strcmp(a, "--jobs") && *i + 1 < argc) { o->jobs = (unsigned)atoi(argv[++*i]); return 1; }
+    if (!strcmp(a, "--threads") && *i + 1 < argc) { o->threads = (unsigned)atoi(argv[++*i]); return 1; }
+    if (!strcmp(a, "--quiet")) { *quiet = 1; return 1; }
+    (void)cmd;
+    return 0;
+}
+
+int lofp_cmd_convert(int argc, char **argv)
+{
+    lofp_ckpt_options o;
+    lofp_ckpt_options_init(&o);
+    const char *in = NULL, *out = NULL, *to = NULL;
+    const char **inc = calloc((size_t)argc, sizeof *inc), **exc = calloc((size_t)argc, sizeof *exc);
+    size_t ni = 0, ne = 0;
+    int quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) { convert_usage(stdout); free(inc); free(exc); return 0; }
+        if (parse_ckpt_common("convert", argc, argv, &i, &o, inc, &ni, exc, &ne, &quiet)) continue;
+        if (!strcmp(a, "--to") && i + 1 < argc) to = argv[++i];
+        else if (!strcmp(a, "--scheme") && i + 1 < argc) o.scheme = argv[++i];
+        else if (!strcmp(a, "--no-fuse-scales")) o.no_fuse_scales = 1;
+        else if (!strcmp(a, "--pad")) o.pad = 1;
+        else if (!strcmp(a, "--input-scales") && i + 1 < argc) o.input_scales = argv[++i];
+        else if (!strcmp(a, "--merge-index")) o.merge_index = 1;
+        else if (!strcmp(a, "--shard") && i + 1 < argc) {
+            unsigned si = 0, sn = 0;
+            if (sscanf(argv[++i], "%u/%u", &si, &sn) != 2 || si < 1 || sn < 1 || si > sn) {
+                free(inc); free(exc);
+                return cli_error("convert", "--shard wants I/N with 1 <= I <= N, got '%s'", argv[i]);
+            }
+            o.shard_index = si - 1;
+            o.shard_count = sn;
+        } else if (a[0] == '-' && a[1]) { convert_usage(stderr); free(inc); free(exc); return cli_error("convert", "unknown option '%s'", a); }
+        else if (!in) in = a;
+        else if (!out) out = a;
+        else { free(inc); free(exc); return cli_error("convert", "too many arguments"); }
+    }
+    if (!to || !in || !out) { convert_usage(stderr); free(inc); free(exc); return cli_error("convert", "need --to FORMAT, IN and OUT"); }
+    if (lofp_ckpt_format_from_name(to, &o.to) != LOFP_OK) {
+        free(inc); free(exc);
+        return cli_error("convert", "unknown format '%s' (modelopt, compressed-tensors, gpt-oss, gguf)", to);
+    }
+    o.include = inc;
+    o.n_include = ni;
+    o.exclude = exc;
+    o.n_exclude = ne;
+    cli_progress p;
+    cli_progress_init(&p, quiet);
+    o.progress = cli_progress_cb;
+    o.note = cli_note_cb;
+    o.ctx = &p;
+    lofp_io_error err;
+    double t0 = cli_now();
+    lofp_status st = lofp_ckpt_convert(in, out, &o, &err);
+    free(inc);
+    free(exc);
+    if (st) return cli_error("convert", "%s", err.message);
+    if (!quiet) fprintf(stderr, "lofp convert: wrote %s in %.2f s\n", out, cli_now() - t0);
+    return 0;
+}

@@ -1,0 +1,207 @@
+/* ck_gguf_conv.c -- `lofp convert --to gguf IN.gguf OUT.gguf`: requantize an existing GGUF model to
+ * MXFP4 (ggml type 39) or NVFP4 (type 40, with a <name>.scale F32 tensor holding the decode-direction
+ * per-tensor scale, as llama.cpp's converter writes it), keeping every key-value pair (general.file_type
+ * updated) and every tensor it does not quantize byte for byte. */
+#include "ck_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const gguf_default_exclude[] = {
+    "token_embd*", "output.weight", "*norm*", "*ffn_gate_inp*", "pos_embd*", "token_types*", "*rope*",
+    "*.scale", "*.input_scale",
+};
+
+typedef struct {
+    const gg_tensor *src;
+    int quant;           /* 1: requantize; 2: the new .scale of the previous tensor */
+    const gg_tensor *src_scale; /* NVFP4 source: its old .scale */
+    char name[80];
+    float scale_value;
+} gplan;
+
+static int gguf_excluded(const char *name)
+{
+    return ck_globs_match(gguf_default_exclude, sizeof gguf_default_exclude / sizeof gguf_default_exclude[0], name);
+}
+
+lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
+{
+    if (ck_is_dir(in))
+        return ck_fail(err, LOFP_ERR_UNSUPPORTED,
+                       "%s: converting a model directory to GGUF is not implemented; convert it with llama.cpp's "
+                       "convert_hf_to_gguf.py first (any architecture llama.cpp knows, e.g. --outtype bf16), then "
+                       "requantize that file: lofp convert --to gguf MODEL.gguf OUT.gguf", in);
+    const char *sch = o->scheme ? o->scheme : "mxfp4";
+    lofp_scheme s;
+    if ((strcmp(sch, "mxfp4") && strcmp(sch, "nvfp4")) || lofp_scheme_preset(sch, &s))
+        return ck_fail(err, LOFP_ERR_UNSUPPORTED, "convert --to gguf: scheme '%s' (GGUF holds mxfp4 = type 39 and nvfp4 = type 40)", sch);
+    int nv = s.id == LOFP_SCHEME_NVFP4;
+    s.threads = o->threads;
+    uint32_t gblk = nv ? 64 : 32, gtype = nv ? GG_NVFP4 : GG_MXFP4, gbytes = nv ? 36 : 17;
+    gg_file g;
+    lofp_status st = gg_open(in, &g, err);
+    if (st) return st;
+    gplan *p = calloc(2 * g.n_t + 1, sizeof *p);
+    gg_out_tensor *ot = calloc(2 * g.n_t + 1, sizeof *ot);
+    size_t np = 0, nq = 0, nkeep_k = 0, nkeep_type = 0;
+    if (!p || !ot) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
+    for (size_t i = 0; i < g.n_t; i++) {
+        const gg_tensor *t = &g.t[i];
+        int want = ck_ends_with(t->name, ".weight") && t->n_dims >= 2 && !gguf_excluded(t->name);
+        if (ck_globs_match(o->include, o->n_include, t->name) && t->n_dims >= 2) want = 1;
+        if (ck_globs_match(o->exclude, o->n_exclude, t->name)) want = 0;
+        /* a .scale / .input_scale of an NVFP4 weight that is requantized is replaced */
+        if (ck_ends_with(t->name, ".scale") || ck_ends_with(t->name, ".input_scale")) {
+            char base[96];
+            snprintf(base, sizeof base, "%.*s.weight", (int)(strrchr(t->name, '.') - t->name), t->name);
+            const gg_tensor *w = gg_find_tensor(&g, base);
+            int wq = w && w->n_dims >= 2 && !gguf_excluded(w->name) && gg_can_decode(w->type) && w->ne[0] % gblk == 0 &&
+                     !ck_globs_match(o->exclude, o->n_exclude, w->name);
+            if (wq) continue;
+        }
+        if (want && !gg_can_decode(t->type)) {
+            if (o->note) {
+                char line[200];
+                snprintf(line, sizeof line, "%s: left as %s (lofp does not decode that type)", t->name, gg_type_name(t->type));
+                o->note(o->ctx, line);
+            }
+            nkeep_type++;
+            want = 0;
+        }
+        if (want && t->ne[0] % gblk) {
+            if (o->note) {
+                char line[200];
+                snprintf(line, sizeof line, "%s: left as %s (its rows of %llu values are not whole %s blocks of %u)", t->name,
+                         gg_type_name(t->type), (unsigned long long)t->ne[0], sch, gblk);
+                o->note(o->ctx, line);
+            }
+            nkeep_k++;
+            want = 0;
+        }
+        gplan *q = &p[np];
+        q->src = t;
+        q->quant = want;
+        snprintf(q->name, sizeof q->name, "%s", t->name);
+        gg_out_tensor *u = &ot[np];
+        u->name = q->name;
+        u->n_dims = t->n_dims;
+        memcpy(u->ne, t->ne, sizeof u->ne);
+        if (want) {
+            u->type = gtype;
+            size_t rows = (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+            u->nbytes = rows * (size_t)(t->ne[0] / gblk) * gbytes;
+            if (t->type == GG_NVFP4) {
+                char sn[96];
+                snprintf(sn, sizeof sn, "%.*s.scale", (int)(strlen(t->name) - 7), t->name);
+                q->src_scale = gg_find_tensor(&g, sn);
+            }
+            nq++;
+        } else {
+            u->type = t->type;
+            u->nbytes = t->nbytes;
+        }
+        np++;
+        if (want && nv) {
+            gplan *sc = &p[np];
+            sc->quant = 2;
+            snprintf(sc->name, sizeof sc->name, "%.*s.scale", (int)(strlen(t->name) - 7), t->name);
+            if (strlen(t->name) + 0 > 63 - 0 && strlen(sc->name) > 63) {
+                st = ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': the name of its .scale tensor would pass GGUF's 63 bytes", in, t->name);
+                goto done;
+            }
+            gg_out_tensor *v = &ot[np];
+            v->name = sc->name;
+            v->n_dims = 1;
+            v->ne[0] = 1;
+            v->ne[1] = v->ne[2] = v->ne[3] = 1;
+            v->type = GG_F32;
+            v->nbytes = 4;
+            np++;
+        }
+    }
+    if (nq == 0) {
+        st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no tensor to requantize to %s (2-D+ .weight tensors other than token_embd, output and norms, rows a multiple of %u)",
+                     in, sch, gblk);
+        goto done;
+    }
+    {
+        /* key-value pairs: all of them, general.file_type set, general.quantization_version added */
+        ck_buf kv = { 0 };
+        uint64_t nkv = 0;
+        int have_qv = 0;
+        for (size_t i = 0; i < g.n_kv; i++) {
+            if (!strcmp(g.kv[i].key, "general.file_type")) { gg_put_kv_u32(&kv, "general.file_type", nv ? 39u : 38u); nkv++; continue; }
+            if (!strcmp(g.kv[i].key, "general.quantization_version")) have_qv = 1;
+            gg_put_kv_raw(&kv, &g.kv[i]);
+            nkv++;
+        }
+        if (!have_qv) { gg_put_kv_u32(&kv, "general.quantization_version", 2); nkv++; }
+        if (kv.failed) { ck_buf_free(&kv); st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
+        gg_writer *w = NULL;
+        st = gg_writer_open(out, g.alignment, kv.p, kv.len, nkv, ot, np, &w, err);
+        ck_buf_free(&kv);
+        if (st) goto done;
+        float G = 1.0f;
+        for (size_t i = 0; !st && i < np; i++) {
+            gplan *q = &p[i];
+            if (q->quant == 0) st = gg_writer_put(w, q->src->data, q->src->nbytes, err);
+            else if (q->quant == 2) {
+                float dscale = lofp_nvfp4_decode_from_encode(G);
+                st = gg_writer_put(w, &dscale, 4, err);
+            } else {
+                const gg_tensor *t = q->src;
+                size_t K = (size_t)t->ne[0], rows = (size_t)(t->ne[1] * t->ne[2] * t->ne[3]), n = K * rows;
+                float *x = malloc(n * sizeof *x);
+                size_t cb = n / 2, sb = n / s.block;
+                uint8_t *codes = malloc(cb), *split = malloc(cb), *scales = malloc(sb), *blk = malloc(rows * (K / gblk) * gbytes);
+                if (!x || !codes || !split || !scales || !blk) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+                if (!st) st = gg_decode(t, x) ? ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': cannot decode", in, t->name) : LOFP_OK;
+                if (!st && q->src_scale && q->src_scale->type == GG_F32) {
+                    float f;
+                    memcpy(&f, q->src_scale->data, 4);
+                    for (size_t j = 0; j < n; j++) x[j] *= f;
+                }
+                lofp_quant_report rep;
+                if (!st) {
+                    lofp_status qs = lofp_quantize(&s, LOFP_DTYPE_F32, x, rows, K, codes, scales, &G, &rep);
+                    if (qs == LOFP_ERR_NONFINITE) st = ck_fail(err, qs, "%s: tensor '%s': NaN or Inf at flat index %zu", in, t->name, rep.first_bad_index);
+                    else if (qs) st = ck_fail(err, qs, "%s: tensor '%s': quantize failed (%s)", in, t->name, lofp_status_name(qs));
+                }
+                if (!st) st = lofp_fp4_repack(codes, split, rows, K, nv ? 16 : 32, LOFP_NIBBLE_STANDARD, LOFP_NIBBLE_GGUF)
+                                  ? ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: repack failed", t->name) : LOFP_OK;
+                if (!st) {
+                    size_t nb = n / gblk;
+                    for (size_t b = 0; b < nb; b++) {
+                        uint8_t *o2 = blk + b * gbytes;
+                        if (nv) {
+                            memcpy(o2, scales + 4 * b, 4);
+                            memcpy(o2 + 4, split + 32 * b, 32);
+                        } else {
+                            o2[0] = scales[b];
+                            memcpy(o2 + 1, split + 16 * b, 16);
+                        }
+                    }
+                    st = gg_writer_put(w, blk, nb * gbytes, err);
+                }
+                free(x); free(codes); free(split); free(scales); free(blk);
+            }
+            if (!st) st = gg_writer_end_tensor(w, err);
+            if (!st && o->progress) o->progress(o->ctx, out, 0, 1, i + 1, np);
+        }
+        if (!st) st = gg_writer_finish(w, err);
+        else gg_writer_abort(w);
+    }
+    if (!st && o->note) {
+        char line[200];
+        snprintf(line, sizeof line, "%zu tensors requantized to %s (GGUF type %u); %zu kept for their shape, %zu for their type; %zu key-value pairs kept",
+                 nq, sch, gtype, nkeep_k, nkeep_type, g.n_kv);
+        o->note(o->ctx, line);
+    }
+done:
+    free(p);
+    free(ot);
+    gg_close(&g);
+    if (!st) ck_ok(err);
+    return st;
+}

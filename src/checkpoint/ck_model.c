@@ -1,0 +1,289 @@
+/* ck_model.c -- a Hugging Face model directory: config.json, hf_quant_config.json, one
+ * safetensors file or shards named by model.safetensors.index.json, and the other files
+ * (tokenizer, generation config, sub-folders) that a conversion copies. Every shard is opened
+ * (mapped read-only, header validated) and every tensor the index names must be where it says. */
+#include "ck_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int cmp_tref(const void *a, const void *b)
+{
+    return strcmp(((const ck_tref *)a)->name, ((const ck_tref *)b)->name);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+const ck_tref *ck_model_find(const ck_model *m, const char *name)
+{
+    ck_tref key = { name, 0, NULL };
+    return bsearch(&key, m->t, m->n_t, sizeof *m->t, cmp_tref);
+}
+
+static lofp_status add_shard(ck_model *m, const char *name, lofp_io_error *err)
+{
+    ck_shard *ns = realloc(m->shards, (m->n_shards + 1) * sizeof *ns);
+    if (!ns) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    m->shards = ns;
+    ck_shard *s = &m->shards[m->n_shards];
+    memset(s, 0, sizeof *s);
+    s->name = ck_strdup(name);
+    s->path = ck_path(m->dir, name);
+    if (!s->name || !s->path) { free(s->name); free(s->path); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    m->n_shards++;
+    struct stat st;
+    if (stat(s->path, &st) != 0) {
+        if (m->index_name)
+            return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: %s names shard '%s', which is missing (%s)", m->dir,
+                           m->index_name, name, strerror(errno));
+        return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: %s", s->path, strerror(errno));
+    }
+    s->bytes = (size_t)st.st_size;
+    lofp_io_error e2;
+    lofp_status r = lofp_file_open(s->path, LOFP_FORMAT_SAFETENSORS, &s->f, &e2);
+    if (r) return ck_fail(err, r, "%s", e2.message);
+    return LOFP_OK;
+}
+
+static int known_file(const char *n)
+{
+    return ck_ends_with(n, ".safetensors") || strcmp(n, "config.json") == 0 ||
+           strcmp(n, "hf_quant_config.json") == 0 || ck_ends_with(n, ".safetensors.index.json") ||
+           strstr(n, ".lofp-tmp-") != NULL;
+}
+
+lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err)
+{
+    memset(m, 0, sizeof *m);
+    lofp_status st = LOFP_OK;
+    m->path = ck_strdup(path);
+    if (!m->path) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    m->is_dir = S_ISDIR(sb.st_mode);
+    if (!m->is_dir) {
+        const char *slash = strrchr(path, '/');
+        m->dir = slash ? ck_strdup(path) : ck_strdup(".");
+        if (slash && m->dir) m->dir[slash - path + (slash == path)] = 0;
+        if (!m->dir) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto fail; }
+        ck_shard *s = calloc(1, sizeof *s);
+        if (!s) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto fail; }
+        m->shards = s;
+        m->n_shards = 1;
+        s->name = ck_strdup(slash ? slash + 1 : path);
+        s->path = ck_strdup(path);
+        s->bytes = (size_t)sb.st_size;
+        lofp_io_error e2;
+        st = lofp_file_open(path, LOFP_FORMAT_SAFETENSORS, &s->f, &e2);
+        if (st) { ck_fail(err, st, "%s", e2.message); goto fail; }
+    } else {
+        m->dir = ck_strdup(path);
+        char *cp = ck_path(path, "config.json"), *qp = ck_path(path, "hf_quant_config.json");
+        if (cp && ck_exists(cp)) {
+            m->config = ckj_read(cp, err);
+            if (!m->config) { free(cp); free(qp); st = err ? err->status : LOFP_ERR_FORMAT; goto fail; }
+        }
+        if (qp && ck_exists(qp)) {
+            m->hf_quant = ckj_read(qp, err);
+            if (!m->hf_quant) { free(cp); free(qp); st = err ? err->status : LOFP_ERR_FORMAT; goto fail; }
+        }
+        free(cp);
+        free(qp);
+        /* list the directory */
+        DIR *d = opendir(path);
+        if (!d) { st = ck_fail(err, LOFP_ERR_IO, "%s: %s", path, strerror(errno)); goto fail; }
+        char **names = NULL;
+        size_t nn = 0;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.' ) continue;
+            char **nx = realloc(names, (nn + 1) * sizeof *nx);
+            if (!nx) break;
+            names = nx;
+            names[nn] = ck_strdup(e->d_name);
+            if (names[nn]) nn++;
+        }
+        closedir(d);
+        qsort(names, nn, sizeof *names, cmp_str);
+        const char *index = NULL;
+        size_t n_st = 0;
+        for (size_t i = 0; i < nn; i++) {
+            if (ck_ends_with(names[i], ".safetensors.index.json")) {
+                if (index) {
+                    st = ck_fail(err, LOFP_ERR_FORMAT, "%s: two shard indexes (%s, %s)", path, index, names[i]);
+                    break;
+                }
+                index = names[i];
+            } else if (ck_ends_with(names[i], ".safetensors"))
+                n_st++;
+            else if (!known_file(names[i])) {
+                char **no = realloc(m->others, (m->n_others + 1) * sizeof *no);
+                if (no) { m->others = no; m->others[m->n_others++] = ck_strdup(names[i]); }
+            }
+        }
+        if (!st && index) {
+            m->index_name = ck_strdup(index);
+            char *ip = ck_path(path, index);
+            m->index = ip ? ckj_read(ip, err) : NULL;
+            free(ip);
+            if (!m->index) st = err ? err->status : LOFP_ERR_FORMAT;
+            const ckj *wm = m->index ? ckj_get(m->index, "weight_map") : NULL;
+            if (!st && (!wm || wm->type != CKJ_OBJ)) st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: no \"weight_map\" object", path, index);
+            /* shards in order of first appearance */
+            for (size_t i = 0; !st && i < wm->n; i++) {
+                const char *sn = ckj_str(wm->items[i]);
+                if (!sn) { st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: weight_map[\"%s\"] is not a file name", path, index, wm->items[i]->key); break; }
+                if (strchr(sn, '/') || strcmp(sn, "..") == 0) { st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: shard name '%s' is not a plain file name", path, index, sn); break; }
+                size_t k;
+                for (k = 0; k < m->n_shards; k++) if (strcmp(m->shards[k].name, sn) == 0) break;
+                if (k == m->n_shards) st = add_shard(m, sn, err);
+            }
+        } else if (!st) {
+            if (n_st == 0) st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no .safetensors file", path);
+            else if (n_st > 1) st = ck_fail(err, LOFP_ERR_FORMAT, "%s: %zu .safetensors files but no model.safetensors.index.json", path, n_st);
+            else
+                for (size_t i = 0; i < nn; i++)
+                    if (ck_ends_with(names[i], ".safetensors")) { st = add_shard(m, names[i], err); break; }
+        }
+        for (size_t i = 0; i < nn; i++) free(names[i]);
+        free(names);
+        if (st) goto fail;
+    }
+    /* shards in name order: --shard I/N slices the same list whatever the index's order */
+    for (size_t a = 1; a < m->n_shards; a++)
+        for (size_t b = a; b > 0 && strcmp(m->shards[b - 1].name, m->shards[b].name) > 0; b--) {
+            ck_shard tmp = m->shards[b];
+            m->shards[b] = m->shards[b - 1];
+            m->shards[b - 1] = tmp;
+        }
+    /* the tensor table */
+    size_t total = 0;
+    for (size_t s = 0; s < m->n_shards; s++) total += lofp_file_count(m->shards[s].f);
+    m->t = calloc(total ? total : 1, sizeof *m->t);
+    if (!m->t) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto fail; }
+    for (size_t s = 0; s < m->n_shards; s++)
+        for (size_t i = 0; i < lofp_file_count(m->shards[s].f); i++) {
+            const lofp_tensor_info *ti = lofp_file_tensor(m->shards[s].f, i);
+            m->t[m->n_t++] = (ck_tref){ ti->name, s, ti };
+        }
+    qsort(m->t, m->n_t, sizeof *m->t, cmp_tref);
+    for (size_t i = 1; i < m->n_t; i++)
+        if (strcmp(m->t[i - 1].name, m->t[i].name) == 0) {
+            st = ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' is in both %s and %s", m->dir, m->t[i].name,
+                         m->shards[m->t[i - 1].shard].name, m->shards[m->t[i].shard].name);
+            goto fail;
+        }
+    if (m->index) {
+        const ckj *wm = ckj_get(m->index, "weight_map");
+        for (size_t i = 0; i < wm->n; i++) {
+            const ck_tref *r = ck_model_find(m, wm->items[i]->key);
+            const char *sn = ckj_str(wm->items[i]);
+            if (!r) {
+                st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s/%s: tensor '%s' is listed in shard '%s' but no shard holds it",
+                             m->dir, m->index_name, wm->items[i]->key, sn);
+                goto fail;
+            }
+            if (strcmp(m->shards[r->shard].name, sn) != 0) {
+                st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: tensor '%s' is listed in shard '%s' but is in '%s'", m->dir,
+                             m->index_name, wm->items[i]->key, sn, m->shards[r->shard].name);
+                goto fail;
+            }
+        }
+        if (wm->n != m->n_t) {
+            for (size_t i = 0; i < m->n_t; i++)
+                if (!ckj_get(wm, m->t[i].name)) {
+                    st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: tensor '%s' of shard '%s' is not in the index", m->dir,
+                                 m->index_name, m->t[i].name, m->shards[m->t[i].shard].name);
+                    goto fail;
+                }
+        }
+    }
+    ck_ok(err);
+    return LOFP_OK;
+fail:
+    ck_model_close(m);
+    return st ? st : LOFP_ERR_FORMAT;
+}
+
+void ck_model_close(ck_model *m)
+{
+    if (!m) return;
+    for (size_t i = 0; i < m->n_shards; i++) {
+        lofp_file_close(m->shards[i].f);
+        free(m->shards[i].name);
+        free(m->shards[i].path);
+    }
+    for (size_t i = 0; i < m->n_others; i++) free(m->others[i]);
+    free(m->others);
+    free(m->shards);
+    free(m->t);
+    ckj_free(m->config);
+    ckj_free(m->hf_quant);
+    ckj_free(m->index);
+    free(m->index_name);
+    free(m->path);
+    free(m->dir);
+    memset(m, 0, sizeof *m);
+}
+
+lofp_status ck_write_index(const char *path, const char *const *shard_names, const char *const *shard_paths,
+                           size_t n, lofp_io_error *err)
+{
+    ckj *root = ckj_new_obj(), *meta = ckj_new_obj(), *wm = ckj_new_obj();
+    size_t total = 0;
+    lofp_status st = LOFP_OK;
+    if (!root || !meta || !wm) { ckj_free(root); ckj_free(meta); ckj_free(wm); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    /* weight_map sorted by tensor name, as transformers writes it */
+    typedef struct { const char *name; size_t shard; } ent;
+    ent *e = NULL;
+    size_t ne = 0;
+    lofp_file **fs = calloc(n ? n : 1, sizeof *fs);
+    for (size_t s = 0; !st && s < n; s++) {
+        lofp_io_error e2;
+        st = lofp_file_open(shard_paths[s], LOFP_FORMAT_SAFETENSORS, &fs[s], &e2);
+        if (st) { ck_fail(err, st, "%s", e2.message); break; }
+        size_t c = lofp_file_count(fs[s]);
+        ent *nx = realloc(e, (ne + c + 1) * sizeof *e);
+        if (!nx) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
+        e = nx;
+        for (size_t i = 0; i < c; i++) {
+            const lofp_tensor_info *ti = lofp_file_tensor(fs[s], i);
+            e[ne++] = (ent){ ti->name, s };
+            total += ti->nbytes;
+        }
+    }
+    if (!st) {
+        int (*cmp)(const void *, const void *) = cmp_str; /* ent starts with the name pointer */
+        qsort(e, ne, sizeof *e, cmp);
+        for (size_t i = 0; i < ne; i++) {
+            if (i && strcmp(e[i - 1].name, e[i].name) == 0) {
+                st = ck_fail(err, LOFP_ERR_FORMAT, "tensor '%s' is in two shards (%s, %s)", e[i].name,
+                             shard_names[e[i - 1].shard], shard_names[e[i].shard]);
+                break;
+            }
+            ckj_append(wm, e[i].name, ckj_new_str(shard_names[e[i].shard]));
+        }
+        ckj_set(meta, "total_size", ckj_new_int((long long)total));
+        ckj_set(root, "metadata", meta);
+        meta = NULL;
+        ckj_set(root, "weight_map", wm);
+        wm = NULL;
+        if (!st) st = ckj_write(path, root, err);
+    }
+    for (size_t s = 0; s < n; s++) lofp_file_close(fs ? fs[s] : NULL);
+    free(fs);
+    free(e);
+    ckj_free(meta);
+    ckj_free(wm);
+    ckj_free(root);
+    return st;
+}

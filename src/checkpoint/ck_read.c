@@ -1,0 +1,810 @@
+/* ck_read.c -- reading every supported checkpoint format as logical tensors in lofp's convention
+ * (lofp_ckpt_open / lofp_ckpt_get / lofp_ckpt_dequantize), and lofp_ckpt_import on top of it. */
+#include "ck_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef enum { Q_DENSE, Q_NVFP4, Q_MXFP4, Q_MXFP8, Q_LOFP, Q_GG_DENSE } qkind;
+
+typedef struct lt {
+    char *name;
+    qkind kind;
+    size_t shard;
+    const lofp_tensor_info *w, *s, *g;   /* codes, scales, per-tensor */
+    const gg_tensor *gw, *gs;            /* GGUF tensor and its .scale */
+    char *lofp_meta;                     /* LOFP: the metadata value */
+    size_t logical_k;                    /* 0: as stored */
+} lt;
+
+struct lofp_ckpt {
+    lofp_ckpt_format fmt;
+    int is_gguf;
+    ck_model m;
+    gg_file gg;
+    char *path;
+    char desc[256];
+    lt *t;
+    size_t n;
+};
+
+const char *lofp_ckpt_format_name(lofp_ckpt_format f)
+{
+    switch (f) {
+    case LOFP_CKPT_DENSE: return "dense";
+    case LOFP_CKPT_LOFP: return "lofp";
+    case LOFP_CKPT_MODELOPT: return "modelopt";
+    case LOFP_CKPT_COMPRESSED_TENSORS: return "compressed-tensors";
+    case LOFP_CKPT_GPT_OSS: return "gpt-oss";
+    case LOFP_CKPT_GGUF: return "gguf";
+    default: return NULL;
+    }
+}
+
+lofp_status lofp_ckpt_format_from_name(const char *name, lofp_ckpt_format *out)
+{
+    if (!name || !out) return LOFP_ERR_INVALID_ARG;
+    for (int f = 1; f <= 6; f++)
+        if (strcmp(name, lofp_ckpt_format_name((lofp_ckpt_format)f)) == 0) { *out = (lofp_ckpt_format)f; return LOFP_OK; }
+    if (!strcmp(name, "ct")) { *out = LOFP_CKPT_COMPRESSED_TENSORS; return LOFP_OK; }
+    return LOFP_ERR_NOT_FOUND;
+}
+
+static int any_suffix(const ck_model *m, const char *suf)
+{
+    for (size_t i = 0; i < m->n_t; i++) if (ck_ends_with(m->t[i].name, suf)) return 1;
+    return 0;
+}
+
+/* Recognises the format from the config files, then lofp metadata, then tensor names. */
+lofp_ckpt_format ck_detect(const ck_model *m, char *why, size_t cap)
+{
+    const ckj *qc = ckj_get(m->config, "quantization_config");
+    const char *qm = ckj_str(ckj_get(qc, "quant_method"));
+    const ckj *hq = ckj_get(m->hf_quant, "quantization");
+    if (hq || (qm && strncmp(qm, "modelopt", 8) == 0)) {
+        snprintf(why, cap, "%s", hq ? "hf_quant_config.json" : "quant_method modelopt");
+        return LOFP_CKPT_MODELOPT;
+    }
+    if (qm && !strcmp(qm, "compressed-tensors")) { snprintf(why, cap, "quant_method compressed-tensors"); return LOFP_CKPT_COMPRESSED_TENSORS; }
+    if (qm && !strcmp(qm, "mxfp4")) { snprintf(why, cap, "quant_method mxfp4"); return LOFP_CKPT_GPT_OSS; }
+    for (size_t s = 0; s < m->n_shards; s++)
+        for (size_t i = 0; i < lofp_file_metadata_count(m->shards[s].f); i++)
+            if (!strncmp(lofp_file_metadata(m->shards[s].f, i)->key, "lofp:", 5)) {
+                snprintf(why, cap, "lofp metadata");
+                return LOFP_CKPT_LOFP;
+            }
+    if (any_suffix(m, ".weight_packed")) { snprintf(why, cap, "weight_packed tensors"); return LOFP_CKPT_COMPRESSED_TENSORS; }
+    if (any_suffix(m, "_blocks") && any_suffix(m, "_scales")) { snprintf(why, cap, "_blocks/_scales tensors"); return LOFP_CKPT_GPT_OSS; }
+    if (any_suffix(m, ".weight_scale")) { snprintf(why, cap, "weight_scale tensors"); return LOFP_CKPT_MODELOPT; }
+    snprintf(why, cap, "no quantization config or quantized tensors");
+    return LOFP_CKPT_DENSE;
+}
+
+static char *cat(const char *a, const char *b)
+{
+    size_t x = strlen(a), y = strlen(b);
+    char *r = malloc(x + y + 1);
+    if (r) { memcpy(r, a, x); memcpy(r + x, b, y + 1); }
+    return r;
+}
+
+static const lofp_tensor_info *find_ti(const ck_model *m, const char *base, const char *suffix)
+{
+    char *n = cat(base, suffix);
+    const ck_tref *r = n ? ck_model_find(m, n) : NULL;
+    free(n);
+    return r ? r->ti : NULL;
+}
+
+static int push_lt(lofp_ckpt *c, lt *x)
+{
+    lt *n = realloc(c->t, (c->n + 1) * sizeof *n);
+    if (!n) return 0;
+    c->t = n;
+    c->t[c->n++] = *x;
+    return 1;
+}
+
+static int is_consumed(const char *name, const ck_model *m, lofp_ckpt_format f)
+{
+    static const char *const mo[] = { ".weight_scale", ".weight_scale_2", ".input_scale" };
+    static const char *const ct[] = { ".weight_packed", ".weight_scale", ".weight_global_scale", ".input_global_scale" };
+    if (f == LOFP_CKPT_MODELOPT) {
+        for (int i = 0; i < 3; i++) if (ck_ends_with(name, mo[i])) return 1;
+        /* k_scale / v_scale of KV caches are not weights */
+    }
+    if (f == LOFP_CKPT_COMPRESSED_TENSORS)
+        for (int i = 0; i < 4; i++) if (ck_ends_with(name, ct[i])) return 1;
+    if (f == LOFP_CKPT_GPT_OSS) return ck_ends_with(name, "_blocks") || ck_ends_with(name, "_scales");
+    (void)m;
+    return 0;
+}
+
+static size_t padded_k_of(const ck_model *m, size_t shard, const char *module)
+{
+    const char *v = lofp_file_metadata_get(m->shards[shard].f, "lofp.logical_k");
+    if (!v) return 0;
+    char msg[64];
+    ckj *j = ckj_parse(v, strlen(v), msg, sizeof msg);
+    long long k = 0;
+    if (j && ckj_int(ckj_get(j, module), &k) && k > 0) { ckj_free(j); return (size_t)k; }
+    ckj_free(j);
+    return 0;
+}
+
+static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
+{
+    ck_model *m = &c->m;
+    char why[128];
+    c->fmt = ck_detect(m, why, sizeof why);
+    const char *algo = NULL;
+    int nvfp4 = 1;
+    if (c->fmt == LOFP_CKPT_MODELOPT) {
+        const ckj *hq = ckj_get(m->hf_quant, "quantization");
+        algo = ckj_str(ckj_get(hq, "quant_algo"));
+        if (!algo) algo = ckj_str(ckj_get(ckj_get(m->config, "quantization_config"), "quant_algo"));
+        if (!algo) algo = "NVFP4";
+        if (!strcmp(algo, "MXFP8")) nvfp4 = 0;
+        else if (strcmp(algo, "NVFP4") && strcmp(algo, "W4A16_NVFP4"))
+            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: ModelOpt quant_algo '%s' (lofp reads NVFP4, W4A16_NVFP4, MXFP8)", m->path, algo);
+    } else if (c->fmt == LOFP_CKPT_COMPRESSED_TENSORS) {
+        const ckj *qc = ckj_get(m->config, "quantization_config");
+        const char *f = ckj_str(ckj_get(qc, "format"));
+        if (!f) {
+            const ckj *g = ckj_get(qc, "config_groups");
+            if (g && g->n) f = ckj_str(ckj_get(g->items[0], "format"));
+        }
+        if (!f) f = any_suffix(m, ".weight_global_scale") ? "nvfp4-pack-quantized" : "mxfp4-pack-quantized";
+        if (!strcmp(f, "mxfp4-pack-quantized")) nvfp4 = 0;
+        else if (strcmp(f, "nvfp4-pack-quantized"))
+            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: compressed-tensors format '%s' (lofp reads nvfp4-pack-quantized, mxfp4-pack-quantized)", m->path, f);
+        algo = f;
+    }
+    size_t nq = 0;
+    for (size_t i = 0; i < m->n_t; i++) {
+        const ck_tref *r = &m->t[i];
+        const char *nm = r->name;
+        lt x;
+        memset(&x, 0, sizeof x);
+        x.shard = r->shard;
+        if (c->fmt == LOFP_CKPT_LOFP) {
+            if (ck_ends_with(nm, ".codes")) {
+                char *base = ck_strdup(nm);
+                base[strlen(base) - 6] = 0;
+                char *key = cat("lofp:", base);
+                const char *meta = lofp_file_metadata_get(m->shards[r->shard].f, key);
+                free(key);
+                if (meta) {
+                    x.name = base;
+                    x.kind = Q_LOFP;
+                    x.w = r->ti;
+                    x.s = find_ti(m, base, ".scales");
+                    x.g = find_ti(m, base, ".global_scale");
+                    x.lofp_meta = ck_strdup(meta);
+                    if (!x.s) {
+                        lofp_status st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its scales '%s.scales' are missing", m->shards[r->shard].name, nm, base);
+                        free(base);
+                        free(x.lofp_meta);
+                        return st;
+                    }
+                    if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+                    nq++;
+                    continue;
+                }
+                free(base);
+            }
+            if (ck_ends_with(nm, ".scales") || ck_ends_with(nm, ".global_scale")) {
+                char *base = ck_strdup(nm);
+                *strrchr(base, '.') = 0;
+                char *key = cat("lofp:", base);
+                int q = lofp_file_metadata_get(m->shards[r->shard].f, key) != NULL;
+                free(key);
+                free(base);
+                if (q) continue;
+            }
+        } else if (c->fmt == LOFP_CKPT_MODELOPT && ck_ends_with(nm, ".weight") &&
+                   (r->ti->dtype == LOFP_IO_U8 || (r->ti->dtype == LOFP_IO_F8_E4M3 && !nvfp4))) {
+            char *base = ck_strdup(nm);
+            base[strlen(base) - 7] = 0;
+            x.w = r->ti;
+            x.s = find_ti(m, base, ".weight_scale");
+            x.g = find_ti(m, base, ".weight_scale_2");
+            if (!x.s) {
+                lofp_status st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s' is %s (quantized) but its block scales '%s.weight_scale' are missing",
+                                         m->shards[r->shard].name, nm, lofp_io_dtype_name(r->ti->dtype), base);
+                free(base);
+                return st;
+            }
+            x.kind = nvfp4 ? Q_NVFP4 : Q_MXFP8;
+            x.name = cat(base, ".weight");
+            x.logical_k = padded_k_of(m, r->shard, base);
+            free(base);
+            if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            nq++;
+            continue;
+        } else if (c->fmt == LOFP_CKPT_COMPRESSED_TENSORS && ck_ends_with(nm, ".weight_packed")) {
+            char *base = ck_strdup(nm);
+            base[strlen(base) - 14] = 0;
+            x.w = r->ti;
+            x.s = find_ti(m, base, ".weight_scale");
+            x.g = find_ti(m, base, ".weight_global_scale");
+            if (!x.s) {
+                lofp_status st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its block scales '%s.weight_scale' are missing",
+                                         m->shards[r->shard].name, nm, base);
+                free(base);
+                return st;
+            }
+            x.kind = nvfp4 ? Q_NVFP4 : Q_MXFP4;
+            x.name = cat(base, ".weight");
+            x.logical_k = padded_k_of(m, r->shard, base);
+            free(base);
+            if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            nq++;
+            continue;
+        } else if (c->fmt == LOFP_CKPT_GPT_OSS && ck_ends_with(nm, "_blocks")) {
+            char *base = ck_strdup(nm);
+            base[strlen(base) - 7] = 0;
+            x.w = r->ti;
+            x.s = find_ti(m, base, "_scales");
+            if (!x.s) {
+                lofp_status st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its scales '%s_scales' are missing", m->shards[r->shard].name, nm, base);
+                free(base);
+                return st;
+            }
+            x.kind = Q_MXFP4;
+            x.name = base;
+            if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            nq++;
+            continue;
+        }
+        if (is_consumed(nm, m, c->fmt)) {
+            /* a scale whose codes tensor is missing */
+            if (c->fmt == LOFP_CKPT_MODELOPT && ck_ends_with(nm, ".weight_scale")) {
+                char *base = ck_strdup(nm);
+                base[strlen(base) - 13] = 0;
+                const lofp_tensor_info *w = find_ti(m, base, ".weight");
+                lofp_status st = LOFP_OK;
+                if (!w) st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' has no '%s.weight' to scale", m->shards[r->shard].name, nm, base);
+                free(base);
+                if (st) return st;
+            }
+            continue;
+        }
+        x.kind = Q_DENSE;
+        x.name = ck_strdup(nm);
+        x.w = r->ti;
+        if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    }
+    snprintf(c->desc, sizeof c->desc, "%s%s%s: %zu quantized of %zu tensors, %zu shard(s) (%s)", lofp_ckpt_format_name(c->fmt),
+             algo ? " " : "", algo ? algo : "", nq, c->n, m->n_shards, why);
+    return LOFP_OK;
+}
+
+static lofp_status open_gguf(lofp_ckpt *c, const char *path, lofp_io_error *err)
+{
+    lofp_status st = gg_open(path, &c->gg, err);
+    if (st) return st;
+    c->is_gguf = 1;
+    c->fmt = LOFP_CKPT_GGUF;
+    size_t nq = 0;
+    for (size_t i = 0; i < c->gg.n_t; i++) {
+        const gg_tensor *t = &c->gg.t[i];
+        lt x;
+        memset(&x, 0, sizeof x);
+        x.gw = t;
+        if (ck_ends_with(t->name, ".scale") || ck_ends_with(t->name, ".input_scale")) {
+            /* the per-tensor scale of an NVFP4 weight */
+            char base[128];
+            snprintf(base, sizeof base, "%.*s.weight", (int)(strrchr(t->name, '.') - t->name), t->name);
+            const gg_tensor *w = gg_find_tensor(&c->gg, base);
+            if (w && w->type == GG_NVFP4) continue;
+        }
+        x.name = ck_strdup(t->name);
+        if (t->type == GG_NVFP4 || t->type == GG_MXFP4) {
+            x.kind = t->type == GG_NVFP4 ? Q_NVFP4 : Q_MXFP4;
+            if (t->type == GG_NVFP4) {
+                char sn[128];
+                snprintf(sn, sizeof sn, "%.*s.scale", (int)(ck_ends_with(t->name, ".weight") ? strlen(t->name) - 7 : strlen(t->name)), t->name);
+                x.gs = gg_find_tensor(&c->gg, sn);
+            }
+            nq++;
+        } else {
+            x.kind = Q_GG_DENSE;
+            if (!gg_can_decode(t->type)) {
+                free(x.name);
+                return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' has ggml type %s, which lofp does not decode (it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, NVFP4)",
+                               path, t->name, gg_type_name(t->type));
+            }
+        }
+        if (!push_lt(c, &x)) { free(x.name); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    }
+    snprintf(c->desc, sizeof c->desc, "gguf v%u: %zu MXFP4/NVFP4 of %zu tensors, %zu key-value pairs", c->gg.version, nq, c->n, c->gg.n_kv);
+    return LOFP_OK;
+}
+
+static int is_gguf_path(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char m[4] = { 0 };
+    size_t n = fread(m, 1, 4, f);
+    fclose(f);
+    return n == 4 && memcmp(m, "GGUF", 4) == 0;
+}
+
+lofp_status lofp_ckpt_open(const char *path, lofp_ckpt **out, lofp_io_error *err)
+{
+    if (!path || !out) return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_ckpt_open: NULL argument");
+    *out = NULL;
+    lofp_ckpt *c = calloc(1, sizeof *c);
+    if (!c) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    c->path = ck_strdup(path);
+    lofp_status st;
+    if (!ck_is_dir(path) && is_gguf_path(path)) st = open_gguf(c, path, err);
+    else {
+        st = ck_model_open(path, &c->m, err);
+        if (!st) st = open_st(c, err);
+    }
+    if (st) { lofp_ckpt_close(c); return st; }
+    ck_ok(err);
+    *out = c;
+    return LOFP_OK;
+}
+
+void lofp_ckpt_close(lofp_ckpt *c)
+{
+    if (!c) return;
+    for (size_t i = 0; i < c->n; i++) { free(c->t[i].name); free(c->t[i].lofp_meta); }
+    free(c->t);
+    ck_model_close(&c->m);
+    gg_close(&c->gg);
+    free(c->path);
+    free(c);
+}
+
+lofp_ckpt_format lofp_ckpt_format_of(const lofp_ckpt *c) { return c ? c->fmt : LOFP_CKPT_UNKNOWN; }
+const char *lofp_ckpt_describe(const lofp_ckpt *c) { return c ? c->desc : ""; }
+size_t lofp_ckpt_count(const lofp_ckpt *c) { return c ? c->n : 0; }
+
+static float read_scalar(const lofp_tensor_info *ti)
+{
+    return ck_load(ti->dtype, ti->data, 0);
+}
+
+/* The per-tensor scale check: present, one finite positive value, and an implied tensor amax
+ * (2688 x the decode scale) no larger than 4096. An inverted scale implies amax = 2688^2 / amax:
+ * more than 4096 for every tensor whose real amax is below 1764. */
+static lofp_status check_global(const char *file, const char *tname, const char *sname, float v, lofp_ckpt_direction dir,
+                                lofp_io_error *err)
+{
+    if (!(v > 0) || !isfinite(v))
+        return ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': per-tensor scale '%s' = %g is not a finite positive number", file, tname, sname, (double)v);
+    double implied = dir == LOFP_CKPT_SCALE_DECODE ? 2688.0 * v : 2688.0 / v;
+    if (implied > 4096.0)
+        return ck_fail(err, LOFP_ERR_MISMATCH,
+                       "%s: tensor '%s': per-tensor scale '%s' = %g looks inverted: read in this format's %s direction it "
+                       "implies a weight amax of %g; stored the other way it would be %g (the format stores %s)",
+                       file, tname, sname, (double)v, dir == LOFP_CKPT_SCALE_DECODE ? "decode" : "encode", implied,
+                       dir == LOFP_CKPT_SCALE_DECODE ? 2688.0 / v : 2688.0 * v,
+                       dir == LOFP_CKPT_SCALE_DECODE ? "the decode scale amax/2688" : "the encode multiplier 2688/amax");
+    return LOFP_OK;
+}
+
+lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_error *err)
+{
+    if (!c || !t || i >= c->n) return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_ckpt_get: bad argument");
+    memset(t, 0, sizeof *t);
+    lt *x = &c->t[i];
+    t->name = x->name;
+    t->global_scale = 1.0f;
+    t->stored_scale = 1.0f;
+    const char *file = c->is_gguf ? c->path : c->m.shards[x->shard].name;
+    t->file = c->is_gguf ? c->path : c->m.shards[x->shard].path;
+    if (x->kind == Q_DENSE) {
+        t->dtype = x->w->dtype;
+        t->data = x->w->data;
+        t->nbytes = x->w->nbytes;
+        t->ndim = x->w->ndim;
+        memcpy(t->shape, x->w->shape, x->w->ndim * sizeof(size_t));
+        return LOFP_OK;
+    }
+    if (c->is_gguf) {
+        const gg_tensor *g = x->gw;
+        t->ndim = g->n_dims;
+        for (uint32_t d = 0; d < g->n_dims; d++) t->shape[d] = (size_t)g->ne[g->n_dims - 1 - d];
+        size_t numel = 1;
+        for (uint32_t d = 0; d < g->n_dims; d++) numel *= (size_t)g->ne[d];
+        if (x->kind == Q_GG_DENSE) {
+            float *f = malloc((numel ? numel : 1) * sizeof *f);
+            if (!f) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            gg_decode(g, f);
+            t->dtype = LOFP_IO_F32;
+            t->data = f;
+            t->nbytes = numel * 4;
+            t->owned_ = f;
+            return LOFP_OK;
+        }
+        t->quantized = 1;
+        t->gguf_split_nibbles = 1;
+        t->k = t->kp = (size_t)g->ne[0];
+        t->rows = numel / t->k;
+        lofp_scheme_preset(x->kind == Q_NVFP4 ? "nvfp4" : "mxfp4", &t->scheme);
+        uint32_t blk = t->scheme.block; /* 16 or 32 */
+        size_t nb = numel / blk;
+        uint8_t *buf = malloc(numel / 2 + nb + numel / 2);
+        if (!buf) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        uint8_t *codes = buf, *scales = buf + numel / 2, *split = scales + nb;
+        const uint8_t *p = g->data;
+        if (x->kind == Q_MXFP4) {
+            for (size_t b = 0; b < nb; b++, p += 17) { scales[b] = p[0]; memcpy(split + 16 * b, p + 1, 16); }
+            lofp_fp4_repack(split, codes, t->rows, t->k, 32, LOFP_NIBBLE_GGUF, LOFP_NIBBLE_STANDARD);
+        } else {
+            for (size_t b = 0; b < nb / 4; b++, p += 36) {
+                memcpy(scales + 4 * b, p, 4);
+                memcpy(split + 32 * b, p + 4, 32);
+            }
+            lofp_fp4_repack(split, codes, t->rows, t->k, 16, LOFP_NIBBLE_GGUF, LOFP_NIBBLE_STANDARD);
+            t->direction = LOFP_CKPT_SCALE_DECODE;
+            if (x->gs) {
+                if (x->gs->type != GG_F32 || x->gs->nbytes != 4)
+                    { free(buf); return ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' is not one F32 value", file, x->gs->name); }
+                memcpy(&t->stored_scale, x->gs->data, 4);
+                t->stored_global = x->gs->name;
+                lofp_status st = check_global(file, t->name, x->gs->name, t->stored_scale, LOFP_CKPT_SCALE_DECODE, err);
+                if (st) { free(buf); return st; }
+            }
+            t->global_scale = lofp_nvfp4_encode_from_decode(t->stored_scale);
+        }
+        t->codes = codes;
+        t->codes_bytes = numel / 2;
+        t->scales = scales;
+        t->scales_bytes = nb;
+        t->owned_ = buf;
+        t->stored_codes = g->name;
+        return LOFP_OK;
+    }
+    /* safetensors formats */
+    const lofp_tensor_info *w = x->w, *s = x->s;
+    t->quantized = 1;
+    t->stored_codes = w->name;
+    t->stored_scales = s->name;
+    t->codes = w->data;
+    t->codes_bytes = w->nbytes;
+    t->scales = s->data;
+    t->scales_bytes = s->nbytes;
+    if (x->kind == Q_LOFP) {
+        /* scheme=..;rounding=..;scale_rule=..;block=..;layout=..;...;shape=[..];padded_k=..;two_level=.. */
+        char sch[32] = "", lay[32] = "", shape[256] = "";
+        unsigned block = 0;
+        int two = 0;
+        size_t kp = 0;
+        for (const char *p = x->lofp_meta; p && *p;) {
+            const char *e = strchr(p, ';');
+            size_t l = e ? (size_t)(e - p) : strlen(p);
+            char kv[300];
+            snprintf(kv, sizeof kv, "%.*s", (int)(l < 299 ? l : 299), p);
+            char *eq = strchr(kv, '=');
+            if (eq) {
+                *eq = 0;
+                const char *v = eq + 1;
+                if (!strcmp(kv, "scheme")) snprintf(sch, sizeof sch, "%s", v);
+                else if (!strcmp(kv, "layout")) snprintf(lay, sizeof lay, "%s", v);
+                else if (!strcmp(kv, "shape")) snprintf(shape, sizeof shape, "%s", v);
+                else if (!strcmp(kv, "block")) block = (unsigned)strtoul(v, NULL, 10);
+                else if (!strcmp(kv, "padded_k")) kp = (size_t)strtoull(v, NULL, 10);
+                else if (!strcmp(kv, "two_level")) two = atoi(v);
+            }
+            p = e ? e + 1 : NULL;
+        }
+        if (lofp_scheme_preset(sch, &t->scheme) != LOFP_OK)
+            return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': unknown scheme '%s' in its lofp metadata", file, x->name, sch);
+        if (strcmp(lay, "linear"))
+            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': scales in layout '%s' (convert them with `lofp layout convert --to linear` first)", file, x->name, lay);
+        if (block) t->scheme.block = block;
+        t->scheme.two_level = two;
+        t->ndim = 0;
+        for (const char *p = shape + 1; *p && *p != ']' && t->ndim < 8;) {
+            t->shape[t->ndim++] = (size_t)strtoull(p, (char **)&p, 10);
+            if (*p == ',') p++;
+        }
+        if (!t->ndim) return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': no shape in its lofp metadata", file, x->name);
+        t->k = t->shape[t->ndim - 1];
+        t->kp = kp ? kp : t->k;
+        t->rows = 1;
+        for (size_t d = 0; d + 1 < t->ndim; d++) t->rows *= t->shape[d];
+        if (t->scheme.id == LOFP_SCHEME_NVFP4 && two) {
+            if (!x->g) return ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': two-level NVFP4 but '%s.global_scale' is missing", file, x->name, x->name);
+            t->stored_scale = t->global_scale = read_scalar(x->g);
+            t->direction = LOFP_CKPT_SCALE_ENCODE;
+            t->stored_global = x->g->name;
+            lofp_status st = check_global(file, x->name, x->g->name, t->stored_scale, LOFP_CKPT_SCALE_ENCODE, err);
+            if (st) return st;
+        }
+    } else {
+        const char *preset = x->kind == Q_NVFP4 ? "nvfp4" : x->kind == Q_MXFP4 ? "mxfp4" : "mxfp8-e4m3";
+        lofp_scheme_preset(preset, &t->scheme);
+        int packed = x->kind != Q_MXFP8;
+        size_t nd = w->ndim;
+        if (c->fmt == LOFP_CKPT_GPT_OSS) {
+            /* blocks [E, N, G, 16], scales [E, N, G] */
+            if (nd < 2 || w->shape[nd - 1] != 16 || s->ndim != nd - 1)
+                return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': expected blocks [..., G, 16] and scales [..., G]", file, w->name);
+            for (size_t d = 0; d + 1 < nd; d++)
+                if (s->shape[d] != w->shape[d])
+                    return ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensors '%s' and '%s' disagree in shape", file, w->name, s->name);
+            t->ndim = nd - 1;
+            for (size_t d = 0; d + 2 < nd; d++) t->shape[d] = w->shape[d];
+            t->shape[nd - 2] = w->shape[nd - 2] * 32;
+            t->transposed = 1;
+        } else {
+            t->ndim = nd;
+            memcpy(t->shape, w->shape, nd * sizeof(size_t));
+            if (packed) t->shape[nd - 1] *= 2;
+            size_t blk = t->scheme.block;
+            int ok = s->ndim == nd && s->shape[nd - 1] * blk == t->shape[nd - 1];
+            for (size_t d = 0; ok && d + 1 < nd; d++) ok = s->shape[d] == w->shape[d];
+            if (!ok) return ck_fail(err, LOFP_ERR_MISMATCH, "%s: scales '%s' do not have the shape of '%s' with one scale per %zu values", file, s->name, w->name, blk);
+        }
+        t->kp = t->shape[t->ndim - 1];
+        t->k = x->logical_k && x->logical_k <= t->kp ? x->logical_k : t->kp;
+        t->shape[t->ndim - 1] = t->k;
+        t->scheme.pad = t->k != t->kp;
+        t->rows = 1;
+        for (size_t d = 0; d + 1 < t->ndim; d++) t->rows *= t->shape[d];
+        if (x->kind == Q_NVFP4) {
+            int enc = c->fmt == LOFP_CKPT_COMPRESSED_TENSORS;
+            t->direction = enc ? LOFP_CKPT_SCALE_ENCODE : LOFP_CKPT_SCALE_DECODE;
+            char want[300];
+            snprintf(want, sizeof want, "%.*s%s", (int)(strlen(x->name) - 7), x->name, enc ? ".weight_global_scale" : ".weight_scale_2");
+            if (!x->g)
+                return ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its per-tensor scale '%s' is missing (decoding without it would be off by the whole tensor's scale)", file, w->name, want);
+            if (x->g->numel != 1 || !ck_is_float(x->g->dtype))
+                return ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' is not one floating value", file, x->g->name);
+            t->stored_scale = read_scalar(x->g);
+            t->stored_global = x->g->name;
+            lofp_status st = check_global(file, w->name, x->g->name, t->stored_scale, t->direction, err);
+            if (st) return st;
+            t->global_scale = enc ? t->stored_scale : lofp_nvfp4_encode_from_decode(t->stored_scale);
+        }
+    }
+    return LOFP_OK;
+}
+
+void lofp_ckpt_tensor_release(lofp_ckpt_tensor *t)
+{
+    if (!t) return;
+    free(t->owned_);
+    t->owned_ = NULL;
+}
+
+static void store(lofp_io_dtype dt, void *out, size_t i, float v)
+{
+    if (dt == LOFP_IO_F32) memcpy((char *)out + 4 * i, &v, 4);
+    else {
+        uint16_t h = dt == LOFP_IO_BF16 ? lofp_fp32_to_bf16(v) : lofp_fp32_to_fp16(v);
+        memcpy((char *)out + 2 * i, &h, 2);
+    }
+}
+
+lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt, void *out, lofp_io_error *err)
+{
+    if (!t || !out || (out_dt != LOFP_IO_F32 && out_dt != LOFP_IO_BF16 && out_dt != LOFP_IO_F16))
+        return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_ckpt_dequantize: bad argument");
+    if (!t->quantized) {
+        size_t n = 1;
+        for (size_t d = 0; d < t->ndim; d++) n *= t->shape[d];
+        if (!ck_is_float(t->dtype)) return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, not floating", t->file, t->name, lofp_io_dtype_name(t->dtype));
+        for (size_t i = 0; i < n; i++) store(out_dt, out, i, ck_load(t->dtype, t->data, i));
+        return LOFP_OK;
+    }
+    lofp_scheme s = t->scheme;
+    int nv_two = s.id == LOFP_SCHEME_NVFP4 && t->direction != LOFP_CKPT_SCALE_NONE;
+    if (!nv_two || (t->direction == LOFP_CKPT_SCALE_ENCODE && t->stored_codes && ck_ends_with(t->stored_codes, ".codes"))) {
+        /* lofp files and every MX format: lofp's own dequantization */
+        if (s.id == LOFP_SCHEME_NVFP4 && !nv_two) s.two_level = 0;
+        lofp_dtype od = out_dt == LOFP_IO_F32 ? LOFP_DTYPE_F32 : out_dt == LOFP_IO_BF16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F16;
+        lofp_status st = lofp_dequantize(&s, t->codes, t->scales, t->global_scale, t->rows, t->k, od, out);
+        if (st) return ck_fail(err, st, "%s: tensor '%s': dequantize failed (%s)", t->file, t->name, lofp_status_name(st));
+        if (t->gguf_split_nibbles) {
+            /* ggml's value table has +0 for code 8 (E2M1 -0) */
+            size_t n = t->rows * t->k;
+            for (size_t i = 0; i < n; i++) {
+                if (out_dt == LOFP_IO_F32) { uint32_t *u = (uint32_t *)out + i; if (*u == 0x80000000u) *u = 0; }
+                else { uint16_t *u = (uint16_t *)out + i; if (*u == 0x8000u) *u = 0; }
+            }
+        }
+        return LOFP_OK;
+    }
+    /* NVFP4 as the formats' consumers decode it */
+    size_t kp = t->kp, nbk = kp / 16;
+    for (size_t r = 0; r < t->rows; r++)
+        for (size_t j = 0; j < t->k; j++) {
+            uint8_t byte = t->codes[(r * kp + j) / 2];
+            uint8_t code = (j & 1) ? byte >> 4 : byte & 0x0F;
+            float e = lofp_decode(LOFP_ELEM_E2M1, code);
+            float sc = lofp_decode(LOFP_ELEM_E4M3, t->scales[r * nbk + j / 16]);
+            float v;
+            if (t->gguf_split_nibbles) v = ((code == 8 ? 0.0f : e) * sc) * t->stored_scale; /* ggml: table value (code 8 is +0), then ggml_mul */
+            else if (t->direction == LOFP_CKPT_SCALE_DECODE) v = e * (sc * t->stored_scale); /* ModelOpt */
+            else v = e * (sc / t->stored_scale);                                   /* compressed-tensors */
+            store(out_dt, out, r * t->k + j, v);
+        }
+    return LOFP_OK;
+}
+
+/* ---- import ----------------------------------------------------------------------------- */
+
+static lofp_status import_tensor(lofp_ckpt *c, size_t i, lofp_io_dtype odt, void **buf, lofp_tensor_desc *d,
+                                 size_t *shape, lofp_io_error *err)
+{
+    lofp_ckpt_tensor t;
+    lofp_status st = lofp_ckpt_get(c, i, &t, err);
+    if (st) return st;
+    d->name = c->t[i].name;
+    if (!t.quantized && (c->is_gguf ? 0 : 1)) {
+        d->dtype = t.dtype;
+        d->ndim = t.ndim;
+        memcpy(shape, t.shape, t.ndim * sizeof *shape);
+        d->shape = shape;
+        d->data = t.data;
+        d->nbytes = t.nbytes;
+        *buf = NULL;
+        return LOFP_OK;
+    }
+    size_t n = 1;
+    for (size_t k = 0; k < t.ndim; k++) n *= t.shape[k];
+    size_t es = odt == LOFP_IO_F32 ? 4 : 2;
+    if (!t.quantized) {
+        /* GGUF dense types: F32 stays F32 (norms), the rest in the import dtype */
+        lofp_io_dtype dt = c->t[i].gw->type == GG_F32 ? LOFP_IO_F32 : odt;
+        es = dt == LOFP_IO_F32 ? 4 : 2;
+        void *o = malloc(n * es > 0 ? n * es : 1);
+        if (!o) { lofp_ckpt_tensor_release(&t); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+        lofp_ckpt_dequantize(&t, dt, o, err);
+        lofp_ckpt_tensor_release(&t);
+        d->dtype = dt;
+        d->ndim = t.ndim;
+        memcpy(shape, t.shape, t.ndim * sizeof *shape);
+        d->shape = shape;
+        d->data = o;
+        d->nbytes = n * es;
+        *buf = o;
+        return LOFP_OK;
+    }
+    void *o = malloc(n * es > 0 ? n * es : 1);
+    if (!o) { lofp_ckpt_tensor_release(&t); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    st = lofp_ckpt_dequantize(&t, odt, o, err);
+    if (!st && t.transposed) {
+        /* gpt-oss: [E, N, K] -> transformers' [E, K, N] */
+        size_t N = t.shape[t.ndim - 2], K = t.shape[t.ndim - 1], E = n / (N * K);
+        void *tr = malloc(n * es);
+        if (!tr) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        for (size_t e = 0; !st && e < E; e++)
+            for (size_t a = 0; a < N; a++)
+                for (size_t b = 0; b < K; b++)
+                    memcpy((char *)tr + ((e * K + b) * N + a) * es, (char *)o + ((e * N + a) * K + b) * es, es);
+        free(o);
+        o = tr;
+        size_t tmp = t.shape[t.ndim - 1];
+        t.shape[t.ndim - 1] = t.shape[t.ndim - 2];
+        t.shape[t.ndim - 2] = tmp;
+    }
+    lofp_ckpt_tensor_release(&t);
+    if (st) { free(o); return st; }
+    d->dtype = odt;
+    d->ndim = t.ndim;
+    memcpy(shape, t.shape, t.ndim * sizeof *shape);
+    d->shape = shape;
+    d->data = o;
+    d->nbytes = n * es;
+    *buf = o;
+    return LOFP_OK;
+}
+
+LOFP_INTERNAL lofp_status ck_stage_dir(const char *out, char **stage, lofp_io_error *err);
+LOFP_INTERNAL lofp_status ck_stage_commit(char *stage, const char *out, lofp_io_error *err);
+
+lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
+{
+    lofp_ckpt_options def;
+    if (!o) { lofp_ckpt_options_init(&def); o = &def; }
+    lofp_io_dtype odt = o->import_dtype ? o->import_dtype : LOFP_IO_BF16;
+    if (odt != LOFP_IO_BF16 && odt != LOFP_IO_F16 && odt != LOFP_IO_F32)
+        return ck_fail(err, LOFP_ERR_INVALID_ARG, "import: --dtype must be bf16, f16 or f32");
+    lofp_ckpt *c;
+    lofp_status st = lofp_ckpt_open(in, &c, err);
+    if (st) return st;
+    if (c->fmt == LOFP_CKPT_DENSE) {
+        lofp_ckpt_close(c);
+        return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s holds no quantized tensors (nothing to import)", in);
+    }
+    /* check every tensor before writing anything */
+    for (size_t i = 0; !st && i < c->n; i++) {
+        lofp_ckpt_tensor t;
+        st = lofp_ckpt_get(c, i, &t, err);
+        lofp_ckpt_tensor_release(&t);
+    }
+    char *stage = NULL;
+    if (!st) st = ck_stage_dir(out, &stage, err);
+    if (st) { lofp_ckpt_close(c); return st; }
+    size_t n_sh = c->is_gguf ? 1 : c->m.n_shards;
+    for (size_t s = 0; !st && s < n_sh; s++) {
+        /* one shard at a time: headers from shapes, then each tensor decoded and written */
+        size_t cnt = 0;
+        for (size_t i = 0; i < c->n; i++) cnt += c->is_gguf || c->t[i].shard == s;
+        lofp_tensor_desc *d = calloc(cnt ? cnt : 1, sizeof *d);
+        size_t (*shapes)[8] = calloc(cnt ? cnt : 1, sizeof *shapes);
+        size_t *idx = calloc(cnt ? cnt : 1, sizeof *idx);
+        if (!d || !shapes || !idx) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        size_t k = 0;
+        for (size_t i = 0; !st && i < c->n; i++) {
+            if (!(c->is_gguf || c->t[i].shard == s)) continue;
+            lofp_ckpt_tensor t;
+            st = lofp_ckpt_get(c, i, &t, err);
+            if (st) break;
+            d[k].name = c->t[i].name;
+            d[k].ndim = t.ndim;
+            memcpy(shapes[k], t.shape, t.ndim * sizeof(size_t));
+            if (t.transposed) { shapes[k][t.ndim - 1] = t.shape[t.ndim - 2]; shapes[k][t.ndim - 2] = t.shape[t.ndim - 1]; }
+            d[k].shape = shapes[k];
+            d[k].dtype = t.quantized ? odt : c->is_gguf ? (c->t[i].gw->type == GG_F32 ? LOFP_IO_F32 : odt) : t.dtype;
+            lofp_ckpt_tensor_release(&t);
+            idx[k++] = i;
+        }
+        const char *sname = c->is_gguf ? "model.safetensors" : c->m.shards[s].name;
+        char *path = ck_path(stage, sname);
+        lofp_metadata_entry meta[1] = { { "format", "pt" } };
+        st_writer *w = NULL;
+        if (!st) st = st_writer_open(path, d, k, meta, 1, &w, err);
+        for (size_t j = 0; !st && j < k; j++) {
+            void *buf = NULL;
+            lofp_tensor_desc dd;
+            memset(&dd, 0, sizeof dd);
+            size_t sh[8];
+            st = import_tensor(c, idx[j], odt, &buf, &dd, sh, err);
+            if (!st) st = st_writer_put_at(w, j, dd.data, dd.nbytes, err);
+            free(buf);
+            if (!st && o->progress) o->progress(o->ctx, sname, s, n_sh, j + 1, k);
+        }
+        if (w) { if (!st) st = st_writer_finish(w, err); else st_writer_abort(w); }
+        free(path);
+        free(d);
+        free(shapes);
+        free(idx);
+    }
+    if (!st && !c->is_gguf) {
+        ck_model *m = &c->m;
+        if (m->config) {
+            ckj_del(m->config, "quantization_config");
+            char *p = ck_path(stage, "config.json");
+            st = ckj_write(p, m->config, err);
+            free(p);
+        }
+        for (size_t i = 0; !st && i < m->n_others; i++) {
+            char *a = ck_path(m->dir, m->others[i]), *b = ck_path(stage, m->others[i]);
+            st = ck_copy_tree(a, b, err);
+            free(a);
+            free(b);
+        }
+        if (!st && m->index_name) {
+            const char **names = calloc(m->n_shards, sizeof *names);
+            char **paths = calloc(m->n_shards, sizeof *paths);
+            for (size_t s = 0; s < m->n_shards; s++) { names[s] = m->shards[s].name; paths[s] = ck_path(stage, names[s]); }
+            char *ip = ck_path(stage, m->index_name);
+            st = ck_write_index(ip, names, (const char *const *)paths, m->n_shards, err);
+            free(ip);
+            for (size_t s = 0; s < m->n_shards; s++) free(paths[s]);
+            free(names);
+            free(paths);
+        }
+    }
+    if (!st) st = ck_stage_commit(stage, out, err);
+    else ck_rmtree(stage);
+    free(stage);
+    lofp_ckpt_close(c);
+    if (!st) ck_ok(err);
+    return st;
+}
