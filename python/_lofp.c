@@ -126,6 +126,15 @@ static PyObject *raise_call(lofp_status st, const char *what)
 
 enum { WANT_CPU = 1, WANT_CUDA = 2 };
 
+/* torch.Tensor, registered by the Python layer (register_tensor_type) once torch is imported.
+ * torch's __dlpack__ is Python code costing several microseconds per tensor, so torch tensors take
+ * a direct path instead: is_contiguous(), data_ptr(), nbytes, get_device(). Their work runs on
+ * torch's current stream, which is the stream the Python layer passes, so DLPack's consumer-stream
+ * handshake has nothing to order. tensor_path("dlpack") sends them through DLPack like every
+ * other producer (the tests run both). */
+static PyObject *TorchTensorType;
+static int DlpackOnly;
+
 typedef struct {
     char *ptr;
     size_t nbytes;
@@ -190,6 +199,44 @@ out:
     return cap;
 }
 
+static int torch_get(PyObject *o, const char *name, int want, arr_t *a)
+{
+    PyObject *r = PyObject_CallMethod(o, "is_contiguous", NULL);
+    if (!r) return -1;
+    int contiguous = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (contiguous <= 0) {
+        if (contiguous == 0) raise_error(LOFP_ERR_INVALID_ARG, -1, "%s is not contiguous", name);
+        return -1;
+    }
+    r = PyObject_CallMethod(o, "get_device", NULL);
+    if (!r) return -1;
+    long dev = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (dev == -1 && PyErr_Occurred()) return -1;
+    if (want == WANT_CUDA ? dev < 0 : dev >= 0) {
+        raise_error(LOFP_ERR_INVALID_ARG, -1, "%s is on %s, expected %s", name, dev < 0 ? "the CPU" : "a CUDA device",
+                    want == WANT_CUDA ? "CUDA" : "the CPU");
+        return -1;
+    }
+    r = PyObject_GetAttrString(o, "nbytes");
+    if (!r) return -1;
+    size_t nb = PyLong_AsSize_t(r);
+    Py_DECREF(r);
+    if (nb == (size_t)-1 && PyErr_Occurred()) return -1;
+    r = PyObject_CallMethod(o, "data_ptr", NULL);
+    if (!r) return -1;
+    void *p = PyLong_AsVoidPtr(r);
+    Py_DECREF(r);
+    if (!p && PyErr_Occurred()) return -1;
+    a->ptr = p;
+    a->nbytes = nb;
+    a->cuda = dev >= 0;
+    a->device_id = dev >= 0 ? (int)dev : 0;
+    a->capsule = Py_NewRef(o); /* keeps the tensor alive for the call */
+    return 0;
+}
+
 /* Acquires a contiguous array from a buffer-protocol object or a DLPack producer.
  * `want`: WANT_CPU or WANT_CUDA. `stream`: the consumer stream passed to __dlpack__ for CUDA. */
 static int arr_get(PyObject *o, const char *name, int writable, int want, PyObject *stream, arr_t *a)
@@ -218,6 +265,8 @@ static int arr_get(PyObject *o, const char *name, int writable, int want, PyObje
             return -1;
         }
     }
+    if (TorchTensorType && !DlpackOnly && PyObject_TypeCheck(o, (PyTypeObject *)TorchTensorType))
+        return torch_get(o, name, want, a);
     if (!PyObject_HasAttrString(o, "__dlpack__")) {
         raise_error(LOFP_ERR_INVALID_ARG, -1, "%s: expected an array (buffer protocol or DLPack), got %s", name, type_name(o));
         return -1;
@@ -360,6 +409,31 @@ static int opt_str(PyObject *o, const char **out)
 /* ------------------------------------------------------------------------------------------ */
 
 static PyObject *py_noop(PyObject *self, PyObject *args) { Py_RETURN_NONE; }
+
+static PyObject *py_register_tensor_type(PyObject *self, PyObject *args)
+{
+    PyObject *t;
+    if (!PyArg_ParseTuple(args, "O", &t)) return NULL;
+    if (!PyType_Check(t)) return raise_error(LOFP_ERR_INVALID_ARG, -1, "not a type");
+    PyObject *old = TorchTensorType;
+    TorchTensorType = Py_NewRef(t);
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
+/* tensor_path("direct" | "dlpack") -> the previous mode */
+static PyObject *py_tensor_path(PyObject *self, PyObject *args)
+{
+    const char *m = NULL;
+    if (!PyArg_ParseTuple(args, "|s", &m)) return NULL;
+    const char *prev = DlpackOnly ? "dlpack" : "direct";
+    if (m) {
+        if (!strcmp(m, "dlpack")) DlpackOnly = 1;
+        else if (!strcmp(m, "direct")) DlpackOnly = 0;
+        else return raise_error(LOFP_ERR_NOT_FOUND, -1, "tensor path is 'direct' or 'dlpack'");
+    }
+    return PyUnicode_FromString(prev);
+}
 
 static PyObject *py_version(PyObject *self, PyObject *args) { return PyUnicode_FromString(lofp_version()); }
 
@@ -1758,6 +1832,8 @@ out:
 
 static PyMethodDef methods[] = {
     {"noop", py_noop, METH_VARARGS, "noop(*args) -> None: does nothing (binding-overhead baseline)."},
+    {"register_tensor_type", py_register_tensor_type, METH_VARARGS, "register_tensor_type(torch.Tensor)"},
+    {"tensor_path", py_tensor_path, METH_VARARGS, "tensor_path(mode=None) -> previous mode ('direct' or 'dlpack')"},
     {"version", py_version, METH_NOARGS, "version() -> str: the C library's version."},
     {"kernel_name", py_kernel_name, METH_VARARGS, "kernel_name(scheme, op) -> str: the CPU kernel variant that runs."},
     {"scheme", py_scheme, METH_VARARGS, "scheme(name, rounding, scale_rule, block, two_level, pad, propagate, c, rotate, hadamard, seed) -> bytes"},

@@ -59,8 +59,15 @@ NP_VIEW = {
 }
 
 
+_registered = [False]
+
+
 def _torch():
-    return sys.modules.get("torch")
+    t = sys.modules.get("torch")
+    if t is not None and not _registered[0] and hasattr(t, "Tensor"):
+        _lofp.register_tensor_type(t.Tensor)  # the extension's direct path for torch tensors
+        _registered[0] = True
+    return t
 
 
 def is_torch(x: Any) -> bool:

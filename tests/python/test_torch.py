@@ -15,6 +15,14 @@ DEVICES = ["cpu"] + (["cuda"] if CUDA else [])
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device and the lofp CUDA backend")
 
 
+@pytest.fixture(autouse=True, params=["direct", "dlpack"])
+def tensor_path(request):
+    """Every torch test runs with torch tensors passed directly and through DLPack."""
+    prev = lofp._lofp.tensor_path(request.param)
+    yield request.param
+    lofp._lofp.tensor_path(prev)
+
+
 def _np(t):
     t = t.detach().cpu()
     if t.dtype == torch.bfloat16:
@@ -237,3 +245,23 @@ def test_cuda_custom_op_overhead_report():
         torch.ops.lofp.quantize(x, "mxfp4", "linear")
     torch.cuda.synchronize()
     print(f"\nlofp::quantize custom op, [1, 64] mxfp4 on CUDA: {1e6 * (time.perf_counter() - t0) / n:.1f} us per call")
+    lin = lt.W4A16Linear.from_linear(torch.nn.Linear(4096, 4096, bias=False).cuda(), "nvfp4")
+    a = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
+    for _ in range(50):
+        lin(a)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        lin(a)
+    torch.cuda.synchronize()
+    print(f"W4A16Linear 4096x4096 NVFP4, bf16 [1, 4096] (lofp::w4a16_gemm) on CUDA: "
+          f"{1e6 * (time.perf_counter() - t0) / n:.1f} us per call")
+    ref = torch.nn.Linear(4096, 4096, bias=False, dtype=torch.bfloat16, device="cuda")
+    for _ in range(50):
+        ref(a)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        ref(a)
+    torch.cuda.synchronize()
+    print(f"torch bf16 nn.Linear same shape: {1e6 * (time.perf_counter() - t0) / n:.1f} us per call")
