@@ -23,5 +23,6 @@ double bench_read_bandwidth(size_t bytes, int threads);
 int bench_group_quant(const bench_opts *o);
 int bench_group_gemm(const bench_opts *o);
 int bench_group_attention(const bench_opts *o);
+int bench_group_pool(const bench_opts *o);
 
 #endif

@@ -1,4 +1,4 @@
-/* cmd_bench.c -- `lofp bench [quant|gemm|attention|all]`: measures the read-bandwidth ceiling in
+/* cmd_bench.c -- `lofp bench [quant|gemm|attention|pool|all]`: measures the read-bandwidth ceiling in
  * the same run, then each group's kernels, printing ratios against it. */
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +8,7 @@
 
 static void bench_usage(FILE *f)
 {
-    fprintf(f, "usage: lofp bench [quant|gemm|attention|all] [--threads N] [--quick] [--min-time S]\n\n"
+    fprintf(f, "usage: lofp bench [quant|gemm|attention|pool|all] [--threads N] [--quick] [--min-time S]\n\n"
                "Measures the machine's read bandwidth (STREAM-like, 512 MiB) for 1..N threads, then\n"
                "runs the chosen benchmark group(s) and prints time, GB/s, GFLOP/s, the ratio to the\n"
                "bandwidth floor and the speedup over lofp's scalar path. Every benchmark checks its\n"
@@ -42,7 +42,8 @@ int lofp_cmd_bench(int argc, char **argv)
     if (!strcmp(group, "quant") || !strcmp(group, "all")) { rc |= bench_group_quant(&o); ran = 1; }
     if (!strcmp(group, "gemm") || !strcmp(group, "all")) { rc |= bench_group_gemm(&o); ran = 1; }
     if (!strcmp(group, "attention") || !strcmp(group, "all")) { rc |= bench_group_attention(&o); ran = 1; }
-    if (!ran) return cli_error("bench", "unknown group '%s' (quant, gemm, attention, all)", group);
+    if (!strcmp(group, "pool") || !strcmp(group, "all")) { rc |= bench_group_pool(&o); ran = 1; }
+    if (!ran) return cli_error("bench", "unknown group '%s' (quant, gemm, attention, pool, all)", group);
     if (rc) fprintf(stderr, "lofp bench: a benchmark's self-check FAILED\n");
     return rc;
 }

@@ -15,7 +15,7 @@
 /* Kernel tables: one per ISA, each pre-filled from the generic one, built once.               */
 /* ------------------------------------------------------------------------------------------ */
 
-static gemm_kernels g_tables[3];
+static gemm_kernels g_tables[4];
 static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
 
 static void build_tables(void)
@@ -25,6 +25,9 @@ static void build_tables(void)
     lofp_gemm_kernels_avx2_i8(&g_tables[LOFP_GEMM_ISA_AVX2]);
     lofp_gemm_kernels_avx2_f32(&g_tables[LOFP_GEMM_ISA_AVX2]);
     g_tables[LOFP_GEMM_ISA_AVX2].isa = "avx2";
+    g_tables[LOFP_GEMM_ISA_AVX512] = g_tables[LOFP_GEMM_ISA_AVX2];
+    lofp_gemm_kernels_avx512_i8(&g_tables[LOFP_GEMM_ISA_AVX512]);
+    g_tables[LOFP_GEMM_ISA_AVX512].isa = "avx512";
 }
 
 int lofp_gemm_isa_available(lofp_gemm_isa_t isa)
@@ -35,6 +38,10 @@ int lofp_gemm_isa_available(lofp_gemm_isa_t isa)
     case LOFP_GEMM_ISA_GENERIC: return 1;
 #if defined(__x86_64__) || defined(__i386__)
     case LOFP_GEMM_ISA_AVX2: return (lofp_cpu_features() & need) == need;
+    case LOFP_GEMM_ISA_AVX512: {
+        const uint32_t n512 = need | LOFP_CPU_AVX512_BASE | LOFP_CPU_AVX512VNNI;
+        return (lofp_cpu_features() & n512) == n512;
+    }
 #endif
     default: return 0;
     }
@@ -46,8 +53,10 @@ static const gemm_kernels *get_table(lofp_gemm_isa_t isa)
 {
     pthread_once(&g_tables_once, build_tables);
     if (isa == LOFP_GEMM_ISA_AUTO)
-        isa = lofp_gemm_isa_available(LOFP_GEMM_ISA_AVX2) ? LOFP_GEMM_ISA_AVX2 : LOFP_GEMM_ISA_GENERIC;
-    if ((int)isa < 1 || (int)isa > 2 || !lofp_gemm_isa_available(isa)) return NULL;
+        isa = lofp_gemm_isa_available(LOFP_GEMM_ISA_AVX512) ? LOFP_GEMM_ISA_AVX512
+              : lofp_gemm_isa_available(LOFP_GEMM_ISA_AVX2) ? LOFP_GEMM_ISA_AVX2
+                                                             : LOFP_GEMM_ISA_GENERIC;
+    if ((int)isa < 1 || (int)isa > 3 || !lofp_gemm_isa_available(isa)) return NULL;
     return &g_tables[isa];
 }
 
@@ -474,7 +483,12 @@ lofp_status lofp_gemm_isa(const lofp_gemm_args *a, lofp_gemm_isa_t isa)
     const char *what;
     rc.p = p;
     rc.fn = pick(K, &sh, p->layout, a->m, &rc.mode, &what);
-    lofp_gemm_parallel(a->threads ? a->threads : 1, run_part, &rc);
+    {
+        unsigned nt = a->threads ? a->threads : 1;
+        size_t units = lofp_ceil_div(p->n, GEMM_X8_ROWS);
+        /* the unit run_part splits: 8-row groups of N, or rows of M when groups are scarce */
+        lofp_gemm_parallel(nt, units >= nt || p->m < GEMM_BIG_M ? units : p->m, run_part, &rc);
+    }
 out:
     free(p);
     free(owned);
@@ -488,12 +502,14 @@ lofp_status lofp_gemm(const lofp_gemm_args *args)
 
 const char *lofp_gemm_isa_kernel_name(const lofp_gemm_args *a, lofp_gemm_isa_t isa)
 {
-    static const char *const names[3][2][4] = {
+    static const char *const names[4][2][4] = {
         { { 0 } },
         { { "generic rows int8-dot", "generic rows fp32-dot", "generic rows fp32-gemm", 0 },
           { "generic x8 int8-dot", "generic x8 fp32-dot", "generic x8 fp32-gemm", 0 } },
         { { "avx2 rows int8-dot", "avx2 rows fp32-dot", "avx2 rows fp32-gemm", 0 },
           { "avx2 x8 int8-dot", "avx2 x8 fp32-dot", "avx2 x8 fp32-gemm", 0 } },
+        { { "avx512 rows int8-dot", "avx512 rows fp32-dot", "avx512 rows fp32-gemm", 0 },
+          { "avx512 x8 int8-dot", "avx512 x8 fp32-dot", "avx512 x8 fp32-gemm", 0 } },
     };
     if (!a || lofp_gemm_validate(a) != LOFP_OK) return "invalid";
     const gemm_kernels *K = get_table(isa);
@@ -505,7 +521,14 @@ const char *lofp_gemm_isa_kernel_name(const lofp_gemm_args *a, lofp_gemm_isa_t i
     gemm_kernel_fn f = pick(K, &sh, a->b.layout, a->m, &mode, &what);
     int generic = f == lofp_gemm_generic_i8_x8 || f == lofp_gemm_generic_i8_rows ||
                   f == lofp_gemm_generic_f32_x8 || f == lofp_gemm_generic_f32_rows;
-    int t = generic ? LOFP_GEMM_ISA_GENERIC : (K == &g_tables[LOFP_GEMM_ISA_AVX2] ? 2 : 1);
+    int t = generic ? LOFP_GEMM_ISA_GENERIC : (int)(K - g_tables);
+    if (t == LOFP_GEMM_ISA_AVX512) { /* an entry the 512-bit file did not override runs AVX2 code */
+        run_mode m2;
+        const char *w2;
+        if (f == pick(&g_tables[LOFP_GEMM_ISA_AVX2], &sh, a->b.layout, a->m, &m2, &w2)) t = LOFP_GEMM_ISA_AVX2;
+        /* rows weights below GEMM_BIG_M: the 512-bit entry hands over to the AVX2 rows kernel */
+        if (what[0] == 'i' && a->b.layout == LOFP_WEIGHT_ROWS && a->m < GEMM_BIG_M) t = LOFP_GEMM_ISA_AVX2;
+    }
     int w = what[0] == 'i' ? 0 : strcmp(what, "fp32-dot") == 0 ? 1 : 2;
     return names[t][a->b.layout == LOFP_WEIGHT_X8][w];
 }

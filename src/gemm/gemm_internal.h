@@ -109,10 +109,16 @@ typedef struct gemm_kernels {
 LOFP_INTERNAL void lofp_gemm_kernels_generic(gemm_kernels *k);
 LOFP_INTERNAL void lofp_gemm_kernels_avx2_i8(gemm_kernels *k);  /* x86/gemm_i8_avx2.c */
 LOFP_INTERNAL void lofp_gemm_kernels_avx2_f32(gemm_kernels *k); /* x86/gemm_f32_avx2.c */
+LOFP_INTERNAL void lofp_gemm_kernels_avx512_i8(gemm_kernels *k); /* x86/gemm_i8_avx512.c (on top of avx2) */
 
 /* Which kernel table lofp_gemm uses. AUTO resolves once from lofp_cpu_features(). Tests and the
  * benchmark run the other tables side by side through lofp_gemm_isa(). */
-typedef enum { LOFP_GEMM_ISA_AUTO = 0, LOFP_GEMM_ISA_GENERIC = 1, LOFP_GEMM_ISA_AVX2 = 2 } lofp_gemm_isa_t;
+typedef enum {
+    LOFP_GEMM_ISA_AUTO = 0,
+    LOFP_GEMM_ISA_GENERIC = 1,
+    LOFP_GEMM_ISA_AVX2 = 2,
+    LOFP_GEMM_ISA_AVX512 = 3 /* the AVX2 table with the integer kernels at 512 bits (VNNI) */
+} lofp_gemm_isa_t;
 
 /* 1 when the table of `isa` can run on this CPU (after LOFP_DISABLE_CPU_FEATURES). */
 LOFP_INTERNAL int lofp_gemm_isa_available(lofp_gemm_isa_t isa);
@@ -164,10 +170,11 @@ static inline uint8_t lofp_x8_scale(const gemm_x8_geom *x, const uint8_t *buf, s
     return buf[x->header + g * x->group_bytes + x->kq * 4 + j * GEMM_X8_ROWS + r];
 }
 
-/* Fork/join: runs fn(ctx, t, nthreads) for every t in [0, nthreads), the caller running t = 0.
- * When a thread cannot be created, its share runs on the caller afterwards, so the partition
- * (and the result) never depends on how many threads really ran. */
-LOFP_INTERNAL void lofp_gemm_parallel(unsigned nthreads, void (*fn)(void *ctx, unsigned t, unsigned nt),
-                                      void *ctx);
+/* Fork/join: cuts the work into nparts = lofp_parallel_tasks(nthreads, units) parts and runs
+ * fn(ctx, t, nparts) for every t in [0, nparts) on up to nthreads threads (the caller taking
+ * part). Every part runs exactly once, so the result never depends on how many threads really
+ * ran. */
+LOFP_INTERNAL void lofp_gemm_parallel(unsigned nthreads, size_t units,
+                                      void (*fn)(void *ctx, unsigned t, unsigned nt), void *ctx);
 
 #endif

@@ -87,9 +87,9 @@ typedef struct {
     lofp_dtype dt;
     const uint8_t *x;
     size_t n, nt;
-    float amax[LOFP_MAX_THREADS];
-    size_t first[LOFP_MAX_THREADS];
-    int bad[LOFP_MAX_THREADS];
+    float amax[LOFP_MAX_TASKS];
+    size_t first[LOFP_MAX_TASKS];
+    int bad[LOFP_MAX_TASKS];
 } scan_job;
 
 static void scan_task(void *arg, size_t t)
@@ -112,8 +112,9 @@ static int parallel_scan(const lofp_kernel_table *kt, unsigned threads, lofp_dty
     j.dt = dt;
     j.x = x;
     j.n = n;
-    j.nt = lofp_parallel_threads(threads, n, n);
-    lofp_parallel_run(j.nt, scan_task, &j);
+    size_t th = lofp_parallel_threads(threads, n, n);
+    j.nt = lofp_parallel_tasks(th, n); /* a few chunks per thread: a late worker takes fewer */
+    lofp_parallel_run_tasks(j.nt, th, scan_task, &j);
     int bad = 0;
     float m = 0.0f;
     for (size_t t = 0; t < j.nt; t++) {
@@ -143,7 +144,7 @@ typedef struct {
     size_t rows, k, kp, nt, code_row_bytes, nb;
     float global;
     uint8_t *codes, *scales;
-    chunk_result res[LOFP_MAX_THREADS];
+    chunk_result res[LOFP_MAX_TASKS];
 } quant_job;
 
 static void quant_task(void *arg, size_t t)
@@ -230,8 +231,9 @@ lofp_status lofp_quantize_table(const lofp_kernel_table *kt, const lofp_scheme *
     j->global = global;
     j->codes = codes;
     j->scales = scales;
-    j->nt = lofp_parallel_threads(s->threads, rows, rows * kp);
-    lofp_parallel_run(j->nt, quant_task, j);
+    size_t th = lofp_parallel_threads(s->threads, rows, rows * kp);
+    j->nt = lofp_parallel_tasks(th, rows);
+    lofp_parallel_run_tasks(j->nt, th, quant_task, j);
 
     size_t bad_blocks = 0, first = 0;
     int found = 0, nomem = 0;
@@ -281,7 +283,7 @@ typedef struct {
     lofp_dtype dt;
     uint8_t *out;
     unsigned flags;
-    int nomem[LOFP_MAX_THREADS];
+    int nomem[LOFP_MAX_TASKS];
 } dequant_job;
 
 static void dequant_task(void *arg, size_t t)
@@ -330,8 +332,9 @@ lofp_status lofp_dequantize_table(const lofp_kernel_table *kt, const lofp_scheme
      * (BENCHMARKS.md: the write-allocate read of every output line is what bounds a cold
      * dequantize) */
     j->flags = rows * k * sizeof(float) > lofp_dequant_stream_bytes ? LOFP_KFLAG_STREAM : 0;
-    j->nt = lofp_parallel_threads(s->threads, rows, rows * kp);
-    lofp_parallel_run(j->nt, dequant_task, j);
+    size_t th = lofp_parallel_threads(s->threads, rows, rows * kp);
+    j->nt = lofp_parallel_tasks(th, rows);
+    lofp_parallel_run_tasks(j->nt, th, dequant_task, j);
     int nomem = 0;
     for (size_t t = 0; t < j->nt; t++) nomem |= j->nomem[t];
     free(j);

@@ -31,6 +31,13 @@ static uint32_t detect(void)
             if ((b >> 16) & 1) f |= LOFP_CPU_AVX512F;
             if ((b >> 30) & 1) f |= LOFP_CPU_AVX512BW;
             if ((b >> 31) & 1) f |= LOFP_CPU_AVX512VL;
+            if ((c >> 11) & 1) f |= LOFP_CPU_AVX512VNNI;
+            if ((c >> 1) & 1) f |= LOFP_CPU_AVX512VBMI;
+            uint32_t a1, b1, c1, d1;
+            if (a >= 1) { /* leaf 7 sub-leaf 1: EAX bit 5 = AVX512_BF16 */
+                __cpuid_count(7, 1, a1, b1, c1, d1);
+                if ((a1 >> 5) & 1) f |= LOFP_CPU_AVX512BF16;
+            }
         }
     }
     return f;
@@ -46,7 +53,11 @@ static uint32_t mask_from_env(void)
     static const struct { const char *name; uint32_t bit; } names[] = {
         { "avx2", LOFP_CPU_AVX2 }, { "fma", LOFP_CPU_FMA }, { "f16c", LOFP_CPU_F16C },
         { "avx512f", LOFP_CPU_AVX512F }, { "avx512bw", LOFP_CPU_AVX512BW },
-        { "avx512vl", LOFP_CPU_AVX512VL }, { "avx512", LOFP_CPU_AVX512F | LOFP_CPU_AVX512BW | LOFP_CPU_AVX512VL },
+        { "avx512vl", LOFP_CPU_AVX512VL }, { "avx512vnni", LOFP_CPU_AVX512VNNI },
+        { "avx512bf16", LOFP_CPU_AVX512BF16 }, { "avx512vbmi", LOFP_CPU_AVX512VBMI },
+        /* every AVX-512 bit: the AVX2 kernels run */
+        { "avx512", LOFP_CPU_AVX512F | LOFP_CPU_AVX512BW | LOFP_CPU_AVX512VL | LOFP_CPU_AVX512VNNI |
+                        LOFP_CPU_AVX512BF16 | LOFP_CPU_AVX512VBMI },
         { "all", 0xFFFFFFFFu },
     };
     uint32_t m = 0;

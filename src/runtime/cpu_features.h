@@ -12,6 +12,13 @@
 #define LOFP_CPU_AVX512F (1u << 3)
 #define LOFP_CPU_AVX512BW (1u << 4)
 #define LOFP_CPU_AVX512VL (1u << 5)
+#define LOFP_CPU_AVX512VNNI (1u << 6) /* vpdpbusd */
+#define LOFP_CPU_AVX512BF16 (1u << 7) /* vdpbf16ps */
+#define LOFP_CPU_AVX512VBMI (1u << 8) /* vpermb */
+
+/* The AVX-512 level the 512-bit kernels are written for (and compiled with, *_avx512.c):
+ * F + BW + VL. VNNI / BF16 / VBMI kernels check their own bit on top. */
+#define LOFP_CPU_AVX512_BASE (LOFP_CPU_AVX512F | LOFP_CPU_AVX512BW | LOFP_CPU_AVX512VL)
 
 /* Returns the usable feature bits (CPUID and the OS's XSAVE support, minus those masked by
  * LOFP_DISABLE_CPU_FEATURES). Computed once; thread-safe (every thread stores the same value). */

@@ -1,24 +1,50 @@
-/* threadpool.c -- a persistent pthread pool (see threadpool.h). Workers sleep on a condition
- * variable between jobs; a job is published by bumping a generation counter, and tasks are
- * handed out one index at a time under the mutex (jobs have at most LOFP_MAX_THREADS tasks, so
- * the lock is taken a handful of times per call). */
+/* threadpool.c -- a persistent pthread pool (see threadpool.h and docs/RUNTIME.md).
+ *
+ * A job is published as one 64-bit ticket, (job id << 32) | (tasks << 16) | next task index; every thread that
+ * takes part (the caller first, then any worker that arrives) claims task indices by CAS on the
+ * ticket, so a worker that wakes late simply finds fewer tasks (or none) left and the caller
+ * never waits for a worker that has not started one. Workers spin a short while after a job
+ * (back-to-back calls find them awake), then sleep on a condition variable. A worker that wakes
+ * on the CPU the caller is running on moves itself off it (the scheduler on a small VM places
+ * the wakee on the waker's CPU: the two halves of a call then run one after the other). */
+#if defined(__linux__)
+#define _GNU_SOURCE 1
+#include <sched.h>
+#endif
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include "threadpool.h"
 
 size_t lofp_parallel_min_elems = 32768;
 int lofp_parallel_fork_join = 0;
+unsigned lofp_parallel_spin_us = 200;
+int lofp_parallel_migrate = 1;
+unsigned lofp_parallel_split = 4;
+
+/* ticket = (job id << ID_SHIFT) | (tasks << 16) | next task: a thread learns everything it needs to
+ * claim a task from one atomic load, never from fields the next job may be rewriting */
+#define ID_SHIFT 32u
+#define TASK_MASK 0xFFFFu
 
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
     pthread_t th[LOFP_MAX_THREADS];
-    unsigned nthreads; /* workers started */
-    unsigned long gen; /* bumped once per job */
+    unsigned nthreads;             /* workers started */
+    _Atomic uint64_t ticket;       /* (job id << 32) | (tasks << 16) | next task */
+    _Atomic size_t done;           /* tasks of the current job finished */
+    _Atomic unsigned sleepers;     /* workers inside (or about to enter) cond_wait */
+    _Atomic int caller_waiting;    /* the caller sleeps on done_cv */
+    _Atomic int quit;
+    /* the current job: written by the caller before the ticket names it, stable until done */
     lofp_task_fn fn;
     void *arg;
-    size_t ntasks, next, pending;
-    int quit;
+    unsigned helpers;              /* workers 0..helpers-1 take part */
+    int caller_cpu;                /* -1: unknown */
 } P = { .mu = PTHREAD_MUTEX_INITIALIZER, .work_cv = PTHREAD_COND_INITIALIZER,
         .done_cv = PTHREAD_COND_INITIALIZER };
 
@@ -26,32 +52,110 @@ static struct {
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-/* Runs tasks of the current job until none is left; called and returns with P.mu held. */
-static void drain_locked(void)
+static inline void cpu_relax(void)
 {
-    while (P.next < P.ntasks) {
-        size_t i = P.next++;
-        lofp_task_fn fn = P.fn;
-        void *arg = P.arg;
-        pthread_mutex_unlock(&P.mu);
-        fn(arg, i);
-        pthread_mutex_lock(&P.mu);
-        if (--P.pending == 0) pthread_cond_signal(&P.done_cv);
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static inline uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static inline int current_cpu(void)
+{
+#if defined(__linux__)
+    return sched_getcpu();
+#else
+    return -1;
+#endif
+}
+
+/* Claims and runs tasks of job `id` until none is left. */
+static void run_tasks(uint64_t id)
+{
+    uint64_t t = atomic_load_explicit(&P.ticket, memory_order_acquire);
+    for (;;) {
+        if ((t >> ID_SHIFT) != id) return;
+        size_t i = (size_t)(t & TASK_MASK), n = (size_t)((t >> 16) & TASK_MASK);
+        if (i >= n) return;
+        if (!atomic_compare_exchange_weak_explicit(&P.ticket, &t, t + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        /* the job's fields are stable while one of its tasks is unfinished */
+        P.fn(P.arg, i);
+        size_t d = atomic_fetch_add_explicit(&P.done, 1, memory_order_acq_rel) + 1;
+        if (d == n) {
+            if (atomic_load_explicit(&P.caller_waiting, memory_order_seq_cst)) {
+                pthread_mutex_lock(&P.mu);
+                pthread_cond_signal(&P.done_cv);
+                pthread_mutex_unlock(&P.mu);
+            }
+            return;
+        }
+        t = atomic_load_explicit(&P.ticket, memory_order_acquire);
     }
 }
 
-static void *worker(void *unused)
+#if defined(__linux__)
+/* Called by a worker that just woke up on the caller's CPU: move to another allowed CPU (the
+ * one-shot narrowed mask migrates it now), then allow every CPU again. */
+static void move_off(int cpu)
 {
-    (void)unused;
-    pthread_mutex_lock(&P.mu);
-    unsigned long seen = P.gen;
+    cpu_set_t all, other;
+    if (sched_getaffinity(0, sizeof all, &all) != 0 || !CPU_ISSET(cpu, &all)) return;
+    other = all;
+    CPU_CLR(cpu, &other);
+    if (CPU_COUNT(&other) == 0) return;
+    if (sched_setaffinity(0, sizeof other, &other) == 0) sched_setaffinity(0, sizeof all, &all);
+}
+#endif
+
+static void *worker(void *varg)
+{
+    unsigned self = (unsigned)(uintptr_t)varg;
+    uint64_t seen = atomic_load_explicit(&P.ticket, memory_order_acquire) >> ID_SHIFT;
     for (;;) {
-        while (!P.quit && P.gen == seen) pthread_cond_wait(&P.work_cv, &P.mu);
-        if (P.quit) break;
-        seen = P.gen;
-        drain_locked();
+        /* spin a while for the next job, then sleep */
+        uint64_t id = atomic_load_explicit(&P.ticket, memory_order_acquire) >> ID_SHIFT;
+        int slept = 0;
+        if (id == seen && lofp_parallel_spin_us) {
+            uint64_t end = now_ns() + (uint64_t)lofp_parallel_spin_us * 1000u;
+            unsigned n = 0;
+            while ((id = atomic_load_explicit(&P.ticket, memory_order_acquire) >> ID_SHIFT) == seen &&
+                   !atomic_load_explicit(&P.quit, memory_order_relaxed)) {
+                cpu_relax();
+                if ((++n & 63) == 0 && now_ns() > end) break;
+            }
+        }
+        if (id == seen) {
+            pthread_mutex_lock(&P.mu);
+            atomic_fetch_add_explicit(&P.sleepers, 1, memory_order_seq_cst);
+            while (!atomic_load_explicit(&P.quit, memory_order_seq_cst) &&
+                   (id = atomic_load_explicit(&P.ticket, memory_order_seq_cst) >> ID_SHIFT) == seen) {
+                pthread_cond_wait(&P.work_cv, &P.mu);
+                slept = 1;
+            }
+            atomic_fetch_sub_explicit(&P.sleepers, 1, memory_order_seq_cst);
+            pthread_mutex_unlock(&P.mu);
+        }
+        if (atomic_load_explicit(&P.quit, memory_order_acquire)) break;
+        seen = id;
+        if (self >= P.helpers) continue; /* this job asked for fewer threads */
+#if defined(__linux__)
+        if (slept && lofp_parallel_migrate) {
+            int c = P.caller_cpu;
+            if (c >= 0 && current_cpu() == c) move_off(c);
+        }
+#else
+        (void)slept;
+#endif
+        run_tasks(id);
     }
-    pthread_mutex_unlock(&P.mu);
     return NULL;
 }
 
@@ -63,8 +167,9 @@ static void atfork_child(void)
     pthread_cond_init(&P.done_cv, NULL);
     pthread_mutex_init(&busy, NULL);
     P.nthreads = 0;
-    P.ntasks = P.next = P.pending = 0;
-    P.quit = 0;
+    atomic_store(&P.sleepers, 0);
+    atomic_store(&P.caller_waiting, 0);
+    atomic_store(&P.quit, 0);
 }
 
 static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
@@ -73,73 +178,106 @@ __attribute__((destructor)) static void pool_shutdown(void)
 {
     pthread_mutex_lock(&P.mu);
     unsigned n = P.nthreads;
-    P.quit = 1;
+    atomic_store(&P.quit, 1);
     pthread_cond_broadcast(&P.work_cv);
     pthread_mutex_unlock(&P.mu);
     for (unsigned i = 0; i < n; i++) pthread_join(P.th[i], NULL);
     pthread_mutex_lock(&P.mu);
     P.nthreads = 0;
-    P.quit = 0;
+    atomic_store(&P.quit, 0);
     pthread_mutex_unlock(&P.mu);
 }
 
 typedef struct {
     lofp_task_fn fn;
     void *arg;
-    size_t i;
+    size_t first, step, n;
 } oneshot;
 
 static void *oneshot_main(void *v)
 {
     oneshot *o = v;
-    o->fn(o->arg, o->i);
+    for (size_t i = o->first; i < o->n; i += o->step) o->fn(o->arg, i);
     return NULL;
 }
 
-/* Fresh threads for this job only (pool busy, or fork/join requested). */
-static void run_fork_join(size_t n, lofp_task_fn fn, void *arg)
+/* Fresh threads for this job only (pool busy, or fork/join requested): thread w runs tasks
+ * w, w + nthreads, ... */
+static void run_fork_join(size_t ntasks, size_t nthreads, lofp_task_fn fn, void *arg)
 {
     pthread_t th[LOFP_MAX_THREADS];
     oneshot jobs[LOFP_MAX_THREADS];
     int started[LOFP_MAX_THREADS];
-    for (size_t i = 1; i < n; i++) {
-        jobs[i] = (oneshot){ fn, arg, i };
-        started[i] = pthread_create(&th[i], NULL, oneshot_main, &jobs[i]) == 0;
+    for (size_t w = 1; w < nthreads; w++) {
+        jobs[w] = (oneshot){ fn, arg, w, nthreads, ntasks };
+        started[w] = pthread_create(&th[w], NULL, oneshot_main, &jobs[w]) == 0;
     }
-    fn(arg, 0);
-    for (size_t i = 1; i < n; i++) {
-        if (started[i]) pthread_join(th[i], NULL);
-        else fn(arg, i);
+    for (size_t i = 0; i < ntasks; i += nthreads) fn(arg, i);
+    for (size_t w = 1; w < nthreads; w++) {
+        if (started[w]) pthread_join(th[w], NULL);
+        else oneshot_main(&jobs[w]);
     }
 }
 
-void lofp_parallel_run(size_t n, lofp_task_fn fn, void *arg)
+void lofp_parallel_run_tasks(size_t ntasks, size_t nthreads, lofp_task_fn fn, void *arg)
 {
-    if (n > LOFP_MAX_THREADS) n = LOFP_MAX_THREADS;
-    if (n <= 1) { fn(arg, 0); return; }
+    if (ntasks == 0) return;
+    if (ntasks > LOFP_MAX_TASKS) ntasks = LOFP_MAX_TASKS; /* callers never ask for more */
+    if (nthreads > LOFP_MAX_THREADS) nthreads = LOFP_MAX_THREADS;
+    if (nthreads > ntasks) nthreads = ntasks;
+    if (nthreads <= 1) {
+        for (size_t i = 0; i < ntasks; i++) fn(arg, i);
+        return;
+    }
     if (lofp_parallel_fork_join || pthread_mutex_trylock(&busy) != 0) {
-        run_fork_join(n, fn, arg);
+        run_fork_join(ntasks, nthreads, fn, arg);
         return;
     }
     pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&P.mu);
-    while (P.nthreads < n - 1) {
-        if (pthread_create(&P.th[P.nthreads], NULL, worker, NULL) != 0) break;
+    while (P.nthreads < nthreads - 1) {
+        if (pthread_create(&P.th[P.nthreads], NULL, worker, (void *)(uintptr_t)P.nthreads) != 0) break;
         P.nthreads++;
     }
+    pthread_mutex_unlock(&P.mu);
+
+    /* publish: the job's fields first, then the ticket that names it */
     P.fn = fn;
     P.arg = arg;
-    P.ntasks = n;
-    P.next = 0;
-    P.pending = n;
-    P.gen++;
-    pthread_cond_broadcast(&P.work_cv);
-    drain_locked();
-    while (P.pending) pthread_cond_wait(&P.done_cv, &P.mu);
-    P.fn = NULL;
-    P.arg = NULL;
-    pthread_mutex_unlock(&P.mu);
+    P.helpers = (unsigned)(nthreads - 1);
+    P.caller_cpu = current_cpu();
+    atomic_store_explicit(&P.done, 0, memory_order_relaxed);
+    uint64_t id = (atomic_load_explicit(&P.ticket, memory_order_relaxed) >> ID_SHIFT) + 1;
+    atomic_store_explicit(&P.ticket, id << ID_SHIFT | (uint64_t)ntasks << 16, memory_order_seq_cst);
+    if (atomic_load_explicit(&P.sleepers, memory_order_seq_cst)) {
+        pthread_mutex_lock(&P.mu);
+        pthread_cond_broadcast(&P.work_cv);
+        pthread_mutex_unlock(&P.mu);
+    }
+    run_tasks(id);
+    /* wait for the tasks the workers claimed: spin briefly, then sleep */
+    if (atomic_load_explicit(&P.done, memory_order_acquire) != ntasks) {
+        uint64_t end = now_ns() + 50000u;
+        unsigned n = 0;
+        while (atomic_load_explicit(&P.done, memory_order_acquire) != ntasks) {
+            cpu_relax();
+            if ((++n & 63) == 0 && now_ns() > end) break;
+        }
+        if (atomic_load_explicit(&P.done, memory_order_acquire) != ntasks) {
+            pthread_mutex_lock(&P.mu);
+            atomic_store_explicit(&P.caller_waiting, 1, memory_order_seq_cst);
+            while (atomic_load_explicit(&P.done, memory_order_seq_cst) != ntasks)
+                pthread_cond_wait(&P.done_cv, &P.mu);
+            atomic_store_explicit(&P.caller_waiting, 0, memory_order_relaxed);
+            pthread_mutex_unlock(&P.mu);
+        }
+    }
     pthread_mutex_unlock(&busy);
+}
+
+void lofp_parallel_run(size_t n, lofp_task_fn fn, void *arg)
+{
+    lofp_parallel_run_tasks(n, n, fn, arg);
 }
 
 size_t lofp_parallel_threads(unsigned want, size_t units, size_t elems)
@@ -151,4 +289,14 @@ size_t lofp_parallel_threads(unsigned want, size_t units, size_t elems)
     size_t by_work = elems / min;
     if (t > by_work) t = by_work ? by_work : 1;
     return t;
+}
+
+size_t lofp_parallel_tasks(size_t threads, size_t units)
+{
+    if (threads <= 1) return 1;
+    size_t split = lofp_parallel_split ? lofp_parallel_split : 1;
+    size_t t = threads * split;
+    if (t > LOFP_MAX_TASKS) t = LOFP_MAX_TASKS;
+    if (t > units) t = units;
+    return t < threads ? threads : t;
 }

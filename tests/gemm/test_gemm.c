@@ -156,6 +156,8 @@ typedef struct {
 } gcase;
 
 static int g_have_avx2;
+static int g_have_isa[4]; /* per lofp_gemm_isa_t */
+static const char *const k_isa_names[4] = { "auto", "generic", "avx2", "avx512" };
 static long g_cases;
 
 static double rel_fro(const float *c, size_t ldc, const double *r, size_t m, size_t n)
@@ -264,8 +266,8 @@ static void run_case(const gcase *gc)
     snprintf(what, sizeof what, "w=%s/%u %s a=%s m=%zu n=%zu k=%zu pad=%d buf=%d off=%u%s", gc->w, gc->wblock,
              lofp_weight_layout_name(gc->layout), amode_name(gc->am), m, n, k, gc->pad, gc->bufmode, gc->off,
              gc->uniform ? " uniform" : "");
-    for (int isa = LOFP_GEMM_ISA_GENERIC; isa <= LOFP_GEMM_ISA_AVX2; isa++) {
-        if (isa == LOFP_GEMM_ISA_AVX2 && !g_have_avx2) continue;
+    for (int isa = LOFP_GEMM_ISA_GENERIC; isa <= LOFP_GEMM_ISA_AVX512; isa++) {
+        if (!g_have_isa[isa]) continue;
         for (unsigned th = 1; th <= 3; th++) {
             for (size_t i = 0; i < m * ldc; i++) c[i] = -777.0f; /* C's row padding must survive */
             a.c = c;
@@ -302,7 +304,8 @@ static void run_case(const gcase *gc)
                 } else if (have_gen && gc->layout == LOFP_WEIGHT_X8 &&
                            (gc->am == AM_FLY_MXINT8 || gc->am >= AM_FLY_NVFP4)) {
                     /* the x8 integer kernels compute the generic kernel's terms in its order */
-                    CHECKF(memcmp(gen_out, c, m * ldc * sizeof(float)) == 0, "%s: avx2 x8 int8 != generic", what);
+                    CHECKF(memcmp(gen_out, c, m * ldc * sizeof(float)) == 0, "%s: %s x8 int8 != generic", what,
+                           k_isa_names[isa]);
                 }
             } else {
                 CHECKF(memcmp(first, c, m * ldc * sizeof(float)) == 0, "%s isa=%d: threads=%u differs from 1",
@@ -543,12 +546,14 @@ static void test_pack(void)
 
 /* The AVX2 MXINT8 quantizer against lofp_quantize, on ties, subnormals, powers of two and
  * their neighbours, huge and tiny blocks, zero blocks, and all three dtypes. */
-static void test_quant_mxint8(void)
+static void test_quant_mxint8_isa(int isa)
 {
     gemm_kernels K;
     memset(&K, 0, sizeof K);
     lofp_gemm_kernels_avx2_i8(&K);
-    if (!g_have_avx2 || !K.quant_mxint8) { printf("  (no AVX2 quantizer on this CPU)\n"); return; }
+    if (isa == LOFP_GEMM_ISA_AVX512) lofp_gemm_kernels_avx512_i8(&K);
+    if (!g_have_isa[isa] || !K.quant_mxint8) { printf("  (no %s quantizer on this CPU)\n", k_isa_names[isa]); return; }
+    printf("  MXINT8 activation quantizer: %s\n", k_isa_names[isa]);
     const size_t m = 64, k = 200, kq = 224;
     float *x = malloc(m * k * sizeof(float));
     for (int dti = 0; dti < 3; dti++) {
@@ -670,8 +675,8 @@ static void test_special_scales(void)
                 double ref[2 * 19];
                 float c[2 * 19];
                 CHECK_OK(lofp_gemm_ref(&a, ref, 0));
-                for (int isa = 1; isa <= 2; isa++) {
-                    if (isa == 2 && !g_have_avx2) continue;
+                for (int isa = 1; isa <= 3; isa++) {
+                    if (!g_have_isa[isa]) continue;
                     a.c = c;
                     CHECK_OK(lofp_gemm_isa(&a, (lofp_gemm_isa_t)isa));
                     double num = 0, den = 0;
@@ -732,8 +737,8 @@ static void test_tiny_scales(void)
                 double ref[3 * 16];
                 float c[3 * 16];
                 CHECK_OK(lofp_gemm_ref(&a, ref, 0));
-                for (int isa = 1; isa <= 2; isa++) {
-                    if (isa == 2 && !g_have_avx2) continue;
+                for (int isa = 1; isa <= 3; isa++) {
+                    if (!g_have_isa[isa]) continue;
                     a.c = c;
                     for (int big = 0; big < 2; big++) { /* the GEMV and the blocked GEMM kernels */
                         a.m = big ? 3 : 1;
@@ -807,8 +812,8 @@ static void test_errors(void)
     CHECK_OK(lofp_gemm(&t));
     /* non-finite A quantized on the fly: an error on every path; W4A16: NaN out */
     a[7] = NAN;
-    for (int isa = 1; isa <= 2; isa++) {
-        if (isa == 2 && !g_have_avx2) continue;
+    for (int isa = 1; isa <= 3; isa++) {
+        if (!g_have_isa[isa]) continue;
         CHECK(lofp_gemm_isa(&t, (lofp_gemm_isa_t)isa) == LOFP_ERR_NONFINITE);
         scales[0] = 0x7F;
         codes[0] = 0x11;
@@ -851,14 +856,39 @@ static void test_disable_features(void)
     CHECK_OK(lofp_gemm(&g));
     if (saved) setenv("LOFP_DISABLE_CPU_FEATURES", saved, 1);
     else unsetenv("LOFP_DISABLE_CPU_FEATURES");
-    free(saved);
     lofp_cpu_features_reset();
     CHECK(lofp_gemm_isa_available(LOFP_GEMM_ISA_AVX2) == g_have_avx2);
+    /* without VNNI (or without AVX-512) lofp_gemm runs the AVX2 integer kernels */
+    if (g_have_isa[LOFP_GEMM_ISA_AVX512]) {
+        lofp_scheme q8;
+        lofp_scheme_preset("mxint8", &q8);
+        g.a_quant = &q8;
+        CHECK(strncmp(lofp_gemm_kernel_name(&g), "avx2 rows", 9) == 0); /* m < 8, rows: AVX2 */
+        g.b.layout = LOFP_WEIGHT_X8;
+        CHECK(strcmp(lofp_gemm_kernel_name(&g), "avx512 x8 int8-dot") == 0);
+        setenv("LOFP_DISABLE_CPU_FEATURES", "avx512vnni", 1);
+        lofp_cpu_features_reset();
+        CHECK(!lofp_gemm_isa_available(LOFP_GEMM_ISA_AVX512));
+        CHECK(strcmp(lofp_gemm_kernel_name(&g), "avx2 x8 int8-dot") == 0);
+        if (saved) setenv("LOFP_DISABLE_CPU_FEATURES", saved, 1);
+        else unsetenv("LOFP_DISABLE_CPU_FEATURES");
+        lofp_cpu_features_reset();
+    }
+    free(saved);
+}
+
+static void test_quant_mxint8(void)
+{
+    test_quant_mxint8_isa(LOFP_GEMM_ISA_AVX2);
+    test_quant_mxint8_isa(LOFP_GEMM_ISA_AVX512);
 }
 
 int main(void)
 {
     g_have_avx2 = lofp_gemm_isa_available(LOFP_GEMM_ISA_AVX2);
+    for (int i = 1; i < 4; i++) g_have_isa[i] = lofp_gemm_isa_available((lofp_gemm_isa_t)i);
+    printf("test_gemm: ISA tables run side by side:%s%s%s\n", g_have_isa[1] ? " generic" : "",
+           g_have_isa[2] ? " avx2" : "", g_have_isa[3] ? " avx512 (VNNI)" : "");
     printf("test_gemm: AVX2 kernels %s\n", g_have_avx2 ? "available: generic and avx2 side by side"
                                                        : "unavailable (or disabled): generic only");
     test_pack();
