@@ -14,13 +14,18 @@ lofp_kfamily lofp_kfamily_of(lofp_scheme_id id) { return lofp_scheme_traits[id].
 /* The x86 variants need all three: AVX2 integer ops, F16C conversions; FMA is part of the set
  * every AVX2 CPU has and is required so that one mask names the level (no kernel contracts). */
 #define LOFP_AVX2_LEVEL (LOFP_CPU_AVX2 | LOFP_CPU_FMA | LOFP_CPU_F16C)
+/* The 512-bit variants (on top of the AVX2 ones): AVX-512 F/BW/VL and VBMI (vpermb/vpermi2b). */
+#define LOFP_AVX512_LEVEL (LOFP_CPU_AVX512_BASE | LOFP_CPU_AVX512VBMI)
 
 void lofp_kernels_build(uint32_t features, lofp_kernel_table *t)
 {
     memset(t, 0, sizeof *t);
     lofp_kernels_init_generic(t);
 #if defined(__x86_64__) || defined(__i386__)
-    if ((features & LOFP_AVX2_LEVEL) == LOFP_AVX2_LEVEL) lofp_kernels_init_avx2(t);
+    if ((features & LOFP_AVX2_LEVEL) == LOFP_AVX2_LEVEL) {
+        lofp_kernels_init_avx2(t);
+        if ((features & LOFP_AVX512_LEVEL) == LOFP_AVX512_LEVEL) lofp_kernels_init_avx512(t);
+    }
 #else
     (void)features;
 #endif
@@ -41,7 +46,16 @@ const char *lofp_kernel_name(lofp_scheme_id id, lofp_kernel_op op)
 {
     if ((int)id <= 0 || id >= LOFP_SCHEME_COUNT_) return NULL;
     if (op != LOFP_KERNEL_QUANTIZE && op != LOFP_KERNEL_DEQUANTIZE) return NULL;
-    return lofp_kernels()->quant[lofp_kfamily_of(id)].name;
+    const char *name = lofp_kernels()->quant[lofp_kfamily_of(id)].name;
+    /* the 512-bit MX kernels serve block-32 MXFP4 and MXINT8 (RNE) and hand everything else to
+     * the AVX2 kernels (x86/mx_avx512.c): name the one that runs for the preset's defaults */
+    if (lofp_kfamily_of(id) == LOFP_KFAM_MX && strcmp(name, "avx512") == 0) {
+        const lofp_scheme *d = &lofp_scheme_traits[id].defaults;
+        int fast = d->block == 32 && d->rounding != LOFP_STOCHASTIC &&
+                   (d->elem == LOFP_ELEM_E2M1 || (d->elem == LOFP_ELEM_MXINT8 && d->rounding == LOFP_RNE));
+        if (!fast) name = "avx2";
+    }
+    return name;
 }
 
 /* ---- the reference table: src/quant/quant_*.c row kernels behind the fast-kernel contract ---- */

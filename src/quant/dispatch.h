@@ -81,6 +81,8 @@ LOFP_INTERNAL const lofp_kernel_table *lofp_kernels_reference(void);
 LOFP_INTERNAL void lofp_kernels_init_generic(lofp_kernel_table *t);
 #if defined(__x86_64__) || defined(__i386__)
 LOFP_INTERNAL void lofp_kernels_init_avx2(lofp_kernel_table *t);
+/* x86/kernels_avx512.c: overrides entries of an AVX2 table with 512-bit kernels. */
+LOFP_INTERNAL void lofp_kernels_init_avx512(lofp_kernel_table *t);
 #endif
 
 /* The quantize / dequantize drivers with an explicit table (the public functions pass

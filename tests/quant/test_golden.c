@@ -166,6 +166,11 @@ static void uq_case(const char *c, const char *variant)
 
 int main(void)
 {
+    printf("kernels (LOFP_DISABLE_CPU_FEATURES=%s): nvfp4 %s, mxfp8 %s, mxfp4 %s\n",
+           getenv("LOFP_DISABLE_CPU_FEATURES") ? getenv("LOFP_DISABLE_CPU_FEATURES") : "",
+           lofp_kernel_name(LOFP_SCHEME_NVFP4, LOFP_KERNEL_QUANTIZE),
+           lofp_kernel_name(LOFP_SCHEME_MXFP8_E4M3, LOFP_KERNEL_QUANTIZE),
+           lofp_kernel_name(LOFP_SCHEME_MXFP4, LOFP_KERNEL_QUANTIZE));
     const char *nv[] = { "normal_32x128", "rows200_x48", "ties_8x64", "zero_and_tiny_6x32" };
     for (int i = 0; i < 4; i++) {
         nvfp4_case(nv[i], 1);

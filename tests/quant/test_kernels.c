@@ -232,9 +232,9 @@ static void to_dtype(lofp_dtype dt, const float *x, size_t n, void *out)
 /* Variants                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-static lofp_kernel_table generic_tab, avx2_tab;
+static lofp_kernel_table generic_tab, avx2_tab, avx512_tab;
 static int mx_scale_seen[256]; /* E8M0 bytes the oracle produced in MX cases (coverage check) */
-static const lofp_kernel_table *variants[3];
+static const lofp_kernel_table *variants[4];
 static int nvariants;
 static size_t n_runs;
 
@@ -244,9 +244,13 @@ static void setup_variants(void)
     lofp_kernels_build(0, &generic_tab);
     variants[nvariants++] = &generic_tab;
     const uint32_t need = LOFP_CPU_AVX2 | LOFP_CPU_FMA | LOFP_CPU_F16C;
+    const uint32_t f512 = LOFP_CPU_AVX512F | LOFP_CPU_AVX512BW | LOFP_CPU_AVX512VL | LOFP_CPU_AVX512VNNI |
+                          LOFP_CPU_AVX512BF16 | LOFP_CPU_AVX512VBMI;
     if ((lofp_cpu_features() & need) == need) {
-        lofp_kernels_build(lofp_cpu_features(), &avx2_tab);
+        lofp_kernels_build(lofp_cpu_features() & ~f512, &avx2_tab);
         variants[nvariants++] = &avx2_tab;
+        lofp_kernels_build(lofp_cpu_features(), &avx512_tab);
+        if (strcmp(avx512_tab.isa, "avx512") == 0) variants[nvariants++] = &avx512_tab;
     }
     printf("variants:");
     for (int i = 0; i < nvariants; i++) printf(" %s", variants[i]->isa);
@@ -636,12 +640,17 @@ static void test_public(void)
     const char *env = getenv("LOFP_DISABLE_CPU_FEATURES");
     const uint32_t need = LOFP_CPU_AVX2 | LOFP_CPU_FMA | LOFP_CPU_F16C;
     const char *expect = (lofp_cpu_features() & need) == need ? "avx2" : "generic";
+    const uint32_t need512 = need | LOFP_CPU_AVX512F | LOFP_CPU_AVX512BW | LOFP_CPU_AVX512VL | LOFP_CPU_AVX512VBMI;
+    const int have512 = (lofp_cpu_features() & need512) == need512;
     for (int id = 1; id < LOFP_SCHEME_COUNT_; id++) {
         const char *q = lofp_kernel_name((lofp_scheme_id)id, LOFP_KERNEL_QUANTIZE);
         const char *d = lofp_kernel_name((lofp_scheme_id)id, LOFP_KERNEL_DEQUANTIZE);
-        CHECKF(q && d && strcmp(q, expect) == 0 && strcmp(d, expect) == 0, "kernel name %s/%s, want %s",
-               q ? q : "NULL", d ? d : "NULL", expect);
+        /* the 512-bit kernels serve MXFP4 and MXINT8 (x86/mx_avx512.c) */
+        const char *want = have512 && (id == LOFP_SCHEME_MXFP4 || id == LOFP_SCHEME_MXINT8) ? "avx512" : expect;
+        CHECKF(q && d && strcmp(q, want) == 0 && strcmp(d, want) == 0, "kernel name %s/%s of %s, want %s",
+               q ? q : "NULL", d ? d : "NULL", lofp_scheme_traits[id].name, want);
     }
+    if (have512) expect = "avx512 (MXFP4, MXINT8), avx2 (the rest)";
     if (env && strstr(env, "all")) CHECKF(strcmp(expect, "generic") == 0, "LOFP_DISABLE_CPU_FEATURES=all");
     CHECK(lofp_kernel_name((lofp_scheme_id)0, LOFP_KERNEL_QUANTIZE) == NULL);
     CHECK(lofp_kernel_name(LOFP_SCHEME_MXFP4, (lofp_kernel_op)7) == NULL);

@@ -94,40 +94,6 @@ static inline __attribute__((always_inline)) int mx_codes(const lofp_scheme *s, 
     return 0;
 }
 
-/* The scale rule (kq_mx_scale_byte, rule for rule) for 8 blocks at once from their finite amax
- * bits; lanes of non-finite blocks come out unspecified (the caller overwrites them). Sets
- * *scalar when a FLOOR/CEIL/EVEN amax is an fp32 subnormal (its exponent needs a leading-zero
- * count): the caller then uses the scalar rule for the batch. */
-static inline __m256i v_mx_scale8(const kq_mx *p, __m256i am, int *scalar)
-{
-    const __m256i zero = _mm256_setzero_si256(), one = V8I(1);
-    __m256 a = _mm256_max_ps(_mm256_castsi256_ps(am), _mm256_set1_ps(p->amax_floor)); /* amax < floor */
-    __m256i u = _mm256_castps_si256(a);
-    if (p->rule == LOFP_SCALE_RCEIL) {
-        __m256i r = _mm256_castps_si256(_mm256_div_ps(a, _mm256_set1_ps(p->max)));
-        __m256i ex = _mm256_srli_epi32(r, 23), m = _mm256_and_si256(r, V8I(0x7FFFFF));
-        __m256i e = _mm256_add_epi32(ex, _mm256_andnot_si256(_mm256_cmpeq_epi32(m, zero), one));
-        if (p->ceil_clamp) return _mm256_max_epi32(_mm256_min_epi32(e, V8I(254)), one);
-        e = _mm256_min_epi32(e, V8I(254));
-        __m256i sub = _mm256_and_si256(_mm256_cmpgt_epi32(m, V8I(0x400000)), one); /* 0x00 is 2^-127 */
-        return _mm256_blendv_epi8(e, sub, _mm256_cmpeq_epi32(ex, zero));
-    }
-    __m256i iszero = _mm256_cmpeq_epi32(u, zero);
-    __m256i ex = _mm256_srli_epi32(u, 23);
-    if (!_mm256_testc_si256(_mm256_or_si256(iszero, _mm256_cmpgt_epi32(ex, zero)), _mm256_set1_epi32(-1))) {
-        *scalar = 1;
-        return zero;
-    }
-    if (p->rule == LOFP_SCALE_EVEN) /* round to the element's mantissa; a carry may reach field 255 */
-        u = _mm256_and_si256(_mm256_add_epi32(u, V8I(1u << (22 - p->mbits))), V8I(0x7F800000));
-    __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(u, 23), V8I(127));
-    if (p->rule == LOFP_SCALE_CEIL) /* not a power of two: one up */
-        e = _mm256_add_epi32(e, _mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(u, V8I(0x7FFFFF)), zero), one));
-    e = _mm256_add_epi32(e, V8I(127 - p->emax));
-    e = _mm256_max_epi32(_mm256_min_epi32(e, V8I(254)), zero);
-    return _mm256_andnot_si256(iszero, e); /* an all-zero block: 0x00 */
-}
-
 static inline __attribute__((always_inline)) size_t
 mx_row(const lofp_scheme *s, const mx_ctx *c, kq_mx_kind kind, lofp_rounding mode, const float *x,
        size_t kp, uint64_t base, uint8_t *codes, uint8_t *scales)
