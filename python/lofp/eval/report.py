@@ -1,0 +1,139 @@
+"""Terminal table, JSON and matplotlib plots of a run()."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+def _f(x, fmt):
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return format(x, fmt)
+
+
+def table(res: dict) -> str:
+    m = res["model"]
+    lines = [f"model: {m['name']} ({m['params']:,} params; {'; '.join(m['notes'])})",
+             f"lofp: {res['backend']}"]
+    q = res["quantized_tensors"]
+    kept = res["kept_unquantized"]
+    lines.append(f"quantized: {len(q)} linear weights (blocks along the input dim, zero-padded "
+                 f"to the block); kept as they are: " +
+                 ", ".join(sorted({k['why'] for k in kept})) + f" ({len(kept)} tensors)")
+    if m["kind"] == "lm":
+        inp = res["input"]
+        lines.append(f"text: {inp['predicted_tokens']} predicted tokens in "
+                     f"{len(inp['windows'])} window(s); reference perplexity "
+                     f"{res['reference']['ppl']:.4f}")
+        hdr = (f"{'variant':<34} {'bits':>6} {'ppl':>9} {'dppl%':>7} {'KL':>8} {'top1':>6} "
+               f"{'wSNR dB':>8} {'min':>6} {'relF':>7}")
+        lines += [hdr, "-" * len(hdr)]
+        for r in res["results"]:
+            we = r.get("weight_error") or {}
+            lines.append(
+                f"{r['label']:<34} {_f(r['bits'], '6.3g')} {r['ppl']:9.4f} "
+                f"{100 * r['ppl_rel']:+7.2f} {r['kl']:8.5f} {r['top1']:6.3f} "
+                f"{_f(we.get('snr_db'), '8.2f')} {_f(we.get('min_layer_snr_db'), '6.2f')} "
+                f"{_f(we.get('rel_fro'), '7.4f')}")
+    else:
+        inp = res["input"]
+        lines.append(f"sentences: {inp['sentences']} ({sum(inp['tokens'])} tokens); metric: "
+                     f"cosine of each sentence embedding with the unquantized one")
+        hdr = (f"{'variant':<34} {'bits':>6} {'cos min':>8} {'cos mean':>8} {'dsim max':>8} "
+               f"{'wSNR dB':>8} {'min':>6} {'relF':>7}")
+        lines += [hdr, "-" * len(hdr)]
+        for r in res["results"]:
+            we = r.get("weight_error") or {}
+            lines.append(
+                f"{r['label']:<34} {_f(r['bits'], '6.3g')} {r['cos_min']:8.5f} "
+                f"{r['cos_mean']:8.5f} {r['sim_max_abs_diff']:8.5f} "
+                f"{_f(we.get('snr_db'), '8.2f')} {_f(we.get('min_layer_snr_db'), '6.2f')} "
+                f"{_f(we.get('rel_fro'), '7.4f')}")
+    t = res["timing"]
+    lines.append(f"time: {t['total_s']:.2f} s in all (reference forward "
+                 f"{t['reference_forward_s']:.2f} s)")
+    return "\n".join(lines)
+
+
+def layers_table(res: dict) -> str:
+    rows = [r for r in res["results"] if r.get("layers") and not r.get("kv")]
+    if not rows:
+        return ""
+    names = [l["name"] for l in rows[0]["layers"]]
+    w = max(len(n) for n in names)
+    hdr = f"{'per-layer SNR dB':<{w}} " + " ".join(f"{r['label'][:12]:>12}" for r in rows)
+    out = [hdr, "-" * len(hdr)]
+    for i, n in enumerate(names):
+        out.append(f"{n:<{w}} " + " ".join(f"{r['layers'][i]['snr_db']:12.2f}" for r in rows))
+    return "\n".join(out)
+
+
+def to_json(res: dict, path) -> None:
+    def clean(o):
+        if isinstance(o, float) and (math.isinf(o) or math.isnan(o)):
+            return None
+        if isinstance(o, dict):
+            return {k: clean(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [clean(v) for v in o]
+        return o
+    text = json.dumps(clean(res), indent=1)
+    if str(path) == "-":
+        print(text)
+    else:
+        Path(path).write_text(text + "\n")
+
+
+def plots(res: dict, outdir) -> list[str]:
+    """Writes <model>_layers.png (per-layer SNR per scheme) and <model>_quality.png (bits vs
+    quality). Returns the paths; raises ImportError without matplotlib."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    name = res["model"]["name"]
+    paths = []
+    rows = [r for r in res["results"] if r.get("layers") and not r.get("kv")]
+    if rows:
+        fig, ax = plt.subplots(figsize=(10, 4.5))
+        n = len(rows[0]["layers"])
+        for r in rows:
+            ax.plot(range(n), [l["snr_db"] for l in r["layers"]], marker=".", label=r["label"])
+        names = [l["name"] for l in rows[0]["layers"]]
+        step = max(1, n // 28)
+        ax.set_xticks(range(0, n, step))
+        ax.set_xticklabels(names[::step], rotation=90, fontsize=6)
+        ax.set_ylabel("weight SNR (dB)")
+        ax.set_title(f"{name}: per-layer weight SNR")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        p = outdir / f"{name}_layers.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        paths.append(str(p))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    lm = res["model"]["kind"] == "lm"
+    for r in res["results"]:
+        bits = r["bits"] if r["bits"] is not None else 16.0
+        y = r["kl"] if lm else 1.0 - r["cos_mean"]
+        mk = "s" if r.get("kv") else "o"
+        ax.scatter([bits], [max(y, 1e-9)], marker=mk)
+        ax.annotate(r["label"], (bits, max(y, 1e-9)), fontsize=6, xytext=(3, 2),
+                    textcoords="offset points")
+    ax.set_yscale("log")
+    ax.set_xlabel("weight bits per value (16 = unquantized weights)")
+    ax.set_ylabel("mean KL to the unquantized model (nats)" if lm else "1 - mean cosine")
+    ax.set_title(f"{name}: format vs quality (squares: UltraQuant KV cache)")
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    p = outdir / f"{name}_quality.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    paths.append(str(p))
+    return paths

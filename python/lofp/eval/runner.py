@@ -1,0 +1,143 @@
+"""The sweep: for every variant (weight scheme x scale rule x rounding x profile, and/or a KV
+cache type) quantize the model's linear weights through the backend, run the same forward, and
+compare with the unquantized forward."""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from . import metrics
+from .backend import MX_SCHEMES
+
+WEIGHT_SCHEMES = ("nvfp4", "mxfp4", "mxfp6-e2m3", "mxfp6-e3m2", "mxfp8-e4m3", "mxfp8-e5m2",
+                  "mxint8", "tilelang-mxfp8")
+# Nominal storage per value: element bits + scale bits / block (+ nothing for the one fp32
+# per-tensor scale of two-level NVFP4).
+BITS = {"nvfp4": 4.5, "mxfp4": 4.25, "mxfp6-e2m3": 6.25, "mxfp6-e3m2": 6.25, "mxfp8-e4m3": 8.25,
+        "mxfp8-e5m2": 8.25, "mxint8": 8.25, "tilelang-mxfp8": 8.0625, "ultraquant": 4.25}
+ELEMENT_BITS = {"nvfp4": 4, "mxfp4": 4, "mxfp6-e2m3": 6, "mxfp6-e3m2": 6, "mxfp8-e4m3": 8,
+                "mxfp8-e5m2": 8, "mxint8": 8, "tilelang-mxfp8": 8, "ultraquant": 4}
+
+
+@dataclass(frozen=True)
+class Variant:
+    scheme: str | None = None       # weight scheme; None = weights unquantized
+    rounding: str | None = None     # None = the preset's default
+    scale_rule: str | None = None   # None = the preset's default
+    profile: str | None = None      # None = the default profile
+    kv: str | None = None           # KV cache type through lofp attention; None = numpy fp attention
+
+    @property
+    def weight_key(self):
+        return (self.scheme, self.rounding, self.scale_rule, self.profile)
+
+    @property
+    def label(self) -> str:
+        if self.scheme is None:
+            w = "weights fp"
+        else:
+            w = self.scheme
+            if self.scale_rule:
+                w += "/" + self.scale_rule
+            if self.rounding:
+                w += "/" + self.rounding
+            if self.profile:
+                w += f" [{self.profile}]"
+        if self.kv:
+            return f"kv:{self.kv}" if self.scheme is None else f"{w} + kv:{self.kv}"
+        return w
+
+
+def build_variants(schemes=WEIGHT_SCHEMES, scale_rules=(None,), roundings=(None,),
+                   profiles=(None,), kv=None, weights_with_kv=True) -> list[Variant]:
+    """Every scheme x scale rule x rounding x profile (scale rules only for the MX schemes); with
+    kv, also the KV cache alone and (weights_with_kv) each weight variant together with it."""
+    out: list[Variant] = []
+    for s in schemes:
+        rules = [r for r in scale_rules if r is None or s in MX_SCHEMES] or [None]
+        for r in dict.fromkeys(rules):
+            for rd in roundings:
+                for p in profiles:
+                    out.append(Variant(s, rd, r, p))
+    if kv:
+        kvv = [Variant(kv=kv)]
+        if weights_with_kv:
+            kvv += [Variant(v.scheme, v.rounding, v.scale_rule, v.profile, kv) for v in out]
+        out += kvv
+    return out
+
+
+def quantize_model(model, backend, v: Variant):
+    """Fake-quantizes every linear weight of `model` under `v`; returns (weights, per-layer
+    errors)."""
+    qw, layers = {}, []
+    sig = noise = 0.0
+    for name, w in model.linear_weights().items():
+        wq = backend.fake_quant(w, v.scheme, rounding=v.rounding, scale_rule=v.scale_rule,
+                                profile=v.profile)
+        qw[name] = wq
+        e = metrics.weight_error(w, wq)
+        sig += e.pop("_sig")
+        noise += e.pop("_noise")
+        layers.append({"name": name, "shape": list(w.shape), **e})
+    total = {"snr_db": float(10 * np.log10(sig / noise)) if noise else float("inf"),
+             "rel_fro": float(np.sqrt(noise / sig)),
+             "min_layer_snr_db": min(l["snr_db"] for l in layers)}
+    return qw, layers, total
+
+
+def run(model, variants, backend, text=None, log=None) -> dict:
+    t_start = time.perf_counter()
+    inputs = model.inputs(text)
+    t0 = time.perf_counter()
+    ref = model.forward(inputs)
+    t_ref = time.perf_counter() - t0
+    res = {"model": asdict(model.info), "backend": backend.name,
+           "kept_unquantized": [{"name": k.name, "shape": list(k.shape), "why": k.why}
+                                for k in model.kept_tensors()],
+           "quantized_tensors": [{"name": n, "shape": list(w.shape)}
+                                 for n, w in model.linear_weights().items()],
+           "results": []}
+    if model.info.kind == "lm":
+        ppl0 = metrics.perplexity(ref, inputs)
+        res["input"] = {"windows": [len(w) for w in inputs],
+                        "predicted_tokens": sum(len(w) - 1 for w in inputs)}
+        res["reference"] = {"ppl": ppl0}
+    else:
+        emb0 = ref
+        sim0 = metrics.similarity_matrix(emb0)
+        res["input"] = {"sentences": len(inputs), "tokens": [len(s) for s in inputs]}
+        res["reference"] = {"similarity": sim0.tolist()}
+    cache = {}
+    for v in variants:
+        t0 = time.perf_counter()
+        row = {"label": v.label, **asdict(v),
+               "bits": BITS.get(v.scheme) if v.scheme else None}
+        weights = None
+        if v.scheme is not None:
+            if v.weight_key not in cache:
+                cache[v.weight_key] = quantize_model(model, backend, v)
+            weights, layers, total = cache[v.weight_key]
+            row["weight_error"] = total
+            row["layers"] = layers
+        t1 = time.perf_counter()
+        out = model.forward(inputs, weights, v.kv, backend)
+        if model.info.kind == "lm":
+            ppl = metrics.perplexity(out, inputs)
+            kl, klmax, top1 = metrics.kl_top1(ref, out)
+            row.update(ppl=ppl, ppl_rel=ppl / ppl0 - 1.0, kl=kl, kl_max=klmax, top1=top1)
+        else:
+            cos = metrics.cosine_rows(emb0, out)
+            sim = metrics.similarity_matrix(out)
+            row.update(cos_min=float(cos.min()), cos_mean=float(cos.mean()),
+                       sim_max_abs_diff=float(np.abs(sim - sim0).max()))
+        t2 = time.perf_counter()
+        row["time_quantize_s"] = t1 - t0
+        row["time_forward_s"] = t2 - t1
+        res["results"].append(row)
+        if log:
+            log(row)
+    res["timing"] = {"reference_forward_s": t_ref, "total_s": time.perf_counter() - t_start}
+    return res
