@@ -259,8 +259,7 @@ class PackageBackend:
     def __init__(self, mod, threads: int | None = None):
         self.mod = mod
         self.threads = threads
-        self.name = f"lofp package {getattr(mod, '__version__', '?')}"
-        self._ctypes = None
+        self.name = f"lofp package {getattr(mod, '__version__', '?')} ({Path(mod.__file__).parent})"
 
     def fake_quant(self, w, scheme, rounding=None, scale_rule=None, profile=None):
         kw = {"pad": True}
@@ -276,13 +275,25 @@ class PackageBackend:
         return np.asarray(self.mod.dequantize(q, dtype="float32"), np.float32)
 
     def attention(self, q, k, v, scale, causal, kv="ultraquant"):
-        kvmod = getattr(self.mod, "kv", None)
-        fn = getattr(kvmod, "attention", None) if kvmod is not None else None
-        if fn is not None:
-            return np.asarray(fn(q, k, v, scale=scale, causal=causal, kv=kv), np.float32)
-        if self._ctypes is None:
-            self._ctypes = CtypesBackend(threads=self.threads)
-        return self._ctypes.attention(q, k, v, scale, causal, kv)
+        """As CtypesBackend.attention, through lofp.kv.Cache."""
+        q = np.ascontiguousarray(q, np.float32)
+        k = np.ascontiguousarray(k, np.float32)
+        v = np.ascontiguousarray(v, np.float32)
+        t, hq, d = q.shape
+        n, hk, _ = k.shape
+        bs = 64
+        nblocks = (n + bs - 1) // bs
+        cache = self.mod.kv.Cache(nblocks, bs, hk, d, dtype=kv)
+        cache.store(k, v, np.arange(n, dtype=np.int64))
+        threads = self.threads or min(os.cpu_count() or 1, 8)
+        if causal:
+            return np.asarray(cache.prefill(q, np.array([0, t], np.int32),
+                                            np.arange(nblocks, dtype=np.int32)[None, :],
+                                            np.array([n], np.int32), scale=scale,
+                                            threads=threads), np.float32)
+        table = np.tile(np.arange(nblocks, dtype=np.int32), (t, 1))
+        return np.asarray(cache.decode(q, table, np.full(t, n, np.int32), scale=scale,
+                                       threads=threads), np.float32)
 
 
 _BACKEND = None

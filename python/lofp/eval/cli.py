@@ -101,7 +101,7 @@ def main(argv=None) -> int:
                   file=sys.stderr)
     try:
         res = run(model, variants, backend, text=text, log=log)
-    except BackendError as e:
+    except (BackendError, ValueError) as e:  # lofp.Error is a ValueError
         print(f"lofp eval: {e}", file=sys.stderr)
         return 1
     res["timing"]["load_s"] = t_load
