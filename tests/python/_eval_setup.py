@@ -5,7 +5,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT / "python") not in sys.path:
+try:  # the package under test (PYTHONPATH), else the source tree
+    import lofp.eval  # noqa: F401
+except ImportError:
     sys.path.insert(0, str(ROOT / "python"))
 GOLDEN = ROOT / "tests" / "golden" / "eval"
 
