@@ -38,6 +38,22 @@ __global__ void flush_read(const uint4 *p, size_t n, unsigned *sink)
     if (x == 0x12345678u) *sink = x; /* keeps the loads; practically never stores */
 }
 static const size_t FLUSH = 256u << 20;
+
+/* reads two arrays once (16-byte loads, 4 in flight per thread): the read-bandwidth floor */
+__global__ void read_floor(const uint4 *a, size_t na, const uint4 *b, size_t nb, unsigned *sink)
+{
+    unsigned x = 0;
+    const size_t st = (size_t)gridDim.x * blockDim.x, t0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (size_t i = t0; i < na; i += 4 * st) {
+        uint4 v[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) v[j] = i + j * st < na ? __ldg(a + i + j * st) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int j = 0; j < 4; j++) x ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+    }
+    for (size_t i = t0; i < nb; i += st) { const uint4 v = __ldg(b + i); x ^= v.x ^ v.y ^ v.z ^ v.w; }
+    if (x == 0x12345678u) *sink = x;
+}
 static int g_iters = 30;
 
 /* random bf16 ~ N(0, sigma) (sum of uniforms), deterministic per index */
@@ -153,6 +169,11 @@ static void bench_quantize(void)
         CU(cudaMalloc(&out, n * 2));
         double us = time_us([&](int) { LC(lofp_cuda_dequantize(&s, codes, scales, LOFP_LAYOUT_LINEAR, g, rows, k, LOFP_DTYPE_BF16, out, NULL)); }, true);
         emit("dequant_nvfp4_bf16", us, n * 2.0 + n / 2.0 + n / 16.0, 0, NULL);
+        lofp_scheme mx;
+        lofp_scheme_preset("mxfp4", &mx);
+        LC(lofp_cuda_quantize(&mx, LOFP_DTYPE_BF16, x, rows, k, LOFP_LAYOUT_LINEAR, codes, scales, g, ws, NULL));
+        us = time_us([&](int) { LC(lofp_cuda_dequantize(&mx, codes, scales, LOFP_LAYOUT_LINEAR, NULL, rows, k, LOFP_DTYPE_BF16, out, NULL)); }, true);
+        emit("dequant_mxfp4_bf16", us, n * 2.0 + n / 2.0 + n / 32.0, 0, NULL);
         CU(cudaFree(out));
     }
     CU(cudaFree(x)); CU(cudaFree(codes)); CU(cudaFree(scales)); CU(cudaFree(g)); CU(cudaFree(ws));
@@ -161,7 +182,7 @@ static void bench_quantize(void)
 static void bench_gemm(void)
 {
     struct { size_t n, k; } shapes[] = {{8192, 8192}, {14336, 4096}};
-    const size_t ms[] = {1, 16, 256, 4096};
+    const size_t ms[] = {1, 16, 64, 256, 4096};
     const int NCOPY = 4; /* 4 weight copies rotate: > 60 MiB L2 */
     for (const char *preset : {"nvfp4", "mxfp4"})
         for (auto sh : shapes) {
@@ -184,6 +205,19 @@ static void bench_gemm(void)
             CU(cudaDeviceSynchronize());
             CU(cudaFree(w));
             const size_t wbytes = n * k / 2 + n * k / s.block;
+            {
+                /* the floor a weight-streaming kernel can reach in this harness: a plain read of
+                 * the same codes + scales, same rotation and back-to-back batching */
+                const int sms = 132;
+                double us = time_us([&](int i) {
+                    const lofp_cuda_w4 &x = W[i % NCOPY];
+                    read_floor<<<sms * 8, 512>>>((const uint4 *)x.d_codes, n * k / 32, (const uint4 *)x.d_scales, n * k / s.block / 16, g_flush_sink);
+                    CU(cudaGetLastError());
+                }, false, 20);
+                char name[96];
+                snprintf(name, sizeof name, "read_floor_%s_n%zu_k%zu", preset, n, k);
+                emit(name, us, (double)wbytes, 0, NULL);
+            }
             for (size_t m : ms) {
                 uint16_t *a;
                 void *c;
@@ -191,14 +225,26 @@ static void bench_gemm(void)
                 CU(cudaMalloc(&c, m * n * 4));
                 fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
                 std::vector<std::string> cfgs = {""};
-                if (m <= 64) cfgs = {"", "1,4", "1,8", "1,16", "2,4", "2,8", "4,4"};
+                if (m <= 16) {
+                    const char *sweep = getenv("LOFP_BENCH_GEMV_SWEEP");
+                    if (sweep && *sweep) {
+                        std::string sw(sweep);
+                        size_t b = 0;
+                        while (b <= sw.size()) {
+                            size_t e = sw.find(';', b);
+                            if (e == std::string::npos) e = sw.size();
+                            if (e > b) cfgs.push_back(sw.substr(b, e - b));
+                            b = e + 1;
+                        }
+                    }
+                }
                 for (auto &cfg : cfgs) {
                     if (cfg.empty()) unsetenv("LOFP_CUDA_GEMV_CFG");
                     else setenv("LOFP_CUDA_GEMV_CFG", cfg.c_str(), 1);
-                    double us = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL)); }, m > 64, m > 64 ? 1 : 20);
+                    double us = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL)); }, m > 256, m > 256 ? 1 : 20);
                     char name[96], extra[96];
                     snprintf(name, sizeof name, "w4a16_%s_m%zu_n%zu_k%zu%s%s", preset, m, n, k, cfg.empty() ? "" : "_cfg", cfg.c_str());
-                    for (char *p = name; *p; p++) if (*p == ',') *p = 'x';
+                    for (char *p = name; *p; p++) if (*p == ',' || *p == ':') *p = 'x';
                     snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"default\": %d", m, n, k, cfg.empty() ? 1 : 0);
                     emit(name, us, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
                 }

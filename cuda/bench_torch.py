@@ -62,15 +62,44 @@ def bench_copy():
 
 
 def bench_mm():
+    """cuBLAS bf16, and the weight-compressed peers a Hopper user has: int4 tinygemm
+    (torch._weight_int4pack_mm, group 32) and FP8 rowwise W8A8 (torch._scaled_mm). Weights rotate
+    over 4 copies (all > L2 together); M <= 256 as 20 back-to-back calls."""
     for n, k in ((8192, 8192), (14336, 4096)):
         ws = [torch.randn(n, k, device=dev, dtype=torch.bfloat16) * 0.02 for _ in range(4)]
-        for m in (1, 16, 256, 4096):
+        peers = {}
+        try:  # int4 tinygemm, group 32
+            w8 = torch.randint(0, 256, (n, k // 2), device=dev, dtype=torch.uint8)
+            packs = [torch._convert_weight_to_int4pack(w8, 8) for _ in range(4)]
+            sz = torch.rand(k // 32, n, 2, device=dev, dtype=torch.bfloat16)
+            peers["int4_tinygemm"] = lambda a, i: torch._weight_int4pack_mm(a, packs[i % 4], 32, sz)
+        except Exception as e:
+            print(json.dumps({"name": "torch_int4_tinygemm_error", "error": repr(e)[:300]}), flush=True)
+        try:  # FP8 rowwise W8A8 (activations quantized per token inside the timed call)
+            w8s = [(w / (w.abs().amax(dim=1, keepdim=True) / 448)).to(torch.float8_e4m3fn) for w in ws]
+            sw = (ws[0].abs().amax(dim=1) / 448).float().view(1, n)
+
+            def fp8(a, i):
+                sa = (a.abs().amax(dim=1, keepdim=True).float() / 448).clamp(min=1e-12)
+                aq = (a / sa).to(torch.float8_e4m3fn)
+                return torch._scaled_mm(aq, w8s[i % 4].T, scale_a=sa, scale_b=sw, out_dtype=torch.bfloat16)
+            peers["fp8_rowwise"] = fp8
+        except Exception as e:
+            print(json.dumps({"name": "torch_fp8_rowwise_error", "error": repr(e)[:300]}), flush=True)
+        for m in (1, 16, 64, 256, 4096):
             a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
             small = m <= 256
             us = time_us(lambda i: a @ ws[i % 4].T, flush=not small, batch=20 if small else 1)
             emit(f"torch_bf16_mm_m{m}_n{n}_k{k}", us, n * k * 2.0 + m * k * 2 + m * n * 2,
                  2.0 * m * n * k, m=m, n=n, k=k)
-        del ws
+            for name, fn in peers.items():
+                try:
+                    us = time_us(lambda i: fn(a, i), flush=not small, batch=20 if small else 1,
+                                 iters=30 if m < 4096 or name != "int4_tinygemm" else 5)
+                    emit(f"torch_{name}_m{m}_n{n}_k{k}", us, 0.0, 2.0 * m * n * k, m=m, n=n, k=k)
+                except Exception as e:
+                    print(json.dumps({"name": f"torch_{name}_m{m}_error", "error": repr(e)[:300]}), flush=True)
+        del ws, peers
         torch.cuda.empty_cache()
 
 

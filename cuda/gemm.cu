@@ -31,6 +31,7 @@
 
 #include "gemm_common.cuh"
 #include "lofp_cuda_device.cuh"
+#include "lofp_cuda_ckpt.h"
 #include "lofp_cuda_internal.h"
 
 using namespace lofpcu;
@@ -74,11 +75,11 @@ __global__ void w4_scale_max(const uint8_t *s, size_t nbytes, unsigned int *mx)
     if ((threadIdx.x & 31) == 0) atomicMax(mx, m);
 }
 
-__global__ void w4_params(float *params, const float *global, const unsigned int *smax, int nvfp4)
+__global__ void w4_params(float *params, const float *global, const unsigned int *smax, int nvfp4, int dec)
 {
     if (nvfp4) {
         const float g = global ? *global : 1.0f;
-        params[0] = fdiv(128.0f, g);
+        params[0] = dec ? fmul(128.0f, g) : fdiv(128.0f, g);
         params[1] = 0.0f;
     } else {
         const int bmax = (int)*smax; /* 0..254 */
@@ -118,12 +119,10 @@ __device__ __forceinline__ void wfrag(uint32_t qa, uint32_t qb, int h, uint32_t 
 
 /* ---- GEMV: m <= 8*NT ---- */
 /* One 128-chunk of K for MT weight m16 tiles and NT token tiles. */
-template <int MT, int NT, int NV>
-__device__ __forceinline__ void gemv_chunk(const GemmP &p, int ch, int g, int c, int sbias,
-                                           const uint4 (&wq)[MT][2], const uint32_t (&ws)[MT][2],
-                                           float (&acc)[MT][NT][4])
+/* The lane's activations of one chunk: NT token tiles x 32 contiguous bf16 (zero past m). */
+template <int NT>
+__device__ __forceinline__ void gemv_loada(const GemmP &p, int ch, int g, int c, uint4 (&av)[NT][4])
 {
-    uint4 av[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         const int tok = nt * 8 + g;
@@ -134,6 +133,13 @@ __device__ __forceinline__ void gemv_chunk(const GemmP &p, int ch, int g, int c,
             else av[nt][w4] = make_uint4(0, 0, 0, 0);
         }
     }
+}
+
+template <int MT, int NT, int NV>
+__device__ __forceinline__ void gemv_chunk(const uint4 (&av)[NT][4], int sbias,
+                                           const uint4 (&wq)[MT][2], const uint32_t (&ws)[MT][2],
+                                           float (&acc)[MT][NT][4])
+{
     uint32_t sc[MT][2][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -179,7 +185,9 @@ __device__ __forceinline__ void gemv_loadw(const GemmP &p, int n0, int ch, int g
         }
 }
 
-template <int MT, int NT, int WK, int NV>
+/* AP = 1 (version 6): each chunk's activations are loaded one chunk ahead (two register buffers)
+ * instead of at the start of the chunk that uses them (an L2 round trip every chunk waited for). */
+template <int MT, int NT, int WK, int NV, int AP>
 __global__ void __launch_bounds__(32 * WK) gemv_kernel(GemmP p)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -201,13 +209,22 @@ __global__ void __launch_bounds__(32 * WK) gemv_kernel(GemmP p)
     /* two chunks per step, the next two prefetched: up to four chunks of weights in flight */
     uint4 wa[MT][2], wb[MT][2], na[MT][2], nb[MT][2];
     uint32_t sa[MT][2], sb[MT][2], nsa[MT][2], nsb[MT][2];
+    uint4 aa[NT][4], ab[NT][4];
     if (c_beg < c_end) gemv_loadw<MT, NV>(p, n0, c_beg, g, c, crow, srow, wa, sa);
     if (c_beg + 1 < c_end) gemv_loadw<MT, NV>(p, n0, c_beg + 1, g, c, crow, srow, wb, sb);
+    if (AP && c_beg < c_end) gemv_loada<NT>(p, c_beg, g, c, aa);
     for (int ch = c_beg; ch < c_end; ch += 2) {
         if (ch + 2 < c_end) gemv_loadw<MT, NV>(p, n0, ch + 2, g, c, crow, srow, na, nsa);
         if (ch + 3 < c_end) gemv_loadw<MT, NV>(p, n0, ch + 3, g, c, crow, srow, nb, nsb);
-        gemv_chunk<MT, NT, NV>(p, ch, g, c, sbias, wa, sa, acc);
-        if (ch + 1 < c_end) gemv_chunk<MT, NT, NV>(p, ch + 1, g, c, sbias, wb, sb, acc);
+        /* AP: each chunk's activations are requested one chunk ahead */
+        if (!AP) gemv_loada<NT>(p, ch, g, c, aa);
+        else if (ch + 1 < c_end) gemv_loada<NT>(p, ch + 1, g, c, ab);
+        gemv_chunk<MT, NT, NV>(aa, sbias, wa, sa, acc);
+        if (AP && ch + 2 < c_end) gemv_loada<NT>(p, ch + 2, g, c, aa);
+        if (ch + 1 < c_end) {
+            if (!AP) gemv_loada<NT>(p, ch + 1, g, c, ab);
+            gemv_chunk<MT, NT, NV>(ab, sbias, wb, sb, acc);
+        }
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -390,6 +407,14 @@ extern "C" lofp_status lofp_cuda_w4_prepare(const lofp_scheme *s, const uint8_t 
                                             size_t n, size_t k, lofp_cuda_w4 *w,
                                             lofp_cuda_stream stream)
 {
+    return lofp_cuda_w4_prepare_dir(s, d_codes, d_scales, d_global, LOFP_GLOBAL_ENCODE, n, k, w, stream);
+}
+
+extern "C" lofp_status lofp_cuda_w4_prepare_dir(const lofp_scheme *s, const uint8_t *d_codes,
+                                                const uint8_t *d_scales, const float *d_global,
+                                                lofp_global_dir dir, size_t n, size_t k,
+                                                lofp_cuda_w4 *w, lofp_cuda_stream stream)
+{
     clear_cuda_error();
     if (!s || !w || !d_codes || !d_scales) return LOFP_ERR_INVALID_ARG;
     if (lofp_scheme_validate(s) != LOFP_OK) return LOFP_ERR_INVALID_ARG;
@@ -420,7 +445,7 @@ extern "C" lofp_status lofp_cuda_w4_prepare(const lofp_scheme *s, const uint8_t 
         w4_scale_max<<<grid, 256, 0, st>>>(d_scales, sb, smax);
         LOFP_CU_LAUNCH();
     }
-    w4_params<<<1, 1, 0, st>>>(w->d_params, nv ? d_global : NULL, smax, nv ? 1 : 0);
+    w4_params<<<1, 1, 0, st>>>(w->d_params, nv ? d_global : NULL, smax, nv ? 1 : 0, dir == LOFP_GLOBAL_DECODE);
     LOFP_CU_LAUNCH();
     return LOFP_OK;
 }
@@ -438,23 +463,28 @@ extern "C" void lofp_cuda_w4_free(lofp_cuda_w4 *w)
  * and WK warps per CTA splitting K. Two other designs measured slower and were removed
  * (cuda/NOTES.md, GEMV versions 4 and 5). */
 template <int NT, int NV>
-static lofp_status launch_gemv(const GemmP &p, int mt, int wk, cudaStream_t st)
+static lofp_status launch_gemv(const GemmP &p, int mt, int wk, int ap, cudaStream_t st)
 {
-#define GV(MTV, WKV)                                                                           \
+#define GV(MTV, WKV, APV)                                                                      \
     do {                                                                                       \
         const unsigned grid = (unsigned)(p.n / (16 * MTV));                                    \
         const size_t shm = WKV > 1 ? (size_t)WKV * MTV * NT * 4 * 32 * sizeof(float) : 0;      \
         if (shm > 48 * 1024)                                                                   \
-            LOFP_CU(cudaFuncSetAttribute(gemv_kernel<MTV, NT, WKV, NV>,                       \
+            LOFP_CU(cudaFuncSetAttribute(gemv_kernel<MTV, NT, WKV, NV, APV>,                  \
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm)); \
-        gemv_kernel<MTV, NT, WKV, NV><<<grid, 32 * WKV, shm, st>>>(p);                         \
+        gemv_kernel<MTV, NT, WKV, NV, APV><<<grid, 32 * WKV, shm, st>>>(p);                    \
     } while (0)
-    if (mt == 1 && wk == 4) GV(1, 4);
-    else if (mt == 1 && wk == 8) GV(1, 8);
-    else if (mt == 2 && wk == 4) GV(2, 4);
-    else if (mt == 2 && wk == 8) GV(2, 8);
-    else if (mt == 4 && wk == 4) GV(4, 4);
-    else GV(1, 16);
+    if (NT <= 2 && ap) {
+        if (mt == 2 && wk == 4) GV(2, 4, 1);
+        else if (mt == 4 && wk == 4) GV(4, 4, 1);
+        else if (mt == 1 && wk == 8) GV(1, 8, 1);
+        else GV(1, 4, 1);
+    } else if (mt == 1 && wk == 4) GV(1, 4, 0);
+    else if (mt == 1 && wk == 8) GV(1, 8, 0);
+    else if (mt == 2 && wk == 4) GV(2, 4, 0);
+    else if (mt == 2 && wk == 8) GV(2, 8, 0);
+    else if (mt == 4 && wk == 4) GV(4, 4, 0);
+    else GV(1, 16, 0);
 #undef GV
     LOFP_CU_LAUNCH();
     return LOFP_OK;
@@ -480,10 +510,19 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
         const char *cfg = getenv("LOFP_CUDA_GEMV_CFG");
         /* defaults from the sweeps of four runs: 4 warps per CTA won at every measured shape
          * (M=1 8192^2 1x4 17.6-17.9 us vs 1x8 18.5-18.8; M=16 2x4 24.4-24.9 vs 2x8 27.7-28.5) */
-        int mt = (m <= 8) ? 1 : 2, wk = 4;
-        if (cfg && sscanf(cfg, "%d,%d", &mt, &wk) != 2) { mt = 1; wk = 4; }
+        /* defaults from the sweeps (cuda/NOTES.md): 4 warps per CTA; 1 tile per warp for m <= 8,
+         * 2 for m <= 16 at K >= 8192 and 4 at smaller K (N = 14336, K = 4096: 24.3-24.5 vs 26-31);
+         * activations one chunk ahead (AP) where the registers allow it (MT <= 2, m <= 16).
+         * LOFP_CUDA_GEMV_CFG="MT,WK[,AP]" overrides (bench sweeps). */
+        int mt = (m <= 8) ? 1 : (m <= 16 && p.k <= 4096) ? 4 : 2, wk = 4, ap = (m <= 16 && mt <= 2) ? 1 : 0;
+        if (cfg) {
+            int a = 0, b = 0, c = 0;
+            const int got = sscanf(cfg, "%d,%d,%d", &a, &b, &c);
+            if (got >= 2) { mt = a; wk = b; ap = got == 3 ? c : 0; }
+        }
+        if (n16 % mt) mt = n16 % 2 ? 1 : 2;
         if (n16 % mt) mt = 1;
-#define GVN(NTV) return nv ? launch_gemv<NTV, 1>(p, mt, wk, st) : launch_gemv<NTV, 0>(p, mt, wk, st)
+#define GVN(NTV) return nv ? launch_gemv<NTV, 1>(p, mt, wk, ap, st) : launch_gemv<NTV, 0>(p, mt, wk, ap, st)
         switch (nt) {
         case 1: GVN(1);
         case 2: GVN(2);

@@ -77,8 +77,9 @@ __device__ __forceinline__ uint32_t uq_group(const float *v, float c, const uint
     return (uint32_t)(e + 127);
 }
 
-/* In-warp butterfly over 32*E elements, lane l holding [l*E, l*E+E). */
-template <int E> __device__ __forceinline__ void butterfly_warp(float *v, int lane)
+/* In-warp butterfly over LPR*E elements held by LPR consecutive lanes (a power of two <= 32;
+ * 32 / LPR independent rows per warp), lane l of a row holding [l*E, l*E+E). */
+template <int E, int LPR = 32> __device__ __forceinline__ void butterfly_warp(float *v, int lane)
 {
     const float rr = 0.70710678118654752f;
 #pragma unroll
@@ -93,7 +94,7 @@ template <int E> __device__ __forceinline__ void butterfly_warp(float *v, int la
         }
     }
 #pragma unroll
-    for (int hl = 1; hl < 32; hl <<= 1) { /* element stride hl * E */
+    for (int hl = 1; hl < LPR; hl <<= 1) { /* element stride hl * E */
         const bool upper = (lane & hl) != 0;
 #pragma unroll
         for (int j = 0; j < E; j++) {

@@ -30,6 +30,7 @@
 #include <mutex>
 
 #include "lofp_cuda_device.cuh"
+#include "lofp_cuda_ckpt.h"
 #include "lofp_cuda_internal.h"
 #include "lofp_cuda_kern.cuh"
 
@@ -838,9 +839,16 @@ struct DQParams {
     size_t rows, k, kp;
     int fam; /* 0 nvfp4, 1 mx, 2 uq */
     int elem, block, out_dt;
+    int dec; /* NVFP4: *global is a decode multiplier (lofp_cuda_ckpt.h) */
     const float *global;
     void *out;
 };
+
+/* NVFP4 value of one code: code * scale / global, or with a decode multiplier code * fl(scale * d) */
+__device__ __forceinline__ float nvfp4_dq_one(uint32_t code, float sv, float global, int dec)
+{
+    return dec ? fmul(e2m1_value(code), fmul(sv, global)) : fdiv(fmul(e2m1_value(code), sv), global);
+}
 
 __global__ void dequant_kernel(DQParams p)
 {
@@ -863,7 +871,7 @@ __global__ void dequant_kernel(DQParams p)
         uint32_t sb = p.scales[scale_off(p.L, r, j / p.block)];
         float y;
         if (p.fam == 0) {
-            y = fdiv(fmul(e2m1_value(code), decode_mf(T_UE4M3, sb)), global);
+            y = nvfp4_dq_one(code, decode_mf(T_UE4M3, sb), global, p.dec);
         } else if (p.fam == 1) {
             y = sb == 0xFF ? u2f(0x7FC00000u) : fmul(decode_elem(p.elem, code), e8m0_value(sb));
         } else {
@@ -902,13 +910,19 @@ __global__ void __launch_bounds__(256) dequant_fast_kernel(DQParams p)
         const float global = p.global ? *p.global : 1.0f;
         const float sv = decode_mf(T_UE4M3, sb);
         float b1, b3;
-        if (nvfp4_dq_bases(sv, global, b1, b3)) {
+        bool ok;
+        if (p.dec) {
+            b1 = fmul(sv, global);
+            b3 = fmul(1.5f, b1);
+            const float a1 = fabsf(b1), a3 = fabsf(b3);
+            ok = a1 >= 0x1p-125f && a1 < 0x1p125f && a3 >= 0x1p-125f && a3 < 0x1p125f;
+        } else ok = nvfp4_dq_bases(sv, global, b1, b3);
+        if (ok) {
 #pragma unroll
             for (int i = 0; i < 16; i++) y[i] = nvfp4_dq_value((cw[i >> 3] >> (4 * (i & 7))) & 0xFu, b1, b3);
         } else {
 #pragma unroll
-            for (int i = 0; i < 16; i++)
-                y[i] = fdiv(fmul(e2m1_value((cw[i >> 3] >> (4 * (i & 7))) & 0xFu), sv), global);
+            for (int i = 0; i < 16; i++) y[i] = nvfp4_dq_one((cw[i >> 3] >> (4 * (i & 7))) & 0xFu, sv, global, p.dec);
         }
     } else if (FAM == 1 || FAM == 3) {
         const float sv = FAM == 1 ? e8m0_value(sb) : (sb ? u2f(sb << 23) : 0.0f);
@@ -941,6 +955,139 @@ __global__ void __launch_bounds__(256) dequant_fast_kernel(DQParams p)
         uint4 *d = (uint4 *)((uint16_t *)p.out + o);
         d[0] = make_uint4(h[0], h[1], h[2], h[3]);
         d[1] = make_uint4(h[4], h[5], h[6], h[7]);
+    }
+}
+
+/* Version 6: FP4 -> bf16 by byte lookup. For an E2M1 code with magnitude index m and a block whose
+ * two bases b1, b3 (nvfp4_dq_bases; MX: 2^(e-127) and 1.5 * 2^(e-127)) keep every value normal,
+ * the bf16 output is 2^j * bf16(b) with b = b3 for m = 3, 5, 7 and b1 otherwise (j = m/2 - 1,
+ * m = 1 -> j = -1): the eight magnitudes of a block are bf16(b1), bf16(b3) with the exponent field
+ * moved by -1..2 (integer adds, exact while normal), and one value is two bytes of an 8-entry
+ * table. Per 4 elements: two PRMTs pick the low and the high bytes (selector = the four 3-bit
+ * magnitude indices), two PRMTs interleave them into two bf16x2 words, and the code's sign bits are
+ * moved to bits 15/31 by one multiply each and XORed in (the CPU XORs the sign too: -0 stays -0).
+ * A block whose bases fail the range check (tiny or huge scales, scale byte 0, MX 0xFF) takes the
+ * per-element CPU formula. One thread = 32 elements (one 16-byte code load, four 16-byte stores),
+ * two of them per thread with both loads issued first. DEC: NVFP4 global given as a decode
+ * multiplier (b1 = fl(sv * d), b3 = fl(1.5 * b1): ModelOpt's e2m1 * fl(s * s2)). */
+struct DQLut { uint32_t la, lb, ha, hb; };
+
+__device__ __forceinline__ DQLut dq_lut(uint32_t B1, uint32_t B3)
+{
+    const uint32_t p01 = (B1 & 0x8000u) | ((B1 - 0x80u) << 16);
+    const uint32_t p23 = B1 | (B3 << 16);
+    const uint32_t p45 = (B1 + 0x80u) | ((B3 + 0x80u) << 16);
+    const uint32_t p67 = (B1 + 0x100u) | ((B3 + 0x100u) << 16);
+    DQLut t;
+    t.la = __byte_perm(p01, p23, 0x6420);
+    t.ha = __byte_perm(p01, p23, 0x7531);
+    t.lb = __byte_perm(p45, p67, 0x6420);
+    t.hb = __byte_perm(p45, p67, 0x7531);
+    return t;
+}
+
+/* 8 codes of one word -> 4 bf16x2 words */
+__device__ __forceinline__ uint4 dq_word(uint32_t w, const DQLut &t)
+{
+    uint32_t o[4];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const uint32_t x = h ? w >> 16 : w;
+        const uint32_t sel = x & 0x7777u, sg = x & 0x8888u;
+        const uint32_t lo = __byte_perm(t.la, t.lb, sel), hi = __byte_perm(t.ha, t.hb, sel);
+        o[2 * h] = __byte_perm(lo, hi, 0x5140) ^ ((sg * 0x01001000u) & 0x80008000u);
+        o[2 * h + 1] = __byte_perm(lo, hi, 0x7362) ^ ((sg * 0x00010010u) & 0x80008000u);
+    }
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+template <int FAM, int DEC>
+__device__ __noinline__ uint4 dq_slow_word(uint32_t w, uint32_t sb, float global)
+{
+    float y[8];
+    for (int i = 0; i < 8; i++) {
+        const uint32_t code = (w >> (4 * i)) & 0xFu;
+        if (FAM == 0) {
+            const float sv = decode_mf(T_UE4M3, sb);
+            y[i] = nvfp4_dq_one(code, sv, global, DEC);
+        } else {
+            y[i] = sb == 0xFF ? u2f(0x7FC00000u) : fmul(e2m1_value(code), e8m0_value(sb));
+        }
+    }
+    uint32_t o[4];
+    for (int i = 0; i < 4; i++) o[i] = (uint32_t)f32_to_bf16(y[2 * i]) | ((uint32_t)f32_to_bf16(y[2 * i + 1]) << 16);
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+template <int FAM, int DEC>
+__device__ __forceinline__ bool dq_bases_bf16(uint32_t sb, float global, uint32_t &B1, uint32_t &B3)
+{
+    float b1, b3;
+    if (FAM == 0) {
+        const float sv = decode_mf(T_UE4M3, sb);
+        if (DEC) {
+            b1 = fmul(sv, global);
+            b3 = fmul(1.5f, b1);
+            const float a1 = fabsf(b1), a3 = fabsf(b3);
+            if (!(a1 >= 0x1p-125f && a1 < 0x1p125f && a3 >= 0x1p-125f && a3 < 0x1p125f)) return false;
+        } else if (!nvfp4_dq_bases(sv, global, b1, b3)) return false;
+    } else {
+        if (sb < 2u || sb > 252u) return false;
+        b1 = u2f(sb << 23);
+        b3 = fmul(1.5f, b1);
+    }
+    B1 = f32_to_bf16(b1);
+    B3 = f32_to_bf16(b3);
+    return true;
+}
+
+/* One round = 8 consecutive elements (one 32-bit code word, one 16-byte store) per lane, lane-
+ * contiguous across the warp (128 code bytes in, 512 bytes out per warp instruction); R rounds
+ * per thread, all loads issued first. The pair (bf16(b1), bf16(b3)) depends only on the scale byte
+ * (and the global), so each CTA first fills a 256-entry table in shared memory, one entry per
+ * thread (0 = the block takes the per-element formula); per round a lane then needs one byte
+ * load, one LDS and ~30 ALU instructions for the table and its 8 outputs. */
+template <int FAM, int DEC>
+__global__ void __launch_bounds__(256) dequant_lut_kernel(DQParams p)
+{
+    constexpr int R = 4;
+    __shared__ uint32_t tab[256];
+    const float global = FAM == 0 ? (p.global ? __ldg(p.global) : 1.0f) : 1.0f;
+    {
+        uint32_t B1, B3;
+        tab[threadIdx.x] = dq_bases_bf16<FAM, DEC>(threadIdx.x, global, B1, B3) ? (B1 | (B3 << 16)) : 0u;
+    }
+    __syncthreads();
+    const size_t n8 = p.k / 8, total = p.rows * n8; /* 8-element words */
+    const int lane = threadIdx.x & 31;
+    const size_t nwarps = (size_t)gridDim.x * (blockDim.x >> 5);
+    /* grid-stride over warp items of 32 * R words, so the table is built once per CTA for many */
+    for (size_t wbase = ((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5) * (32 * R); wbase < total;
+         wbase += nwarps * (32 * R)) {
+        uint32_t q[R], sb[R];
+        size_t rr[R], cc[R];
+        size_t r0, c0;
+        split_gid(wbase + lane, n8, r0, c0);
+#pragma unroll
+        for (int it = 0; it < R; it++) {
+            const size_t gid = wbase + (size_t)it * 32 + lane;
+            if (gid >= total) break;
+            rr[it] = r0; cc[it] = c0;
+            c0 += 32;
+            while (c0 >= n8) { c0 -= n8; r0++; }
+            q[it] = __ldg((const uint32_t *)(p.codes + (rr[it] * p.kp + cc[it] * 8) / 2));
+            sb[it] = __ldg(p.scales + scale_off(p.L, rr[it], FAM == 0 ? cc[it] / 2 : cc[it] / 4));
+        }
+#pragma unroll
+        for (int it = 0; it < R; it++) {
+            const size_t gid = wbase + (size_t)it * 32 + lane;
+            if (gid >= total) break;
+            const uint32_t e = tab[sb[it]];
+            uint4 o;
+            if (e != 0u) o = dq_word(q[it], dq_lut(e & 0xFFFFu, e >> 16));
+            else o = dq_slow_word<FAM, DEC>(q[it], sb[it], global);
+            __stcs((uint4 *)((uint16_t *)p.out + rr[it] * p.k + cc[it] * 8), o);
+        }
     }
 }
 
@@ -980,13 +1127,6 @@ extern "C" size_t lofp_cuda_workspace_bytes(void) { return 64; }
 static bool valid_dt(lofp_dtype dt)
 {
     return dt == LOFP_DTYPE_F32 || dt == LOFP_DTYPE_BF16 || dt == LOFP_DTYPE_F16;
-}
-
-/* LOFP_CUDA_QUANT_IMPL=v2 keeps the version-2 kernels for RNE too (benchmark comparisons). */
-static bool env_quant_v2(void)
-{
-    const char *e = getenv("LOFP_CUDA_QUANT_IMPL");
-    return e && strcmp(e, "v2") == 0;
 }
 
 static bool env_generic(void)
@@ -1075,7 +1215,7 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
         LOFP_CU(cudaMemsetAsync(scales, 0, lay_bytes, st));
 
     const int vec = (k == kp) && (k % 16 == 0) && (((uintptr_t)x & 31) == 0);
-    const bool use_fast = vec && s->rounding == LOFP_RNE && !env_quant_v2();
+    const bool use_fast = vec && s->rounding == LOFP_RNE;
     /* pack multipliers of the fast kernels: code bit C, slot width W, sign at C + SB */
     int pk_c = 22, pk_w = 4, pk_sb = 3;
     if (s->elem == LOFP_ELEM_E2M3) { pk_c = 20; pk_w = 8; pk_sb = 5; }
@@ -1301,6 +1441,16 @@ extern "C" lofp_status lofp_cuda_dequantize(const lofp_scheme *s, const uint8_t 
                                             const float *d_global, size_t rows, size_t k,
                                             lofp_dtype out_dt, void *d_out, lofp_cuda_stream stream)
 {
+    return lofp_cuda_dequantize_dir(s, d_codes, d_scales, scale_layout, d_global, LOFP_GLOBAL_ENCODE, rows, k,
+                                    out_dt, d_out, stream);
+}
+
+extern "C" lofp_status lofp_cuda_dequantize_dir(const lofp_scheme *s, const uint8_t *d_codes,
+                                                const uint8_t *d_scales, lofp_layout scale_layout,
+                                                const float *d_global, lofp_global_dir dir, size_t rows,
+                                                size_t k, lofp_dtype out_dt, void *d_out,
+                                                lofp_cuda_stream stream)
+{
     clear_cuda_error();
     size_t kp = 0;
     LayoutP L;
@@ -1312,9 +1462,21 @@ extern "C" lofp_status lofp_cuda_dequantize(const lofp_scheme *s, const uint8_t 
     p.fam = s->id == LOFP_SCHEME_NVFP4 ? 0 : s->id == LOFP_SCHEME_ULTRAQUANT ? 2 : 1;
     p.elem = (int)s->elem; p.block = (int)s->block; p.out_dt = (int)out_dt;
     p.global = s->id == LOFP_SCHEME_NVFP4 ? d_global : NULL;
+    p.dec = s->id == LOFP_SCHEME_NVFP4 && dir == LOFP_GLOBAL_DECODE;
     p.out = d_out;
     const size_t n = rows * k;
-    const bool fast = k == kp && k % 16 == 0 && ((uintptr_t)d_out & 15) == 0 && !env_quant_v2();
+    const bool fast = k == kp && k % 16 == 0 && ((uintptr_t)d_out & 15) == 0;
+    /* bf16 from FP4 (NVFP4, MXFP4 with block 32): the byte-lookup kernel */
+    if (fast && out_dt == LOFP_DTYPE_BF16 && k % 32 == 0 && ((p.fam == 0 && p.block == 16) || (p.fam == 1 && p.elem == T_E2M1 && p.block == 32)) &&
+        ((uintptr_t)d_codes & 3) == 0) {
+        size_t g = (n / 8 + 1023) / 1024; /* 8 warps x 32 lanes x 4 rounds per item */
+        if (g > (size_t)sm_count() * 4) g = (size_t)sm_count() * 4; /* one wave (60 registers: 4 CTAs/SM) */
+        if (p.fam == 0 && p.dec) dequant_lut_kernel<0, 1><<<(unsigned)g, 256, 0, (cudaStream_t)stream>>>(p);
+        else if (p.fam == 0) dequant_lut_kernel<0, 0><<<(unsigned)g, 256, 0, (cudaStream_t)stream>>>(p);
+        else dequant_lut_kernel<1, 0><<<(unsigned)g, 256, 0, (cudaStream_t)stream>>>(p);
+        LOFP_CU_LAUNCH();
+        return LOFP_OK;
+    }
     if (fast) {
         const int fam = p.fam == 0 ? 0 : p.fam == 2 ? 3 : p.elem == T_E2M1 ? 1 : 2;
         const unsigned g = (unsigned)((n / 16 + 255) / 256);

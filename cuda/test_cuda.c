@@ -26,6 +26,7 @@
 #include "lofp/lofp.h"
 #include "lofp/lofp_cuda.h"
 #include "cuda_check.h"
+#include "lofp_cuda_ckpt.h"
 #include "test_util.h"
 
 int lofp_test_division(unsigned long long *nbad, unsigned long long *first);
@@ -224,6 +225,131 @@ static void qcase(const qopts *o, lofp_dtype dt, size_t rows, size_t k, int kind
     CU(cudaFree(dx)); CU(cudaFree(dc)); CU(cudaFree(ds)); CU(cudaFree(dg)); CU(cudaFree(dws));
 }
 
+/* Dequantize to bf16 over every scale byte: codes random, the scale of block (r, c) is byte
+ * (r * 7 + c) & 0xFF, so every row holds all 256 scale values, with globals from tiny to huge
+ * (every NVFP4 base range check, MX bytes 0, 1, 253..255 take the per-element fallback), compared
+ * bit for bit with lofp_dequantize. */
+static void test_dequant_scales(void)
+{
+    const size_t rows = 64, k = 8192;
+    const float globals[] = {1.0f, 1234.5f, 2688.0f / 1e-3f, 1e-30f, 3e30f, 0.37f, 0x1p-120f, 0x1p100f};
+    const char *ps[] = {"nvfp4", "mxfp4"};
+    uint8_t *codes = halloc(rows * k / 2);
+    uint32_t h = 12345;
+    for (size_t i = 0; i < rows * k / 2; i++) { h = h * 1664525u + 1013904223u; codes[i] = (uint8_t)(h >> 24); }
+    for (int p = 0; p < 2; p++) {
+        lofp_scheme s;
+        lofp_scheme_preset(ps[p], &s);
+        const size_t nb = k / s.block;
+        uint8_t *sc = halloc(rows * nb);
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < nb; c++) sc[r * nb + c] = (uint8_t)((r * 7 + c) & 0xFF);
+        uint8_t *dc = dalloc(rows * k / 2), *ds = dalloc(rows * nb);
+        float *dg = dalloc(sizeof(float));
+        uint16_t *dout = dalloc(rows * k * 2);
+        uint16_t *ocpu = halloc(rows * k * 2), *ogpu = halloc(rows * k * 2);
+        h2d(dc, codes, rows * k / 2);
+        h2d(ds, sc, rows * nb);
+        for (size_t gi = 0; gi < (p == 0 ? sizeof globals / sizeof *globals : 1); gi++) {
+            g_cases++;
+            const float g = globals[gi];
+            h2d(dg, &g, sizeof g);
+            CHECK_OK(lofp_dequantize(&s, codes, sc, g, rows, k, LOFP_DTYPE_BF16, ocpu));
+            CU(cudaMemset(dout, 0xA5, rows * k * 2));
+            CHECK_OK(lofp_cuda_dequantize(&s, dc, ds, LOFP_LAYOUT_LINEAR, dg, rows, k, LOFP_DTYPE_BF16, dout, NULL));
+            CU(cudaDeviceSynchronize());
+            d2h(ogpu, dout, rows * k * 2);
+            size_t bad = 0, first = 0;
+            for (size_t i = 0; i < rows * k; i++)
+                if (ocpu[i] != ogpu[i]) { if (!bad) first = i; bad++; }
+            CHECKF(bad == 0, "%s dequant bf16 all scales, global %g: %zu differ, first %zu (cpu %04x gpu %04x)", ps[p],
+                   (double)g, bad, first, bad ? ocpu[first] : 0, bad ? ogpu[first] : 0);
+        }
+        free(sc); free(ocpu); free(ogpu);
+        CU(cudaFree(dc)); CU(cudaFree(ds)); CU(cudaFree(dg)); CU(cudaFree(dout));
+    }
+    free(codes);
+}
+
+/* Checkpoint entry points (lofp_cuda_ckpt.h): NVFP4 dequantize with a decode-direction global
+ * (ModelOpt weight_scale_2) against fl(e2m1 * fl(s * d)) computed here, every scale byte, every
+ * output dtype path that bf16 takes; and W4A16 prepared with d = fl(1/G) in the decode direction
+ * against the same weights prepared with G. */
+static void test_ckpt(void)
+{
+    const int f0 = tu_failures;
+    const size_t rows = 64, k = 4096, nb = k / 16;
+    const float decs[] = {1.0f, 1.0f / 1234.5f, 1e-3f / 2688.0f, 1e30f, 1e-30f, 0x1p-120f, 0x1p100f};
+    lofp_scheme s;
+    lofp_scheme_preset("nvfp4", &s);
+    uint8_t *codes = halloc(rows * k / 2), *sc = halloc(rows * nb);
+    uint32_t h = 777;
+    for (size_t i = 0; i < rows * k / 2; i++) { h = h * 1664525u + 1013904223u; codes[i] = (uint8_t)(h >> 24); }
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < nb; c++) sc[r * nb + c] = (uint8_t)((r * 5 + c) & 0xFF);
+    uint8_t *dc = dalloc(rows * k / 2), *ds = dalloc(rows * nb);
+    float *dg = dalloc(sizeof(float));
+    uint16_t *dout = dalloc(rows * k * 2), *ogpu = halloc(rows * k * 2);
+    h2d(dc, codes, rows * k / 2);
+    h2d(ds, sc, rows * nb);
+    for (size_t gi = 0; gi < sizeof decs / sizeof *decs; gi++) {
+        g_cases++;
+        const float d = decs[gi];
+        h2d(dg, &d, sizeof d);
+        CU(cudaMemset(dout, 0xA5, rows * k * 2));
+        CHECK_OK(lofp_cuda_dequantize_dir(&s, dc, ds, LOFP_LAYOUT_LINEAR, dg, LOFP_GLOBAL_DECODE, rows, k, LOFP_DTYPE_BF16, dout, NULL));
+        CU(cudaDeviceSynchronize());
+        d2h(ogpu, dout, rows * k * 2);
+        size_t bad = 0, first = 0;
+        uint16_t want0 = 0;
+        for (size_t i = 0; i < rows * k; i++) {
+            const uint32_t code = (codes[i / 2] >> (4 * (i & 1))) & 0xF;
+            const float sv = lofp_decode(LOFP_ELEM_UE4M3, sc[(i / k) * nb + (i % k) / 16]);
+            const float sd = sv * d;
+            const float y = lofp_decode(LOFP_ELEM_E2M1, code) * sd;
+            const uint16_t want = lofp_fp32_to_bf16(y);
+            if (want != ogpu[i]) { if (!bad) { first = i; want0 = want; } bad++; }
+        }
+        CHECKF(bad == 0, "nvfp4 dequant decode-direction d=%g: %zu differ, first %zu (want %04x gpu %04x)", (double)d, bad,
+               first, want0, bad ? ogpu[first] : 0);
+    }
+    /* W4A16 with the decode direction */
+    {
+        const size_t n = 512, kk = 1024, m = 3;
+        float *wf = halloc(n * kk * sizeof(float)), *af = halloc(m * kk * sizeof(float));
+        for (size_t i = 0; i < n * kk; i++) { h = h * 1664525u + 1013904223u; wf[i] = ((float)(h >> 8) / 16777216.0f - 0.5f) * 0.1f; }
+        uint16_t *ab = halloc(m * kk * 2);
+        for (size_t i = 0; i < m * kk; i++) { h = h * 1664525u + 1013904223u; ab[i] = lofp_fp32_to_bf16((float)(h >> 8) / 16777216.0f - 0.5f); }
+        uint8_t *wc = halloc(n * kk / 2), *ws = halloc(n * kk / 16);
+        float G = 0;
+        CHECK_OK(lofp_quantize(&s, LOFP_DTYPE_F32, wf, n, kk, wc, ws, &G, NULL));
+        const float D = 1.0f / G;
+        uint8_t *dwc = dalloc(n * kk / 2), *dws = dalloc(n * kk / 16);
+        float *dG = dalloc(4), *dD = dalloc(4), *c1 = dalloc(m * n * 4), *c2 = dalloc(m * n * 4);
+        uint16_t *da = dalloc(m * kk * 2);
+        h2d(dwc, wc, n * kk / 2); h2d(dws, ws, n * kk / 16); h2d(dG, &G, 4); h2d(dD, &D, 4); h2d(da, ab, m * kk * 2);
+        lofp_cuda_w4 W1, W2;
+        CHECK_OK(lofp_cuda_w4_prepare(&s, dwc, dws, dG, n, kk, &W1, NULL));
+        CHECK_OK(lofp_cuda_w4_prepare_dir(&s, dwc, dws, dD, LOFP_GLOBAL_DECODE, n, kk, &W2, NULL));
+        CHECK_OK(lofp_cuda_w4a16_gemm(&W1, da, m, LOFP_DTYPE_F32, c1, NULL));
+        CHECK_OK(lofp_cuda_w4a16_gemm(&W2, da, m, LOFP_DTYPE_F32, c2, NULL));
+        CU(cudaDeviceSynchronize());
+        float *h1 = halloc(m * n * 4), *h2 = halloc(m * n * 4);
+        d2h(h1, c1, m * n * 4); d2h(h2, c2, m * n * 4);
+        double num = 0, den = 0;
+        for (size_t i = 0; i < m * n; i++) { num += ((double)h1[i] - h2[i]) * ((double)h1[i] - h2[i]); den += (double)h1[i] * h1[i]; }
+        g_cases++;
+        CHECKF(den > 0 && sqrt(num / den) <= 1e-6, "w4 prepare decode direction: rel diff %.3g", den > 0 ? sqrt(num / den) : -1.0);
+        printf("    w4a16 decode-direction global vs encode: rel diff %.2g\n", den > 0 ? sqrt(num / den) : -1.0);
+        lofp_cuda_w4_free(&W1); lofp_cuda_w4_free(&W2);
+        free(wf); free(af); free(ab); free(wc); free(ws); free(h1); free(h2);
+        CU(cudaFree(dwc)); CU(cudaFree(dws)); CU(cudaFree(dG)); CU(cudaFree(dD)); CU(cudaFree(c1)); CU(cudaFree(c2)); CU(cudaFree(da));
+    }
+    free(codes); free(sc); free(ogpu);
+    CU(cudaFree(dc)); CU(cudaFree(ds)); CU(cudaFree(dg)); CU(cudaFree(dout));
+    printf("  checkpoint entry points (decode-direction global): %s\n", tu_failures == f0 ? "ok" : "FAILED");
+}
+
 static void test_quantize(void)
 {
     const char *presets[] = {"nvfp4", "mxfp4", "mxfp6-e2m3", "mxfp6-e3m2", "mxfp8-e4m3",
@@ -378,6 +504,8 @@ static void test_gemm(void)
         gemm_case(ps[p], 16, 4096, 8192, 0, 1);
         gemm_case(ps[p], 256, 1024, 2048, 1, 1);
         gemm_case(ps[p], 300, 272, 1024, 0, 1); /* n not a multiple of 128 */
+        gemm_case(ps[p], 5, 272, 1152, 1, 1);   /* GEMV: partial row blocks, 9 chunks */
+        gemm_case(ps[p], 16, 272, 1152, 0, 1);
     }
     printf("  W4A16 GEMV/GEMM: %s\n", tu_failures == f0 ? "ok" : "FAILED");
 }
@@ -676,6 +804,8 @@ int main(int argc, char **argv)
         CHECKF(nbad == 0, "first mismatch divisor byte %llu a=%08llx", first >> 32, first & 0xFFFFFFFFull);
     }
     if (!only || strstr(only, "quant")) test_quantize();
+    if (!only || strstr(only, "quant")) test_dequant_scales();
+    if (!only || strstr(only, "quant") || strstr(only, "gemm")) test_ckpt();
     if (!only || strstr(only, "gemm")) test_gemm();
     if (!only || strstr(only, "uq")) test_uq();
     printf("test_cuda: %d cases\n", g_cases);

@@ -21,11 +21,9 @@
  *   uq_attn3_kernel   version 3 (the default; LOFP_CUDA_ATTN_IMPL=v2 selects uq_attn_kernel): the
  *                     same MMA formulation fed from a per-warp cp.async ring in shared memory,
  *                     cheaper scale handling and a base-2 softmax (see the comment at the kernel).
- *                     Template VER 4 (version 4, opt-in with LOFP_CUDA_ATTN_IMPL=v4: exact only for
- *                     V scales up to 2^49, so not the default):
- *                     the V group scales go into the PV A operand (one exact bf16x2 fma per
- *                     register, as before, but by 2^(e - 49) instead of 2^126) and B = p * 2^48
- *                     is built once per sub-tile instead of once per scale group.
+ *                     (Version 4, which moved the V scales into the A operand, was exact only
+ *                     for V scales up to 2^49 and only ~1 % faster after version 5's changes to
+ *                     version 3; removed, see cuda/NOTES.md and git history.)
  *   uq_merge_kernel   merges the splits and the sink logit (denominator only).
  */
 #include <math.h>
@@ -86,6 +84,72 @@ __global__ void __launch_bounds__(256) uq_store_kernel(StoreP p)
         uint8_t *cb = base + (kv ? D / 2 + D / 32 : 0);
         store_codes<E>(cb, codes, lane, true);
         if (lane % GL == 0) cb[D / 2 + lane / GL] = (uint8_t)sb;
+    }
+}
+
+/* a / b and a % b with 32-bit division when both fit */
+__device__ __forceinline__ void split_u(size_t a, size_t b, size_t &q, size_t &r)
+{
+    if ((a | b) < 0xFFFFFFFFull) {
+        const uint32_t q32 = (uint32_t)a / (uint32_t)b;
+        q = q32;
+        r = (uint32_t)a - q32 * (uint32_t)b;
+    } else {
+        q = a / b;
+        r = a % b;
+    }
+}
+
+/* Version 6: rows of D <= 256 elements as LPR = D / 16 lanes of 16 elements each, 32 / LPR rows
+ * (token, head) per warp: two 16-byte loads per lane and tensor (all four issued first), the
+ * butterfly's first four stages inside the lane and log2(LPR) across lanes (the same operations
+ * in the same order as the one-row-per-warp kernel), groups of 32 over two lanes, 8 code bytes per
+ * lane as two 32-bit stores (the V codes start 4 bytes past an 8-byte boundary). Rows of skipped
+ * tokens (slot < 0) and past the end compute on row 0's data and store nothing. */
+template <int DT, int LPR>
+__global__ void __launch_bounds__(256) uq_store16_kernel(StoreP p)
+{
+    constexpr int E = 16, RPW = 32 / LPR, D = E * LPR;
+    const int lane = threadIdx.x & 31, l = lane % LPR;
+    const size_t row = ((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5) * RPW + (size_t)(lane / LPR);
+    const size_t nrows = p.tokens * p.hk;
+    bool active = row < nrows;
+    const size_t rr = active ? row : 0;
+    size_t t, h;
+    split_u(rr, p.hk, t, h);
+    const int64_t slot = __ldg(p.slot_mapping + t);
+    if (slot < 0) active = false;
+    float v[2][E];
+    const size_t off = rr * D + (size_t)l * E;
+#pragma unroll
+    for (int kv = 0; kv < 2; kv++) {
+        load8<DT>(kv ? p.v : p.k, off, v[kv]);
+        load8<DT>(kv ? p.v : p.k, off + 8, v[kv] + 8);
+    }
+    uint8_t *base = NULL;
+    if (active) base = p.cache + ((size_t)slot * p.hk + h) * p.slot; /* (blk * bs + pos) = slot */
+    butterfly_warp<E, LPR>(v[0], lane);
+#pragma unroll
+    for (int kv = 0; kv < 2; kv++) {
+        uint32_t codes[E];
+        int nf;
+        const uint32_t sb = uq_group<E>(v[kv], p.c, p.thr.t, codes, &nf);
+        uint32_t w0 = 0, w1 = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) { w0 |= codes[i] << (4 * i); w1 |= codes[i + 8] << (4 * i); }
+        if (active) {
+            uint8_t *cb = base + (kv ? D / 2 + D / 32 : 0);
+            if (D >= 128) { /* slot and V offset multiples of 4 */
+                uint32_t *q = (uint32_t *)(cb + l * 8);
+                q[0] = w0;
+                q[1] = w1;
+            } else { /* D = 32: 34-byte slots, D = 64: V codes at +34: 2-byte aligned only */
+                uint16_t *q = (uint16_t *)(cb + l * 8);
+                q[0] = (uint16_t)w0; q[1] = (uint16_t)(w0 >> 16);
+                q[2] = (uint16_t)w1; q[3] = (uint16_t)(w1 >> 16);
+            }
+            if ((l & 1) == 0) cb[D / 2 + l / 2] = (uint8_t)sb;
+        }
     }
 }
 
@@ -496,11 +560,9 @@ __device__ __forceinline__ float e8_at(uint32_t w, int q)
     return u2f(t & 0x7F800000u);
 }
 
-/* VER 3: version 3; 4: version 4 (same register bound: at 5 CTAs/SM it spilled and ran slower) */
-template <int D, bool FLAT, int VER>
+template <int D, bool FLAT>
 __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
 {
-    constexpr bool V4 = VER >= 4;
     using C = V3Cfg<D>;
     constexpr int NG = D / 32;  /* scale groups */
     constexpr int NMT = D / 16; /* PV m16 tiles */
@@ -704,8 +766,8 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
                 acc[i2][3] = fmul(acc[i2][3], alpha[1]);
             }
         }
-        /* P (times 2^32; version 4: 2^48) to shared memory as [head][token], read back as the B fragment */
-        constexpr float P_OFF = V4 ? 281474976710656.0f : 4294967296.0f; /* 2^48 : 2^32 */
+        /* P (times 2^32) to shared memory as [head][token], read back as the B fragment */
+        constexpr float P_OFF = 4294967296.0f; /* 2^32 */
         sP[warp][2 * c][g] = fmul(pr[0], P_OFF);
         sP[warp][2 * c + 1][g] = fmul(pr[1], P_OFF);
         sP[warp][2 * c][g + 8] = fmul(pr[2], P_OFF);
@@ -715,33 +777,7 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
         const float pC = sP[warp][g][2 * c + 8], pD = sP[warp][g][2 * c + 9];
 
         /* ---- PV ---- */
-        if (V4) {
-            /* B = p * 2^48 (hi + lo), the same for every scale group; A = code * 2^(e - 127 - 48):
-             * the Marlin bf16 value code * 2^-126 times the bf16x2 multiplier 2^(e - 49) of the
-             * two tokens of the register (exponent field e + 78), one exact fma per register */
-            const uint32_t hAB = bf2_rn(pA, pB), hCD = bf2_rn(pC, pD);
-            const uint32_t lAB = bf2_rn(fsub(pA, u2f(hAB << 16)), fsub(pB, u2f(hAB & 0xFFFF0000u)));
-            const uint32_t lCD = bf2_rn(fsub(pC, u2f(hCD << 16)), fsub(pD, u2f(hCD & 0xFFFF0000u)));
-            constexpr uint32_t MOFF = (78u << 7) | (78u << 23);
-#pragma unroll
-            for (int q = 0; q < NG; q++) {
-                const uint32_t sel = (uint32_t)(q & 3) | ((uint32_t)(4 + (q & 3)) << 8); /* bytes 0, 2 */
-                const uint32_t eAB = __byte_perm(vs[0][q >> 2], vs[1][q >> 2], sel) & 0x00FF00FFu;
-                const uint32_t eCD = __byte_perm(vs[2][q >> 2], vs[3][q >> 2], sel) & 0x00FF00FFu;
-                const uint32_t mAB = eAB * 128u + MOFF, mCD = eCD * 128u + MOFF;
-                const uint32_t qAB = vw[0][q] | (vw[1][q] << 16), qCD = vw[2][q] | (vw[3][q] << 16);
-#pragma unroll
-                for (int sub = 0; sub < 2; sub++) {
-                    uint32_t a[4];
-                    a[0] = bf2_fma0(pair_bf16(qAB, 2 * sub), mAB);
-                    a[1] = bf2_fma0(pair_bf16(qAB, 2 * sub + 1), mAB);
-                    a[2] = bf2_fma0(pair_bf16(qCD, 2 * sub), mCD);
-                    a[3] = bf2_fma0(pair_bf16(qCD, 2 * sub + 1), mCD);
-                    mma_bf16v(acc[2 * q + sub], a, hAB, hCD);
-                    mma_bf16v(acc[2 * q + sub], a, lAB, lCD);
-                }
-            }
-        } else {
+        {
         /* B = p * 2^32 * 2^(e - 127): p * 2^32 split into bf16 hi + lo once per sub-tile, each
          * part then multiplied by the bf16x2 power of two 2^(e - 127) of its two tokens (exponent
          * field e, built from the scale bytes with 2-3 integer ops per group) in one exact
@@ -795,7 +831,7 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
         sL[warp][2 * c] = l_run[0];
         sL[warp][2 * c + 1] = l_run[1];
     }
-    constexpr float P_INV = V4 ? 1.0f : 2.3283064365386963e-10f; /* 2^-32 (version 4: no offset) */
+    constexpr float P_INV = 2.3283064365386963e-10f; /* 2^-32 */
 #pragma unroll
     for (int i = 0; i < NMT; i++) {
         const int q = i >> 1, sub = i & 1;
@@ -863,22 +899,22 @@ int auto_splits(const lofp_cuda_uq_attention_args *a)
 }
 
 /* version 3: dynamic shared memory per CTA, and the attribute that allows it past 48 KiB */
-template <int D, bool FLAT, int VER> cudaError_t v3_prepare1()
+template <int D, bool FLAT> cudaError_t v3_prepare1()
 {
     static volatile int done = 0; /* set once per process (benign race: the call is idempotent) */
     if (done) return cudaSuccess;
-    const cudaError_t e = cudaFuncSetAttribute(uq_attn3_kernel<D, FLAT, VER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    const cudaError_t e = cudaFuncSetAttribute(uq_attn3_kernel<D, FLAT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                V3Cfg<D>::SMEM);
     if (e == cudaSuccess) done = 1;
     return e;
 }
-template <int D, int VER> int v3_occupancy()
+template <int D> int v3_occupancy()
 {
     static int occ = 0; /* resident CTAs per SM (one device kind per process assumed) */
     if (occ == 0) {
         int n = 0;
-        if (v3_prepare1<D, true, VER>() != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, uq_attn3_kernel<D, true, VER>, 128, V3Cfg<D>::SMEM) != cudaSuccess ||
+        if (v3_prepare1<D, true>() != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, uq_attn3_kernel<D, true>, 128, V3Cfg<D>::SMEM) != cudaSuccess ||
             n < 1) {
             (void)cudaGetLastError();
             n = 4;
@@ -888,14 +924,14 @@ template <int D, int VER> int v3_occupancy()
     return occ;
 }
 /* split count of version 3: about two resident waves of equal CTAs, at least 64 tokens each */
-template <int VER> int occ_of(size_t d)
+int occ_of(size_t d)
 {
-    return d == 64 ? v3_occupancy<64, VER>() : d == 128 ? v3_occupancy<128, VER>() : v3_occupancy<256, VER>();
+    return d == 64 ? v3_occupancy<64>() : d == 128 ? v3_occupancy<128>() : v3_occupancy<256>();
 }
-int auto_splits3(const lofp_cuda_uq_attention_args *a, int ver)
+int auto_splits3(const lofp_cuda_uq_attention_args *a)
 {
     if (a->num_splits > 0) return a->num_splits;
-    const int occ = ver == 3 ? occ_of<3>(a->head_dim) : occ_of<4>(a->head_dim);
+    const int occ = occ_of(a->head_dim);
     const size_t units = a->batch * a->hk;
     if (units == 0) return 1;
     const size_t slots = (size_t)sm_count() * occ;
@@ -931,6 +967,23 @@ extern "C" lofp_status lofp_cuda_uq_store(const lofp_scheme *s, lofp_dtype dt, c
     const size_t warps = tokens * hk;
     const unsigned grid = (unsigned)((warps + 7) / 8);
     cudaStream_t st = (cudaStream_t)stream;
+    if (head_dim >= 32 && head_dim <= 256) {
+        const size_t rpw = 32 / (head_dim / 16);
+        const unsigned g16 = (unsigned)((warps + 8 * rpw - 1) / (8 * rpw));
+#define S16(DT)                                                                                \
+    switch (head_dim) {                                                                        \
+    case 32: uq_store16_kernel<DT, 2><<<g16, 256, 0, st>>>(p); break;                          \
+    case 64: uq_store16_kernel<DT, 4><<<g16, 256, 0, st>>>(p); break;                          \
+    case 128: uq_store16_kernel<DT, 8><<<g16, 256, 0, st>>>(p); break;                         \
+    default: uq_store16_kernel<DT, 16><<<g16, 256, 0, st>>>(p); break;                         \
+    }
+        if (dt == LOFP_DTYPE_F32) { S16(LOFP_DTYPE_F32) }
+        else if (dt == LOFP_DTYPE_BF16) { S16(LOFP_DTYPE_BF16) }
+        else { S16(LOFP_DTYPE_F16) }
+#undef S16
+        LOFP_CU_LAUNCH();
+        return LOFP_OK;
+    }
 #define ST(DT, E) uq_store_kernel<DT, E><<<grid, 256, 0, st>>>(p)
 #define STE(DT)                                                                                \
     switch (head_dim) {                                                                        \
@@ -954,8 +1007,7 @@ extern "C" size_t lofp_cuda_uq_attention_workspace_bytes(const lofp_cuda_uq_atte
 {
     if (!a) return 0;
     size_t S = (size_t)auto_splits(a); /* any implementation (LOFP_CUDA_ATTN_IMPL) fits */
-    for (int ver = 3; ver <= 4; ver++)
-        if ((size_t)auto_splits3(a, ver) > S) S = (size_t)auto_splits3(a, ver);
+    if ((size_t)auto_splits3(a) > S) S = (size_t)auto_splits3(a);
     const size_t qh = a->batch * a->hq * a->head_dim * 2;
     return round_up_sz(qh, 256) + a->batch * a->hq * S * (a->head_dim + 2) * sizeof(float);
 }
@@ -982,12 +1034,9 @@ extern "C" lofp_status lofp_cuda_uq_decode_attention(const lofp_cuda_uq_attentio
     /* version 3 (default) needs a 16-byte aligned cache (cp.async of 4/8/16 bytes) and a split
      * count that fits grid.y; LOFP_CUDA_ATTN_IMPL=v2 forces version 2 (benchmarking knob) */
     const char *impl = getenv("LOFP_CUDA_ATTN_IMPL");
-    /* default (v3 / v3-noflat): version 3; v4 / v4-noflat: version 4, about 5 % faster but exact
-     * only for V scales up to 2^49 (docs/CUDA.md), so it is opt-in */
-    const int ver = (impl && strncmp(impl, "v4", 2) == 0) ? 4 : 3;
     const bool v3 = !(impl && strcmp(impl, "v2") == 0) && ((uintptr_t)a->d_cache & 15) == 0 &&
-                    auto_splits3(a, ver) <= 65535;
-    p.splits = v3 ? auto_splits3(a, ver) : auto_splits(a);
+                    auto_splits3(a) <= 65535;
+    p.splits = v3 ? auto_splits3(a) : auto_splits(a);
     const size_t msl = a->max_seq_len ? a->max_seq_len : 1;
     p.tokens_per_split = (int)((msl + p.splits - 1) / p.splits);
     p.tokens_per_split = (p.tokens_per_split + 15) / 16 * 16;
@@ -1012,13 +1061,8 @@ extern "C" lofp_status lofp_cuda_uq_decode_attention(const lofp_cuda_uq_attentio
         const bool flat = a->block_size % 16 == 0 && !(impl && strstr(impl, "noflat"));
 #define V3L(DD, FL)                                                                            \
     do {                                                                                       \
-        if (ver == 4) {                                                                        \
-            LOFP_CU((v3_prepare1<DD, FL, 4>()));                                               \
-            uq_attn3_kernel<DD, FL, 4><<<grid, 128, V3Cfg<DD>::SMEM, st>>>(p);                 \
-        } else {                                                                               \
-            LOFP_CU((v3_prepare1<DD, FL, 3>()));                                               \
-            uq_attn3_kernel<DD, FL, 3><<<grid, 128, V3Cfg<DD>::SMEM, st>>>(p);                 \
-        }                                                                                      \
+        LOFP_CU((v3_prepare1<DD, FL>()));                                                      \
+        uq_attn3_kernel<DD, FL><<<grid, 128, V3Cfg<DD>::SMEM, st>>>(p);                        \
     } while (0)
         if (a->head_dim == 64) { if (flat) V3L(64, true); else V3L(64, false); }
         else if (a->head_dim == 128) { if (flat) V3L(128, true); else V3L(128, false); }

@@ -51,7 +51,6 @@ run_bench() { # section
 if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   : >"$OUT/test_cuda.log"
   run_test div,quant
-  run_test quant LOFP_CUDA_QUANT_IMPL=v2
 fi
 if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
   : >"$OUT/bench_lofp.jsonl"
@@ -60,16 +59,12 @@ if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
   timeout "$T_TORCH" python3 cuda/bench_torch.py >"$OUT/bench_torch.jsonl" 2>&1 || echo "   bench_torch failed ($?)"
   grep -v '^{' "$OUT/bench_torch.jsonl" | tail -5
 fi
-[ "$MODE" = all ] || [ "$MODE" = test ] && { run_test gemm; run_test gemm LOFP_CUDA_GEMM_IMPL=mma; }
+[ "$MODE" = all ] || [ "$MODE" = test ] && { run_test gemm; run_test gemm LOFP_CUDA_GEMV_CFG=2,4;
+                                              run_test gemm LOFP_CUDA_GEMM_IMPL=mma; }
 [ "$MODE" = all ] || [ "$MODE" = bench ] && run_bench gemm
 [ "$MODE" = all ] || [ "$MODE" = test ] && { run_test uq; run_test uq LOFP_CUDA_ATTN_IMPL=v3-noflat;
-                                              run_test uq LOFP_CUDA_ATTN_IMPL=v4;
                                               run_test uq LOFP_CUDA_ATTN_IMPL=v2; }
-[ "$MODE" = all ] || [ "$MODE" = bench ] && {
-  run_bench attn
-  echo "== bench_cuda attn, opt-in version 4 (LOFP_CUDA_ATTN_IMPL=v4)"
-  LOFP_CUDA_ATTN_IMPL=v4 timeout "$T_BENCH" "$BIN/bench_cuda" attn 2>&1 | grep uq_decode | tee "$OUT/bench_attn_v4.jsonl"
-}
+[ "$MODE" = all ] || [ "$MODE" = bench ] && run_bench attn
 if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   echo "== test summary"
   grep -v "CHECK failed" "$OUT/test_cuda.log" | tail -45
