@@ -29,6 +29,8 @@ static void quantize_usage(FILE *f)
         "  --pad-byte B         pad byte of packed-u32 layouts (default 127 / 0 for deepgemm)\n"
         "  --pad                zero-pad K to a whole block instead of failing\n"
         "  --propagate-nonfinite  MX: NaN/Inf blocks get scale 0xFF; UltraQuant: zero groups\n"
+        "  --profile P          whose numerics, bit for bit: lofp (default) modelopt\n"
+        "                       compressed-tensors torchao ggml (docs/CHECKPOINTS.md)\n"
         "  --seed N             random bits for stochastic rounding\n"
         "  --include GLOB       quantize only matching tensor names (repeatable)\n"
         "  --exclude GLOB       never quantize matching names (repeatable)\n"
@@ -67,7 +69,7 @@ static lofp_io_dtype scales_dtype(const lofp_scheme *s, lofp_layout l)
 
 int lofp_cmd_quantize(int argc, char **argv)
 {
-    const char *scheme_name = NULL, *rounding = NULL, *rule = NULL, *layout_name = "linear";
+    const char *scheme_name = NULL, *rounding = NULL, *rule = NULL, *layout_name = "linear", *profile = NULL;
     long block = 0, threads = 1, pad_byte = -1;
     int one_level = 0, no_rotate = 0, pad = 0, propagate = 0, dense = 0, have_c = 0, have_seed = 0;
     float c = 0.156f;
@@ -92,6 +94,7 @@ int lofp_cmd_quantize(int argc, char **argv)
         else if (!strcmp(a, "--pad-byte") && more) pad_byte = atol(argv[++i]);
         else if (!strcmp(a, "--pad")) pad = 1;
         else if (!strcmp(a, "--propagate-nonfinite")) propagate = 1;
+        else if (!strcmp(a, "--profile") && more) profile = argv[++i];
         else if (!strcmp(a, "--seed") && more) { seed = strtoull(argv[++i], NULL, 0); have_seed = 1; }
         else if (!strcmp(a, "--include") && more && ninc < 64) inc[ninc++] = argv[++i];
         else if (!strcmp(a, "--exclude") && more && nexc < 64) exc[nexc++] = argv[++i];
@@ -105,6 +108,7 @@ int lofp_cmd_quantize(int argc, char **argv)
     if (lofp_scheme_preset(scheme_name, &s) != LOFP_OK) return cli_error("quantize", "unknown scheme '%s'", scheme_name);
     if (rounding && lofp_rounding_from_name(rounding, &s.rounding) != LOFP_OK) return cli_error("quantize", "unknown rounding '%s'", rounding);
     if (rule && lofp_scale_rule_from_name(rule, &s.scale_rule) != LOFP_OK) return cli_error("quantize", "unknown scale rule '%s'", rule);
+    if (profile && lofp_profile_from_name(profile, &s.profile) != LOFP_OK) return cli_error("quantize", "unknown profile '%s'", profile);
     if (block) s.block = (uint32_t)block;
     if (one_level) s.two_level = 0;
     if (no_rotate) s.rotate = 0;
@@ -115,7 +119,7 @@ int lofp_cmd_quantize(int argc, char **argv)
     s.propagate_nonfinite = propagate;
     s.threads = threads > 0 ? (unsigned)threads : 1;
     if (lofp_scheme_validate(&s) != LOFP_OK)
-        return cli_error("quantize", "invalid option combination for %s (block %u, scale rule %s)", scheme_name, s.block, lofp_scale_rule_name(s.scale_rule));
+        return cli_error("quantize", "invalid option combination for %s (block %u, scale rule %s, profile %s)", scheme_name, s.block, lofp_scale_rule_name(s.scale_rule), lofp_profile_name(s.profile));
     lofp_layout layout;
     if (lofp_layout_from_name(layout_name, &layout) != LOFP_OK) return cli_error("quantize", "unknown scale layout '%s'", layout_name);
     if (pad_byte == 0xFF || pad_byte < -1 || pad_byte > 255) return cli_error("quantize", "--pad-byte must be 0..254");
@@ -164,7 +168,15 @@ int lofp_cmd_quantize(int argc, char **argv)
         float *glob = malloc(sizeof(float));
         if (!x || !codes || !lin || !lay || !glob) { rc = cli_error("quantize", "out of memory on tensor '%s'", t->name); free(x); free(codes); free(lin); free(lay); free(glob); break; }
         lofp_quant_report rep;
-        lofp_status st = lofp_quantize(&s, LOFP_DTYPE_F32, x, q.rows, q.k, codes, lin, glob, &rep);
+        lofp_status st = LOFP_ERR_NOMEM;
+        if (s.profile != LOFP_PROFILE_LOFP && t->dtype == LOFP_IO_BF16) {
+            /* a producer may compute in bf16 (compressed-tensors' global scale): give it the bf16 */
+            uint16_t *h = malloc(t->nbytes ? t->nbytes : 1);
+            if (h) { memcpy(h, t->data, t->nbytes); st = lofp_quantize(&s, LOFP_DTYPE_BF16, h, q.rows, q.k, codes, lin, glob, &rep); }
+            free(h);
+        } else {
+            st = lofp_quantize(&s, LOFP_DTYPE_F32, x, q.rows, q.k, codes, lin, glob, &rep);
+        }
         free(x);
         if (st == LOFP_ERR_NONFINITE) {
             rc = cli_error("quantize", "%s: tensor '%s': non-finite value at flat index %zu (use --propagate-nonfinite for MX/UltraQuant)", in, t->name, rep.first_bad_index);

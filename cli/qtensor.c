@@ -46,6 +46,8 @@ int qt_meta_format(const qtensor *q, char *buf, size_t cap)
                      q->pad_byte, shape, q->kp, q->s.two_level, (double)q->s.c, q->s.rotate,
                      q->s.hadamard == LOFP_HADAMARD_DENSE ? "dense" : "butterfly",
                      (unsigned long long)q->s.seed, lofp_io_dtype_name(q->src_dtype), lofp_version());
+    if (n > 0 && (size_t)n < cap && q->s.profile != LOFP_PROFILE_LOFP)
+        n += snprintf(buf + n, cap - (size_t)n, ";profile=%s", lofp_profile_name(q->s.profile));
     return n > 0 && (size_t)n < cap;
 }
 
@@ -93,6 +95,7 @@ lofp_status qt_meta_parse(const char *value, qtensor *q, char *err, size_t errca
     NEED("hadamard");
     q->s.hadamard = strcmp(v, "dense") == 0 ? LOFP_HADAMARD_DENSE : LOFP_HADAMARD_BUTTERFLY;
     if (field(value, "seed", v, sizeof v)) q->s.seed = strtoull(v, NULL, 10);
+    if (field(value, "profile", v, sizeof v) && lofp_profile_from_name(v, &q->s.profile) != LOFP_OK) { snprintf(err, errcap, "unknown profile '%s'", v); return LOFP_ERR_FORMAT; }
     NEED("source_dtype");
     if (lofp_io_dtype_from_name(v, &q->src_dtype) != LOFP_OK) q->src_dtype = LOFP_IO_F32;
     NEED("padded_k");

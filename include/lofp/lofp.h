@@ -176,6 +176,35 @@ typedef enum lofp_hadamard_kind {
     LOFP_HADAMARD_DENSE = 1      /* the reference's x @ H.T in fp32, sequential sum over j */
 } lofp_hadamard_kind;
 
+/* Producer profiles (docs/CHECKPOINTS.md "Profiles"). A profile makes lofp_quantize() and
+ * lofp_dequantize() compute what another producer of checkpoints computes, bit for bit: its op
+ * order, the direction and rounding of its per-tensor scale, its zero-block value, its tie rule,
+ * its sign of zero, its scale-exponent rule and what it does with tiny and non-finite blocks.
+ * LOFP_PROFILE_LOFP (0, the default) is lofp's own documented rule set (docs/SCHEMES.md); every
+ * other profile runs through scalar reference code only (exactness first) and supports the
+ * schemes its producer writes:
+ *   - MODELOPT: nvfp4 (two-level), mxfp4, mxfp8-e4m3 (block 32): NVIDIA ModelOpt's quantize
+ *     expressions as PyTorch runs them on a CUDA device (a division of a tensor by a constant is
+ *     a multiply by the constant's fp32 reciprocal there).
+ *   - COMPRESSED_TENSORS: nvfp4 (two-level): compressed-tensors 0.20 on the CPU.
+ *   - TORCHAO: nvfp4 (one- and two-level), mxfp4, mxfp6-*, mxfp8-* with every scale rule
+ *     (FLOOR/CEIL/EVEN/RCEIL = torchao's ScaleCalculationMode): torchao 0.18's eager CPU code.
+ *   - GGML: mxfp4 (block 32): ggml / gguf-py 0.19.
+ * Under a profile the scheme's `rounding`, `amax_floor`, `ceil_clamp` and `seed` are not used (the
+ * producer fixes them), nor `scale_rule` except for TORCHAO's MX schemes. The per-tensor scale
+ * (the `global_scale` argument and result of the quantize and dequantize functions) is in the
+ * producer's own direction, lofp_profile_decode_direction() says which. Non-finite input is
+ * LOFP_ERR_NONFINITE unless `propagate_nonfinite` is set and the producer has a rule for it
+ * (TORCHAO's MX schemes and GGML: their bytes are reproduced; the others always refuse). */
+typedef enum lofp_profile {
+    LOFP_PROFILE_LOFP = 0,
+    LOFP_PROFILE_MODELOPT = 1,
+    LOFP_PROFILE_COMPRESSED_TENSORS = 2,
+    LOFP_PROFILE_TORCHAO = 3,
+    LOFP_PROFILE_GGML = 4,
+    LOFP_PROFILE_COUNT_ = 5
+} lofp_profile;
+
 /* A scheme: element type, block, scale type and rule, rounding and options. Fill one with
  * lofp_scheme_init() or lofp_scheme_preset() and then adjust fields; other functions read it
  * and never write it. */
@@ -197,6 +226,7 @@ typedef struct lofp_scheme {
     uint64_t seed;              /* STOCHASTIC rounding: random bits come from this seed (FORMATS.md) */
     unsigned threads;           /* worker threads for quantize/dequantize; 0 or 1 = the caller's
                                    thread only. Results never depend on it. */
+    lofp_profile profile;       /* whose numerics (default LOFP_PROFILE_LOFP, see above) */
 } lofp_scheme;
 
 /* Fills *s with the defaults of scheme `id` (RNE rounding, FLOOR scale rule for MX, two-level
@@ -220,8 +250,20 @@ LOFP_API lofp_status lofp_rounding_from_name(const char *name, lofp_rounding *ou
 LOFP_API const char *lofp_scale_rule_name(lofp_scale_rule r);
 LOFP_API lofp_status lofp_scale_rule_from_name(const char *name, lofp_scale_rule *out);
 
+/* Name <-> enum for profiles: "lofp", "modelopt", "compressed-tensors" (also "ct"), "torchao",
+ * "ggml" (also "gguf"). The name function returns a static string or NULL. */
+LOFP_API const char *lofp_profile_name(lofp_profile p);
+LOFP_API lofp_status lofp_profile_from_name(const char *name, lofp_profile *out);
+
+/* 1 when profile p stores the NVFP4 per-tensor scale in the decode direction (the scale a
+ * dequantizer multiplies by: ModelOpt's weight_scale_2, torchao's per_tensor_scale, about
+ * amax / 2688), 0 when it stores the encode multiplier (lofp and compressed-tensors, about
+ * 2688 / amax). */
+LOFP_API int lofp_profile_decode_direction(lofp_profile p);
+
 /* Checks that a scheme is self-consistent (block a positive multiple of the native block for MX,
- * 16 for NVFP4, 32 for UltraQuant; known enums; c > 0). Returns LOFP_OK or LOFP_ERR_INVALID_ARG. */
+ * 16 for NVFP4, 32 for UltraQuant; known enums; c > 0) and that its profile supports it (see
+ * lofp_profile). Returns LOFP_OK or LOFP_ERR_INVALID_ARG. */
 LOFP_API lofp_status lofp_scheme_validate(const lofp_scheme *s);
 
 /* Input / output dtypes of the dense side. */

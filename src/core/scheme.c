@@ -54,6 +54,47 @@ lofp_status lofp_scale_rule_from_name(const char *name, lofp_scale_rule *out)
     return st;
 }
 
+static const char *const profile_names[] = { "lofp", "modelopt", "compressed-tensors", "torchao", "ggml" };
+
+const char *lofp_profile_name(lofp_profile p) { return NAME_OF(profile_names, p); }
+
+lofp_status lofp_profile_from_name(const char *name, lofp_profile *out)
+{
+    int i = 0;
+    if (name && out && strcmp(name, "ct") == 0) name = "compressed-tensors";
+    if (name && out && strcmp(name, "gguf") == 0) name = "ggml";
+    lofp_status st = index_of(profile_names, LOFP_PROFILE_COUNT_, name, &i);
+    if (st == LOFP_OK) *out = (lofp_profile)i;
+    return st;
+}
+
+int lofp_profile_decode_direction(lofp_profile p)
+{
+    return p == LOFP_PROFILE_MODELOPT || p == LOFP_PROFILE_TORCHAO;
+}
+
+/* Which schemes each producer writes (docs/CHECKPOINTS.md, profiles). */
+static int profile_supports(const lofp_scheme *s)
+{
+    switch (s->profile) {
+    case LOFP_PROFILE_LOFP:
+        return 1;
+    case LOFP_PROFILE_MODELOPT:
+        return (s->id == LOFP_SCHEME_NVFP4 && s->two_level) ||
+               ((s->id == LOFP_SCHEME_MXFP4 || s->id == LOFP_SCHEME_MXFP8_E4M3) && s->block == 32);
+    case LOFP_PROFILE_COMPRESSED_TENSORS:
+        return s->id == LOFP_SCHEME_NVFP4 && s->two_level;
+    case LOFP_PROFILE_TORCHAO:
+        return s->id == LOFP_SCHEME_NVFP4 || s->id == LOFP_SCHEME_MXFP4 ||
+               s->id == LOFP_SCHEME_MXFP6_E2M3 || s->id == LOFP_SCHEME_MXFP6_E3M2 ||
+               s->id == LOFP_SCHEME_MXFP8_E4M3 || s->id == LOFP_SCHEME_MXFP8_E5M2;
+    case LOFP_PROFILE_GGML:
+        return s->id == LOFP_SCHEME_MXFP4 && s->block == 32;
+    default:
+        return 0;
+    }
+}
+
 lofp_status lofp_scheme_validate(const lofp_scheme *s)
 {
     if (!s || (int)s->id <= 0 || s->id >= LOFP_SCHEME_COUNT_) return LOFP_ERR_INVALID_ARG;
@@ -70,6 +111,7 @@ lofp_status lofp_scheme_validate(const lofp_scheme *s)
     if (s->id == LOFP_SCHEME_ULTRAQUANT && !(s->c > 0.0f && s->c < 1e30f)) return LOFP_ERR_INVALID_ARG;
     if (!(s->amax_floor >= 0.0f && s->amax_floor < 1e30f)) return LOFP_ERR_INVALID_ARG;
     if ((unsigned)s->hadamard > LOFP_HADAMARD_DENSE) return LOFP_ERR_INVALID_ARG;
+    if (!profile_supports(s)) return LOFP_ERR_INVALID_ARG;
     return LOFP_OK;
 }
 

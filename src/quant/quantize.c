@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "dispatch.h"
+#include "profile.h"
 #include "runtime/threadpool.h"
 
 static int valid_dtype(lofp_dtype dt)
@@ -199,6 +200,9 @@ lofp_status lofp_quantize_table(const lofp_kernel_table *kt, const lofp_scheme *
     lofp_status st = check_common(s, dt, x, rows, k, codes, scales, &kp, &n);
     report_init(rep, k, kp);
     if (st != LOFP_OK) return st;
+    if (s->profile != LOFP_PROFILE_LOFP) /* a producer's numerics: reference code only */
+        return lofp_profile_quantize(s, dt, x, rows, k, kp, compute_global, global_in, codes,
+                                     scales, global_out, rep);
     const int nvfp4 = s->id == LOFP_SCHEME_NVFP4;
     float global = global_in;
     if (compute_global) {
@@ -313,6 +317,8 @@ lofp_status lofp_dequantize_table(const lofp_kernel_table *kt, const lofp_scheme
     size_t kp = 0, n = 0;
     lofp_status st = check_common(s, out_dt, out, rows, k, codes, scales, &kp, &n);
     if (st != LOFP_OK) return st;
+    if (s->profile != LOFP_PROFILE_LOFP)
+        return lofp_profile_dequantize(s, codes, scales, global, rows, k, kp, out_dt, out);
     dequant_job *j = malloc(sizeof *j);
     if (!j) return LOFP_ERR_NOMEM;
     j->kt = kt;
