@@ -27,6 +27,7 @@ static void build_tables(void)
     g_tables[LOFP_GEMM_ISA_AVX2].isa = "avx2";
     g_tables[LOFP_GEMM_ISA_AVX512] = g_tables[LOFP_GEMM_ISA_AVX2];
     lofp_gemm_kernels_avx512_i8(&g_tables[LOFP_GEMM_ISA_AVX512]);
+    lofp_gemm_kernels_avx512_f32(&g_tables[LOFP_GEMM_ISA_AVX512]);
     g_tables[LOFP_GEMM_ISA_AVX512].isa = "avx512";
 }
 

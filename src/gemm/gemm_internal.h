@@ -98,6 +98,9 @@ typedef struct gemm_kernels {
     gemm_kernel_fn f32_x8[GEMM_W_KINDS_];  /* fp32 dots on x8 weights, small m (GEMV) */
     gemm_kernel_fn f32_rows[GEMM_W_KINDS_];/* fp32 dots on rows weights, small m (GEMV) */
     gemm_kernel_fn f32_gemm;               /* fp32 blocked GEMM for large m, any weights */
+    /* The fp32 GEMM's panel decoder (panel[kk * 16 + r] = weight row js + r, element k0 + kk,
+     * times its scale; exact): set by the AVX2 table, used by the 512-bit GEMM on top of it. */
+    void (*f32_decode_panel)(const gemm_plan *p, size_t js, unsigned nr, size_t k0, size_t kc, float *panel);
     /* Quantizes rows [0, m) of dense A to MXINT8 (block 32*n, FLOOR, RNE) as lofp_quantize
      * would, writing the int8 plan arrays directly; returns 0, or the flat index + 1 of the
      * first non-finite input. */
@@ -110,6 +113,7 @@ LOFP_INTERNAL void lofp_gemm_kernels_generic(gemm_kernels *k);
 LOFP_INTERNAL void lofp_gemm_kernels_avx2_i8(gemm_kernels *k);  /* x86/gemm_i8_avx2.c */
 LOFP_INTERNAL void lofp_gemm_kernels_avx2_f32(gemm_kernels *k); /* x86/gemm_f32_avx2.c */
 LOFP_INTERNAL void lofp_gemm_kernels_avx512_i8(gemm_kernels *k); /* x86/gemm_i8_avx512.c (on top of avx2) */
+LOFP_INTERNAL void lofp_gemm_kernels_avx512_f32(gemm_kernels *k); /* x86/gemm_f32_avx512.c (on top of avx2) */
 
 /* Which kernel table lofp_gemm uses. AUTO resolves once from lofp_cpu_features(). Tests and the
  * benchmark run the other tables side by side through lofp_gemm_isa(). */

@@ -260,8 +260,8 @@ static void run_case(const gcase *gc)
 
     tbuf tcb = tb_alloc(m * ldc * sizeof(float), gc->bufmode, gc->off - gc->off % 4u);
     float *c = tcb.p, *first = malloc(m * ldc * sizeof(float));
-    float *gen_out = malloc(m * ldc * sizeof(float));
-    int have_gen = 0;
+    float *gen_out = malloc(m * ldc * sizeof(float)), *avx2_out = malloc(m * ldc * sizeof(float));
+    int have_gen = 0, have_avx2 = 0;
     char what[200];
     snprintf(what, sizeof what, "w=%s/%u %s a=%s m=%zu n=%zu k=%zu pad=%d buf=%d off=%u%s", gc->w, gc->wblock,
              lofp_weight_layout_name(gc->layout), amode_name(gc->am), m, n, k, gc->pad, gc->bufmode, gc->off,
@@ -298,6 +298,14 @@ static void run_case(const gcase *gc)
                     CHECKF(bad == 0, "%s isa=%d (%s): %zu results not exact", what, isa,
                            lofp_gemm_isa_kernel_name(&a, (lofp_gemm_isa_t)isa), bad);
                 }
+                if (isa == LOFP_GEMM_ISA_AVX2) {
+                    memcpy(avx2_out, c, m * ldc * sizeof(float));
+                    have_avx2 = 1;
+                } else if (isa == LOFP_GEMM_ISA_AVX512 && have_avx2) {
+                    /* every 512-bit kernel computes its AVX2 counterpart's terms in its order */
+                    CHECKF(memcmp(avx2_out, c, m * ldc * sizeof(float)) == 0, "%s: avx512 (%s) != avx2", what,
+                           lofp_gemm_isa_kernel_name(&a, LOFP_GEMM_ISA_AVX512));
+                }
                 if (isa == LOFP_GEMM_ISA_GENERIC) {
                     memcpy(gen_out, c, m * ldc * sizeof(float));
                     have_gen = 1;
@@ -315,6 +323,7 @@ static void run_case(const gcase *gc)
     }
     free(first);
     free(gen_out);
+    free(avx2_out);
     free(ref);
     free(af);
     free(ac);

@@ -524,8 +524,16 @@ static void f32_gemm(const gemm_plan *p, size_t i0, size_t i1, size_t j0, size_t
     free(raw);
 }
 
+/* The panel decoder for the 512-bit GEMM (x86/gemm_f32_avx512.c): the same panels, so the same
+ * products. AVX2 code, called only from a table that requires AVX2. */
+static void decode_panel_hook(const gemm_plan *p, size_t js, unsigned nr, size_t k0, size_t kc, float *panel)
+{
+    decode_panel(p, js, nr, k0, kc, panel);
+}
+
 void lofp_gemm_kernels_avx2_f32(gemm_kernels *k)
 {
+    k->f32_decode_panel = decode_panel_hook;
     k->f32_x8[GEMM_W_E2M1_E8M0] = x8_f32_mx;
     k->f32_x8[GEMM_W_E2M1_UE4M3] = x8_f32_nv;
     k->f32_rows[GEMM_W_E2M1_E8M0] = rows_f32_mx;
