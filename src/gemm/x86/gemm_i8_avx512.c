@@ -110,6 +110,121 @@ ALWAYS_INLINE __m256 even8(__m512 acc)
 
 #define I8_PANEL 64 /* activation rows whose accumulators live across decode chunks */
 
+/* ---- GEMM: two groups (16 rows) per tile, one row per lane ----------------------------------
+ * Lane r of a vector is row r of group g (r < 8) or row r - 8 of group g + 1: a 32-byte chunk
+ * of each group side by side. Against a 4-byte broadcast of the activations, one vpdpbusd
+ * gives each of the 16 rows its 4 products of that chunk, so a superblock is eight vpdpbusd
+ * (two chains of four, added: the same exact int32 S) and one fp32 step for 16 rows: no pair
+ * fold, half the fp32 work per product of the 8-row tile. Same terms, same order. */
+#define PAIR_CHUNK 32 /* superblocks decoded at a time: 32 x 640 bytes stay in L1 */
+
+typedef struct {
+    __m512i w[8]; /* low nibbles of chunks 0..3, then high nibbles */
+    __m512 sl, sh;
+} dec2_sb;
+
+ALWAYS_INLINE __m512 join8(__m256 a, __m256 b)
+{
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(a)), _mm256_castps_pd(b), 1));
+}
+
+ALWAYS_INLINE void decode2_sb(const uint8_t *wa, const uint8_t *wb, const uint8_t *sa, const uint8_t *sb, const int nv,
+                              dec2_sb *d)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), lut = lut512();
+    for (int c = 0; c < 4; c++) {
+        __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(wa + 32 * c))),
+                                       _mm256_loadu_si256((const __m256i *)(const void *)(wb + 32 * c)), 1);
+        d->w[c] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m4));
+        d->w[4 + c] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+    }
+    if (nv) {
+        __m256 la, ha, lb, hb;
+        gx_ue4m3x16(sa, &la, &ha);
+        gx_ue4m3x16(sb, &lb, &hb);
+        d->sl = join8(la, lb);
+        d->sh = join8(ha, hb);
+    } else {
+        d->sl = d->sh = join8(gx_e8m0x8(sa), gx_e8m0x8(sb));
+    }
+}
+
+ALWAYS_INLINE __m512i bcast4z(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+ALWAYS_INLINE __m512 dot2_sb(const dec2_sb *d, const int8_t *a, const float *s, const int32_t *cr, __m512 acc,
+                             const int halves)
+{
+    __m512i Sl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), d->w[0], bcast4z(a));
+    __m512i Sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), d->w[4], bcast4z(a + 16));
+    Sl = _mm512_dpbusd_epi32(Sl, d->w[1], bcast4z(a + 4));
+    Sh = _mm512_dpbusd_epi32(Sh, d->w[5], bcast4z(a + 20));
+    Sl = _mm512_dpbusd_epi32(Sl, d->w[2], bcast4z(a + 8));
+    Sh = _mm512_dpbusd_epi32(Sh, d->w[6], bcast4z(a + 24));
+    Sl = _mm512_dpbusd_epi32(Sl, d->w[3], bcast4z(a + 12));
+    Sh = _mm512_dpbusd_epi32(Sh, d->w[7], bcast4z(a + 28));
+    if (halves == 1) {
+        __m512i S = _mm512_sub_epi32(_mm512_add_epi32(Sl, Sh), _mm512_set1_epi32(cr[0]));
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d->sl, _mm512_set1_ps(s[0])), acc);
+    }
+    Sl = _mm512_sub_epi32(Sl, _mm512_set1_epi32(cr[0]));
+    Sh = _mm512_sub_epi32(Sh, _mm512_set1_epi32(cr[1]));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Sl), _mm512_mul_ps(d->sl, _mm512_set1_ps(s[0])), acc);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(Sh), _mm512_mul_ps(d->sh, _mm512_set1_ps(s[1])), acc);
+}
+
+/* Rows [i0, i1) against two runs of the same length (groups g, g + 1), activation superblock
+ * ba first; acc lanes as above. */
+ALWAYS_INLINE void run_rows2(const gemm_plan *p, const gx_run *ra, const gx_run *rb, size_t ba, size_t i0, size_t i1,
+                             __m512 *acc, const int nv, const int halves)
+{
+    dec2_sb d[PAIR_CHUNK];
+    const size_t nh = p->kq / 16;
+    for (size_t b0 = 0; b0 < ra->nsb; b0 += PAIR_CHUNK) {
+        size_t nb = ra->nsb - b0 < PAIR_CHUNK ? ra->nsb - b0 : PAIR_CHUNK;
+        size_t sidx = b0 / ra->per, scnt = b0 % ra->per;
+        for (size_t t = 0; t < nb; t++) {
+            size_t so = nv ? (b0 + t) * 16 : sidx * 8;
+            decode2_sb(ra->codes + (b0 + t) * GEMM_X8_SB_BYTES, rb->codes + (b0 + t) * GEMM_X8_SB_BYTES,
+                       ra->scales + so, rb->scales + so, nv, &d[t]);
+            if (!nv && ++scnt == ra->per) { scnt = 0; sidx++; }
+        }
+        const size_t bb = ba + b0;
+        size_t i = i0;
+        for (; i + 2 <= i1; i += 2) {
+            const int8_t *a0 = p->aq + i * p->kq + bb * 32, *a1 = a0 + p->kq;
+            const float *s0 = p->as16 + i * nh + 2 * bb, *s1 = s0 + nh;
+            const int32_t *c0 = p->acorr16 + i * nh + 2 * bb, *c1 = c0 + nh;
+            __m512 x0 = acc[i - i0], x1 = acc[i + 1 - i0];
+            for (size_t b = 0; b < nb; b++) {
+                x0 = dot2_sb(&d[b], a0 + 32 * b, s0 + 2 * b, c0 + 2 * b, x0, halves);
+                x1 = dot2_sb(&d[b], a1 + 32 * b, s1 + 2 * b, c1 + 2 * b, x1, halves);
+            }
+            acc[i - i0] = x0;
+            acc[i + 1 - i0] = x1;
+        }
+        for (; i < i1; i++) {
+            const int8_t *a0 = p->aq + i * p->kq + bb * 32;
+            const float *s0 = p->as16 + i * nh + 2 * bb;
+            const int32_t *c0 = p->acorr16 + i * nh + 2 * bb;
+            __m512 x0 = acc[i - i0];
+            for (size_t b = 0; b < nb; b++) x0 = dot2_sb(&d[b], a0 + 32 * b, s0 + 2 * b, c0 + 2 * b, x0, halves);
+            acc[i - i0] = x0;
+        }
+    }
+}
+
+/* Stores the 16 lanes: rows jr.. of group g (cnt_a valid) and of group g + 1 (cnt_b valid). */
+ALWAYS_INLINE void store16(const gemm_plan *p, size_t i, size_t jr, __m512 acc, unsigned cnt_a, unsigned cnt_b)
+{
+    gx_store8(p, i, jr, _mm512_castps512_ps256(acc), cnt_a);
+    gx_store8(p, i, jr + GEMM_X8_ROWS, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)), cnt_b);
+}
+
 /* GEMV: one activation row against a run, decoding each superblock in registers as the weights
  * stream past (prefetched ahead). The run's superblock 0 is activation superblock ba. */
 ALWAYS_INLINE __m512 run_one(const gemm_plan *p, const gx_run *run, size_t ba, size_t i, __m512 acc,
@@ -183,6 +298,22 @@ ALWAYS_INLINE void x8_i8(const gemm_plan *p, size_t i0, size_t i1, size_t j0, si
     for (size_t g = j0 / GEMM_X8_ROWS; g * GEMM_X8_ROWS < j1; g++) {
         size_t jr = g * GEMM_X8_ROWS;
         unsigned cnt = (unsigned)(j1 - jr < GEMM_X8_ROWS ? j1 - jr : GEMM_X8_ROWS);
+        if (i1 - i0 > 1 && (g + 1) * GEMM_X8_ROWS < j1 && !(p->wpacked[g] & GEMM_X8_FLAG_SPECIAL) &&
+            !(p->wpacked[g + 1] & GEMM_X8_FLAG_SPECIAL)) { /* two groups at once */
+            size_t jr2 = jr + GEMM_X8_ROWS;
+            unsigned cnt2 = (unsigned)(j1 - jr2 < GEMM_X8_ROWS ? j1 - jr2 : GEMM_X8_ROWS);
+            const uint8_t *ga = p->wpacked + p->x8.header + g * p->x8.group_bytes, *gb2 = ga + p->x8.group_bytes;
+            gx_run ra = { ga, ga + p->x8.kq * 4, p->x8.sbs, nv ? 1 : p->x8.sblock / 32 };
+            gx_run rb = { gb2, gb2 + p->x8.kq * 4, p->x8.sbs, ra.per };
+            for (size_t ip = i0; ip < i1; ip += I8_PANEL) {
+                size_t ie = i1 - ip < I8_PANEL ? i1 : ip + I8_PANEL;
+                for (size_t t = 0; t < ie - ip; t++) acc[t] = _mm512_setzero_ps();
+                run_rows2(p, &ra, &rb, 0, ip, ie, acc, nv, halves);
+                for (size_t t = 0; t < ie - ip; t++) store16(p, ip + t, jr, acc[t], cnt, cnt2);
+            }
+            g++;
+            continue;
+        }
         if (p->wpacked[g] & GEMM_X8_FLAG_SPECIAL) {
             lofp_gemm_generic_i8_x8(p, i0, i1, jr, jr + cnt);
             continue;
@@ -216,12 +347,33 @@ ALWAYS_INLINE void rows_i8(const gemm_plan *p, size_t i0, size_t i1, size_t j0, 
                            const int halves)
 {
     uint8_t codes[GEMM_X8_CHUNK * GEMM_X8_SB_BYTES] __attribute__((aligned(64)));
-    uint8_t scales[GEMM_X8_CHUNK * 16];
+    uint8_t codes2[GEMM_X8_CHUNK * GEMM_X8_SB_BYTES] __attribute__((aligned(64)));
+    uint8_t scales[GEMM_X8_CHUNK * 16], scales2[GEMM_X8_CHUNK * 16];
     __m512 acc[I8_PANEL];
     const size_t sbs = (p->kp + 31) / 32;
     for (size_t g = j0 / GEMM_X8_ROWS; g * GEMM_X8_ROWS < j1; g++) {
         size_t jr = g * GEMM_X8_ROWS;
         unsigned cnt = (unsigned)(j1 - jr < GEMM_X8_ROWS ? j1 - jr : GEMM_X8_ROWS);
+        if ((g + 1) * GEMM_X8_ROWS < j1) { /* two groups at once; a NaN scale in either: both exact */
+            size_t jr2 = jr + GEMM_X8_ROWS;
+            unsigned cnt2 = (unsigned)(j1 - jr2 < GEMM_X8_ROWS ? j1 - jr2 : GEMM_X8_ROWS);
+            for (size_t ip = i0; ip < i1; ip += I8_PANEL) {
+                size_t ie = i1 - ip < I8_PANEL ? i1 : ip + I8_PANEL;
+                int special = 0;
+                for (size_t t = 0; t < ie - ip; t++) acc[t] = _mm512_setzero_ps();
+                for (size_t b0 = 0; b0 < sbs && !special; b0 += GEMM_X8_CHUNK) {
+                    size_t nb = sbs - b0 < GEMM_X8_CHUNK ? sbs - b0 : GEMM_X8_CHUNK;
+                    special = gx_rows_to_x8(p, g, b0, nb, codes, scales, nv);
+                    special |= gx_rows_to_x8(p, g + 1, b0, nb, codes2, scales2, nv);
+                    gx_run ra = { codes, scales, nb, 1 }, rb = { codes2, scales2, nb, 1 };
+                    if (!special) run_rows2(p, &ra, &rb, b0, ip, ie, acc, nv, halves);
+                }
+                if (special) lofp_gemm_generic_i8_rows(p, ip, ie, jr, jr2 + cnt2);
+                else for (size_t t = 0; t < ie - ip; t++) store16(p, ip + t, jr, acc[t], cnt, cnt2);
+            }
+            g++;
+            continue;
+        }
         for (size_t ip = i0; ip < i1; ip += I8_PANEL) {
             size_t ie = i1 - ip < I8_PANEL ? i1 : ip + I8_PANEL;
             int special = 0;
