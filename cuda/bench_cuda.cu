@@ -201,6 +201,29 @@ static void bench_gemm(void)
             CU(cudaMalloc(&ws, lofp_cuda_workspace_bytes()));
             LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, w, n, k, LOFP_LAYOUT_LINEAR, codes, scales, g, ws, NULL));
             lofp_cuda_w4 W[NCOPY];
+            {
+                /* the one-time load step: lofp_cuda_w4_prepare from checkpoint-layout codes and
+                 * scales (nibble de-interleave of the codes, scale copy), GPU time between events */
+                std::vector<float> tp;
+                for (int it = 0; it < 5; it++) {
+                    cudaEvent_t e0, e1;
+                    CU(cudaEventCreate(&e0)); CU(cudaEventCreate(&e1));
+                    lofp_cuda_w4 T;
+                    CU(cudaEventRecord(e0));
+                    LC(lofp_cuda_w4_prepare(&s, codes, scales, g, n, k, &T, NULL));
+                    CU(cudaEventRecord(e1));
+                    CU(cudaEventSynchronize(e1));
+                    float ms;
+                    CU(cudaEventElapsedTime(&ms, e0, e1));
+                    tp.push_back(ms * 1000.0f);
+                    lofp_cuda_w4_free(&T);
+                    CU(cudaEventDestroy(e0)); CU(cudaEventDestroy(e1));
+                }
+                std::sort(tp.begin(), tp.end());
+                char name[96];
+                snprintf(name, sizeof name, "w4_prepare_%s_n%zu_k%zu", preset, n, k);
+                emit(name, tp[tp.size() / 2], (double)(n * k / 2) * 2 + (double)(n * k / s.block) * 2, 0, NULL);
+            }
             for (int i = 0; i < NCOPY; i++) LC(lofp_cuda_w4_prepare(&s, codes, scales, g, n, k, &W[i], NULL));
             CU(cudaDeviceSynchronize());
             CU(cudaFree(w));
@@ -225,8 +248,8 @@ static void bench_gemm(void)
                 CU(cudaMalloc(&c, m * n * 4));
                 fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
                 std::vector<std::string> cfgs = {""};
-                if (m <= 16) {
-                    const char *sweep = getenv("LOFP_BENCH_GEMV_SWEEP");
+                if (m <= 64) {
+                    const char *sweep = getenv(m <= 16 ? "LOFP_BENCH_GEMV_SWEEP" : "LOFP_BENCH_GEMV_SWEEP64");
                     if (sweep && *sweep) {
                         std::string sw(sweep);
                         size_t b = 0;

@@ -45,11 +45,11 @@ def main():
         pct = 100 * bw / cbw if cbw else 0
         target, met = "", ""
         if name == "quant_nvfp4_linear":
-            target = "≥ 70 % (both passes)"
-            met = "yes" if pct >= 70 else "no"
-        elif o.get("passes") == 1 and not name.startswith("quant_nvfp4") and "ultraquant" not in name:
-            target = "≥ 75 % (single pass)"
-            met = "yes" if pct >= 75 else "no"
+            target = "≥ 85 % (both passes)"
+            met = "yes" if pct >= 85 else "no"
+        elif name == "quant_mxfp4_linear":
+            target = "≥ 85 %"
+            met = "yes" if pct >= 85 else "no"
         p(f"| {name[6:]} | {o['us']:.1f} | {o['bytes'] / 1e6:.1f} | {bw:.2f} | {pct:.0f} % | {target} | {met} |")
     if tq and "quant_nvfp4_linear" in L:
         sp = tq["us"] / L["quant_nvfp4_linear"]["us"]
@@ -86,6 +86,10 @@ def main():
                 f = lambda x: f"{x['us']:.1f}" if x else "-"
                 p(f"| {preset} | {m} | {n} x {k} | {o['us']:.1f} | {best:.1f} | {f(rf) if m <= 64 else '-'} | {f(t)} | {f(ti)} | {f(tf8)} | "
                   f"{sp:.2f}x | {tf:.1f} | {wbw:.2f} |")
+    for nm, o in L.items():
+        if nm.startswith("w4_prepare_"):
+            p(f"\nOne-time load step `lofp_cuda_w4_prepare` ({nm[11:]}, checkpoint-layout codes and scales in): "
+              f"{o['us']:.1f} µs of GPU time ({o['bytes'] / o['us'] / 1e6:.2f} TB/s).")
     cfgs = sorted((kk, v["us"]) for kk, v in L.items() if "_cfg" in kk)
     if cfgs:
         p("\nGEMV configuration sweep (`LOFP_CUDA_GEMV_CFG`: MT weight tiles per warp x WK warps per CTA; "

@@ -185,8 +185,9 @@ __device__ __forceinline__ void gemv_loadw(const GemmP &p, int n0, int ch, int g
         }
 }
 
-/* AP = 1 (version 6): each chunk's activations are loaded one chunk ahead (two register buffers)
- * instead of at the start of the chunk that uses them (an L2 round trip every chunk waited for). */
+/* AP = 1 (version 6d, opt-in until measured): each chunk's activations are loaded one chunk ahead
+ * (two register buffers) instead of at the start of the chunk that uses them (an L2 round trip
+ * every chunk waits for). */
 template <int MT, int NT, int WK, int NV, int AP>
 __global__ void __launch_bounds__(32 * WK) gemv_kernel(GemmP p)
 {
@@ -504,7 +505,9 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
     p.a = (const uint16_t *)d_a; p.c = d_c;
     p.m = (int)m; p.n = (int)w->n; p.k = (int)w->k; p.out_bf16 = out_dt == LOFP_DTYPE_BF16;
     const bool nv = w->id == LOFP_SCHEME_NVFP4;
-    if (m <= 64) {
+    const char *gcfg = getenv("LOFP_CUDA_GEMV_CFG");
+    /* LOFP_CUDA_GEMV_CFG=wg sends m <= 64 to the wgmma kernel too (sweeps) */
+    if (m <= 64 && !(gcfg && strcmp(gcfg, "wg") == 0)) {
         const int n16 = p.n / 16;
         const int nt = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
         const char *cfg = getenv("LOFP_CUDA_GEMV_CFG");
@@ -512,9 +515,9 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
          * (M=1 8192^2 1x4 17.6-17.9 us vs 1x8 18.5-18.8; M=16 2x4 24.4-24.9 vs 2x8 27.7-28.5) */
         /* defaults from the sweeps (cuda/NOTES.md): 4 warps per CTA; 1 tile per warp for m <= 8,
          * 2 for m <= 16 at K >= 8192 and 4 at smaller K (N = 14336, K = 4096: 24.3-24.5 vs 26-31);
-         * activations one chunk ahead (AP) where the registers allow it (MT <= 2, m <= 16).
-         * LOFP_CUDA_GEMV_CFG="MT,WK[,AP]" overrides (bench sweeps). */
-        int mt = (m <= 8) ? 1 : (m <= 16 && p.k <= 4096) ? 4 : 2, wk = 4, ap = (m <= 16 && mt <= 2) ? 1 : 0;
+         * LOFP_CUDA_GEMV_CFG="MT,WK[,AP]" overrides (bench sweeps); AP = 1 (activations one chunk
+         * ahead) is built and tested but not yet measured, so it is not a default. */
+        int mt = (m <= 8) ? 1 : (m <= 16 && p.k <= 4096) ? 4 : 2, wk = 4, ap = 0;
         if (cfg) {
             int a = 0, b = 0, c = 0;
             const int got = sscanf(cfg, "%d,%d,%d", &a, &b, &c);

@@ -585,17 +585,17 @@ LHD int uq_exponent(float s, const uint32_t *thr)
     return e > 127 ? 127 : e;
 }
 
-/* UltraQuant element code of y = x / 2^e: #midpoints strictly below y, mapped to bits. */
+/* UltraQuant element code of y = x / 2^e: for y > 0 the number of midpoints strictly below |y|,
+ * else the number at or below |y| (sign bit set when nonzero). One branch-free count: for
+ * non-negative floats the bit patterns order like the values, and "m <= a" is "m < a + 1 ulp",
+ * so the count is over bits(|y|) + (y > 0 ? 0 : 1) (NaN never reaches here). */
 LHD uint32_t uq_code(float y)
 {
-    float a = fabs_(y);
-    if (y > 0.0f) {
-        return (a > 0.25f) + (a > 0.75f) + (a > 1.25f) + (a > 1.75f) + (a > 2.5f) + (a > 3.5f) +
-               (a > 5.0f);
-    }
-    uint32_t n = (a >= 0.25f) + (a >= 0.75f) + (a >= 1.25f) + (a >= 1.75f) + (a >= 2.5f) +
-                 (a >= 3.5f) + (a >= 5.0f);
-    return n ? 8u + n : 0u; /* NaN: y > 0 false, n = 0 -> code 0 (never reached) */
+    const uint32_t neg = y > 0.0f ? 0u : 1u;
+    const uint32_t ua = (f2u(y) & 0x7FFFFFFFu) + neg;
+    const uint32_t n = (ua > 0x3E800000u) + (ua > 0x3F400000u) + (ua > 0x3FA00000u) + (ua > 0x3FE00000u) +
+                       (ua > 0x40200000u) + (ua > 0x40600000u) + (ua > 0x40A00000u); /* .25 .75 1.25 1.75 2.5 3.5 5 */
+    return n ? n | (neg << 3) : 0u;
 }
 
 /* 2^-e for e in [-126, 127] (exact) */

@@ -473,6 +473,29 @@ static void test_nvfp4_dequant_bases(void)
     EXPECT(fast > 10000 && slow > 1000, "dequant bases: fast %ld slow %ld", fast, slow);
 }
 
+/* uq_code (branch-free bit-pattern count) against the compare-based formula it replaced, on every
+ * fp32 pattern that is not NaN. */
+static uint32_t uq_code_ref(float y)
+{
+    float a = fabs_(y);
+    if (y > 0.0f)
+        return (a > 0.25f) + (a > 0.75f) + (a > 1.25f) + (a > 1.75f) + (a > 2.5f) + (a > 3.5f) + (a > 5.0f);
+    uint32_t n = (a >= 0.25f) + (a >= 0.75f) + (a >= 1.25f) + (a >= 1.75f) + (a >= 2.5f) + (a >= 3.5f) + (a >= 5.0f);
+    return n ? 8u + n : 0u;
+}
+static void test_uq_code_all(void)
+{
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < (1ull << 32); i++) {
+        const uint32_t u = (uint32_t)i;
+        if ((u & 0x7FFFFFFFu) > 0x7F800000u) continue;
+        const float y = u2f(u);
+        if (uq_code(y) != uq_code_ref(y)) { if (bad < 5) fprintf(stderr, "uq_code %08x: %u vs %u\n", u, uq_code(y), uq_code_ref(y)); bad++; }
+    }
+    EXPECT(bad == 0, "uq_code: %llu of 2^32 patterns differ", (unsigned long long)bad);
+    printf("  uq_code vs the compare formula, all 2^32 patterns: %s\n", bad ? "FAILED" : "ok");
+}
+
 int main(void)
 {
     test_magic_encoders();
@@ -484,6 +507,7 @@ int main(void)
     test_markstein_sample();
     test_mx_emulation();
     test_uq_emulation();
+    test_uq_code_all();
     if (failures) {
         fprintf(stderr, "test_codec_host: %d failures\n", failures);
         return 1;
