@@ -22,8 +22,10 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "lofp/checkpoint.h"
 #include "lofp/gemm.h"
 #include "lofp/io.h"
 #include "lofp/kvcache.h"
@@ -1450,6 +1452,255 @@ out:
     return ret;
 }
 
+
+/* ------------------------------------------------------------------------------------------ */
+/* Checkpoints (checkpoint.h)                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The converter's note lines, collected while the GIL is released (plain malloc: no Python). */
+typedef struct { char *buf; size_t len, cap; } notes_t;
+
+static void notes_add(void *ctx, const char *line)
+{
+    notes_t *n = ctx;
+    size_t l = strlen(line) + 1;
+    if (n->len + l > n->cap) {
+        size_t cap = (n->cap ? n->cap * 2 : 1024) + l;
+        char *b = realloc(n->buf, cap);
+        if (!b) return;
+        n->buf = b;
+        n->cap = cap;
+    }
+    memcpy(n->buf + n->len, line, l);
+    n->len += l;
+}
+
+static PyObject *notes_list(notes_t *n)
+{
+    PyObject *l = PyList_New(0);
+    for (size_t o = 0; l && o < n->len;) {
+        PyObject *s = PyUnicode_DecodeUTF8(n->buf + o, (Py_ssize_t)strlen(n->buf + o), "replace");
+        if (!s || PyList_Append(l, s) < 0) { Py_XDECREF(s); Py_CLEAR(l); break; }
+        Py_DECREF(s);
+        o += strlen(n->buf + o) + 1;
+    }
+    free(n->buf);
+    return l;
+}
+
+/* A list of str as a C array (pointers into the str objects, which the list keeps alive). */
+static const char **str_array(PyObject *list, size_t *n)
+{
+    Py_ssize_t len = PyList_Size(list);
+    if (len < 0) return NULL;
+    const char **a = PyMem_Calloc((size_t)len + 1, sizeof *a);
+    if (!a) { PyErr_NoMemory(); return NULL; }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        Py_ssize_t sl;
+        a[i] = PyUnicode_AsUTF8AndSize(PyList_GetItem(list, i), &sl);
+        if (!a[i]) { PyMem_Free(a); return NULL; }
+    }
+    *n = (size_t)len;
+    return a;
+}
+
+/* ckpt_convert(in, out, to, scheme|None, include[list], exclude[list], no_fuse, pad, input_scales|None,
+ *              jobs, threads) -> notes */
+static PyObject *py_ckpt_convert(PyObject *self, PyObject *args)
+{
+    PyObject *ino, *outo, *inc, *exc, *isc;
+    const char *to, *scheme;
+    int nofuse, pad;
+    unsigned jobs, threads;
+    PyObject *scheme_o;
+    if (!PyArg_ParseTuple(args, "O&O&sOO!O!ppOII", PyUnicode_FSConverter, &ino, PyUnicode_FSConverter, &outo, &to, &scheme_o,
+                          &PyList_Type, &inc, &PyList_Type, &exc, &nofuse, &pad, &isc, &jobs, &threads))
+        return NULL;
+    PyObject *ret = NULL, *isc_b = NULL;
+    const char **ia = NULL, **ea = NULL;
+    lofp_ckpt_options o;
+    lofp_ckpt_options_init(&o);
+    if (lofp_ckpt_format_from_name(to, &o.to) != LOFP_OK) {
+        raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown checkpoint format '%s' (modelopt, compressed-tensors, gpt-oss, gguf)", to);
+        goto out;
+    }
+    if (opt_str(scheme_o, &scheme)) goto out;
+    o.scheme = scheme;
+    if (!(ia = str_array(inc, &o.n_include)) || !(ea = str_array(exc, &o.n_exclude))) goto out;
+    o.include = ia;
+    o.exclude = ea;
+    o.no_fuse_scales = nofuse;
+    o.pad = pad;
+    if (isc != Py_None) {
+        if (!PyUnicode_FSConverter(isc, &isc_b)) goto out;
+        o.input_scales = PyBytes_AsString(isc_b);
+    }
+    o.jobs = jobs;
+    o.threads = threads;
+    notes_t notes = {0};
+    o.note = notes_add;
+    o.ctx = &notes;
+    lofp_io_error err;
+    lofp_status st;
+    const char *in = PyBytes_AsString(ino), *outp = PyBytes_AsString(outo);
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_ckpt_convert(in, outp, &o, &err);
+    Py_END_ALLOW_THREADS
+    PyObject *nl = notes_list(&notes);
+    if (st != LOFP_OK) { Py_XDECREF(nl); raise_error(st, -1, "%s", err.message); goto out; }
+    ret = nl;
+out:
+    PyMem_Free(ia); PyMem_Free(ea);
+    Py_XDECREF(isc_b);
+    Py_DECREF(ino); Py_DECREF(outo);
+    return ret;
+}
+
+/* ckpt_import(in, out, dtype_name) -> notes */
+static PyObject *py_ckpt_import(PyObject *self, PyObject *args)
+{
+    PyObject *ino, *outo;
+    const char *dn;
+    if (!PyArg_ParseTuple(args, "O&O&s", PyUnicode_FSConverter, &ino, PyUnicode_FSConverter, &outo, &dn)) return NULL;
+    PyObject *ret = NULL;
+    lofp_ckpt_options o;
+    lofp_ckpt_options_init(&o);
+    if (lofp_io_dtype_from_name(dn, &o.import_dtype) != LOFP_OK ||
+        (o.import_dtype != LOFP_IO_BF16 && o.import_dtype != LOFP_IO_F16 && o.import_dtype != LOFP_IO_F32)) {
+        raise_error(LOFP_ERR_INVALID_ARG, -1, "import dtype is BF16, F16 or F32, got '%s'", dn);
+        goto out;
+    }
+    notes_t notes = {0};
+    o.note = notes_add;
+    o.ctx = &notes;
+    lofp_io_error err;
+    lofp_status st;
+    const char *in = PyBytes_AsString(ino), *outp = PyBytes_AsString(outo);
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_ckpt_import(in, outp, &o, &err);
+    Py_END_ALLOW_THREADS
+    PyObject *nl = notes_list(&notes);
+    if (st != LOFP_OK) { Py_XDECREF(nl); raise_error(st, -1, "%s", err.message); goto out; }
+    ret = nl;
+out:
+    Py_DECREF(ino); Py_DECREF(outo);
+    return ret;
+}
+
+static void ckpt_capsule_free(PyObject *cap)
+{
+    lofp_ckpt *c = PyCapsule_GetPointer(cap, "lofp.ckpt");
+    if (c) lofp_ckpt_close(c);
+    else PyErr_Clear();
+}
+
+/* ckpt_open(path) -> (handle, format, description, count) */
+static PyObject *py_ckpt_open(PyObject *self, PyObject *args)
+{
+    PyObject *po;
+    if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &po)) return NULL;
+    lofp_ckpt *c = NULL;
+    lofp_io_error err;
+    lofp_status st;
+    const char *path = PyBytes_AsString(po);
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_ckpt_open(path, &c, &err);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(po);
+    if (st != LOFP_OK) return raise_error(st, -1, "%s", err.message);
+    PyObject *cap = PyCapsule_New(c, "lofp.ckpt", ckpt_capsule_free);
+    if (!cap) { lofp_ckpt_close(c); return NULL; }
+    const char *fn = lofp_ckpt_format_name(lofp_ckpt_format_of(c)), *d = lofp_ckpt_describe(c);
+    return Py_BuildValue("(Nssn)", cap, fn ? fn : "unknown", d ? d : "", (Py_ssize_t)lofp_ckpt_count(c));
+}
+
+static lofp_ckpt *get_ckpt(PyObject *cap) { return PyCapsule_GetPointer(cap, "lofp.ckpt"); }
+
+/* ckpt_tensor(handle, i, codes|None, scales|None, data|None) -> dict; fills the buffers given
+ * (codes_bytes / scales_bytes / nbytes exactly, as the dict of a first call without them says). */
+static PyObject *py_ckpt_tensor(PyObject *self, PyObject *args)
+{
+    PyObject *cap, *co, *so, *dov;
+    Py_ssize_t i;
+    if (!PyArg_ParseTuple(args, "OnOOO", &cap, &i, &co, &so, &dov)) return NULL;
+    lofp_ckpt *c = get_ckpt(cap);
+    if (!c) return NULL;
+    if (i < 0 || (size_t)i >= lofp_ckpt_count(c)) return raise_error(LOFP_ERR_NOT_FOUND, -1, "no tensor %zd", i);
+    lofp_ckpt_tensor t;
+    lofp_io_error err;
+    lofp_status st;
+    memset(&t, 0, sizeof t);
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_ckpt_get(c, (size_t)i, &t, &err);
+    Py_END_ALLOW_THREADS
+    if (st != LOFP_OK) return raise_error(st, -1, "%s", err.message);
+    PyObject *ret = NULL;
+    arr_t a;
+    memset(&a, 0, sizeof a);
+    struct { PyObject *o; const char *name; const void *src; size_t n; } outs[3] = {
+        {co, "codes", t.codes, t.codes_bytes}, {so, "scales", t.scales, t.scales_bytes}, {dov, "data", t.data, t.nbytes}};
+    for (int j = 0; j < 3; j++) {
+        if (outs[j].o == Py_None) continue;
+        if (arr_get(outs[j].o, outs[j].name, 1, WANT_CPU, NULL, &a) || arr_need(&a, outs[j].name, outs[j].n)) { arr_release(&a); goto out; }
+        if (outs[j].n) memcpy(a.ptr, outs[j].src, outs[j].n);
+        arr_release(&a);
+    }
+    PyObject *shape = PyTuple_New((Py_ssize_t)t.ndim);
+    if (!shape) goto out;
+    for (size_t j = 0; j < t.ndim; j++) PyTuple_SetItem(shape, (Py_ssize_t)j, PyLong_FromSize_t(t.shape[j]));
+    const char *dirn = t.direction == LOFP_CKPT_SCALE_ENCODE ? "encode" : t.direction == LOFP_CKPT_SCALE_DECODE ? "decode" : "none";
+    PyObject *blob = PyBytes_FromStringAndSize((const char *)&t.scheme, sizeof t.scheme);
+    ret = Py_BuildValue("{s:s,s:s,s:O,s:N,s:s,s:n,s:N,s:n,s:n,s:n,s:n,s:n,s:d,s:d,s:s,s:O,s:O,s:z,s:z,s:z}",
+                        "name", t.name ? t.name : "", "file", t.file ? t.file : "", "quantized", t.quantized ? Py_True : Py_False,
+                        "shape", shape, "dtype", t.quantized ? "" : (lofp_io_dtype_name(t.dtype) ? lofp_io_dtype_name(t.dtype) : "?"),
+                        "nbytes", (Py_ssize_t)t.nbytes, "scheme", blob, "rows", (Py_ssize_t)t.rows, "k", (Py_ssize_t)t.k,
+                        "kp", (Py_ssize_t)t.kp, "codes_bytes", (Py_ssize_t)t.codes_bytes, "scales_bytes", (Py_ssize_t)t.scales_bytes,
+                        "global_scale", (double)t.global_scale, "stored_scale", (double)t.stored_scale, "direction", dirn,
+                        "gguf_split_nibbles", t.gguf_split_nibbles ? Py_True : Py_False,
+                        "transposed", t.transposed ? Py_True : Py_False, "stored_codes", t.stored_codes,
+                        "stored_scales", t.stored_scales, "stored_global", t.stored_global);
+out:
+    lofp_ckpt_tensor_release(&t);
+    return ret;
+}
+
+/* ckpt_dequantize(handle, i, dtype_name, out) */
+static PyObject *py_ckpt_dequantize(PyObject *self, PyObject *args)
+{
+    PyObject *cap, *oo;
+    Py_ssize_t i;
+    const char *dn;
+    if (!PyArg_ParseTuple(args, "OnsO", &cap, &i, &dn, &oo)) return NULL;
+    lofp_ckpt *c = get_ckpt(cap);
+    if (!c) return NULL;
+    lofp_io_dtype dt;
+    if (lofp_io_dtype_from_name(dn, &dt) != LOFP_OK) return raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown dtype '%s'", dn);
+    if (i < 0 || (size_t)i >= lofp_ckpt_count(c)) return raise_error(LOFP_ERR_NOT_FOUND, -1, "no tensor %zd", i);
+    arr_t o;
+    if (arr_get(oo, "out", 1, WANT_CPU, NULL, &o)) return NULL;
+    lofp_ckpt_tensor t;
+    lofp_io_error err;
+    lofp_status st;
+    memset(&t, 0, sizeof t);
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_ckpt_get(c, (size_t)i, &t, &err);
+    Py_END_ALLOW_THREADS
+    PyObject *ret = NULL;
+    if (st != LOFP_OK) { raise_error(st, -1, "%s", err.message); goto out; }
+    size_t numel = 1;
+    for (size_t j = 0; j < t.ndim; j++) numel *= t.shape[j];
+    if (arr_need(&o, "out", numel * (lofp_io_dtype_bits(dt) / 8))) goto out;
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_ckpt_dequantize(&t, dt, o.ptr, &err);
+    Py_END_ALLOW_THREADS
+    if (st != LOFP_OK) { raise_error(st, -1, "%s", err.message); goto out; }
+    ret = Py_NewRef(Py_None);
+out:
+    lofp_ckpt_tensor_release(&t);
+    arr_release(&o);
+    return ret;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* CUDA                                                                                        */
 /* ------------------------------------------------------------------------------------------ */
@@ -1863,6 +2114,11 @@ static PyMethodDef methods[] = {
     {"file_open", py_file_open, METH_VARARGS, "file_open(path) -> (handle, format, tensors, metadata)"},
     {"file_read", py_file_read, METH_VARARGS, "file_read(handle, index, out)"},
     {"file_write", py_file_write, METH_VARARGS, "file_write(path, tensors, metadata)"},
+    {"ckpt_convert", py_ckpt_convert, METH_VARARGS, "ckpt_convert(in, out, to, scheme, include, exclude, no_fuse, pad, input_scales, jobs, threads) -> notes"},
+    {"ckpt_import", py_ckpt_import, METH_VARARGS, "ckpt_import(in, out, dtype) -> notes"},
+    {"ckpt_open", py_ckpt_open, METH_VARARGS, "ckpt_open(path) -> (handle, format, description, count)"},
+    {"ckpt_tensor", py_ckpt_tensor, METH_VARARGS, "ckpt_tensor(handle, i, codes|None, scales|None, data|None) -> dict"},
+    {"ckpt_dequantize", py_ckpt_dequantize, METH_VARARGS, "ckpt_dequantize(handle, i, dtype, out)"},
 #ifdef LOFP_PY_CUDA
     {"cuda_device_count", py_cuda_device_count, METH_NOARGS, "cuda_device_count() -> int"},
     {"cuda_workspace_bytes", py_cuda_workspace_bytes, METH_NOARGS, "cuda_workspace_bytes() -> int"},

@@ -19,6 +19,8 @@ from ._core import (LAYOUTS, ROUNDINGS, SCHEMES, QTensor, Scheme, decode, dequan
 from ._gemm import CudaWeight, PackedWeight, VerifyResult, cuda_weight, gemm, gemm_reference, pack_weight, verify_gemm
 from ._io import load, save
 from . import kv, layout
+from .checkpoint import (Checkpoint, CheckpointReport, convert, import_checkpoint, open_checkpoint,
+                         verify_checkpoint)
 
 __version__ = _lofp.version()
 HAVE_CUDA = bool(_lofp.HAVE_CUDA)
@@ -33,5 +35,6 @@ __all__ = [
     "Error", "QTensor", "Scheme", "scheme", "quantize", "dequantize", "encode", "decode", "elem_info", "hadamard",
     "kernel_name", "nvfp4_global_scale", "replace", "gemm", "gemm_reference", "pack_weight", "PackedWeight",
     "cuda_weight", "CudaWeight", "verify_gemm", "VerifyResult", "load", "save", "kv", "layout", "SCHEMES",
-    "LAYOUTS", "ROUNDINGS", "HAVE_CUDA", "cuda_device_count", "__version__",
+    "LAYOUTS", "ROUNDINGS", "HAVE_CUDA", "cuda_device_count", "__version__", "convert", "import_checkpoint",
+    "open_checkpoint", "verify_checkpoint", "Checkpoint", "CheckpointReport",
 ]

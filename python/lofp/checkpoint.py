@@ -1,0 +1,164 @@
+"""Whole checkpoints (include/lofp/checkpoint.h, docs/CHECKPOINTS.md): convert a Hugging Face
+model directory or a GGUF into the formats inference engines load, import any of them back to
+dense safetensors, and read their tensors. Thin wrappers: the C converter does the work (GIL
+released), its error messages come back as lofp.Error."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Union
+
+import numpy as np
+
+from . import _core, _fw, _lofp
+from ._core import QTensor
+from ._io import _NP_OF_IO
+from ._lofp import Error
+
+FORMATS = ("modelopt", "compressed-tensors", "gpt-oss", "gguf")
+_IMPORT_DTYPES = {"bfloat16": "BF16", "bf16": "BF16", "float16": "F16", "f16": "F16", "float32": "F32", "f32": "F32"}
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def convert(src: PathLike, dst: PathLike, to: str = "modelopt", scheme: Optional[str] = None, *,
+            include: Iterable[str] = (), exclude: Iterable[str] = (), fuse_scales: bool = True, pad: bool = False,
+            input_scales: Optional[PathLike] = None, jobs: int = 1, threads: int = 1) -> List[str]:
+    """Converts the model at `src` (a directory, one .safetensors file, or a .gguf for to='gguf')
+    into `dst`, as `lofp convert --to TO` does (byte-identical output).
+
+    to: 'modelopt' (scheme 'nvfp4' or 'mxfp8'), 'compressed-tensors' ('nvfp4', 'mxfp4'),
+    'gpt-oss' ('mxfp4'), 'gguf' ('mxfp4', 'nvfp4'); scheme None is the format's default.
+    include / exclude: fnmatch globs over tensor names (exclude wins); fuse_scales=False gives
+    every NVFP4 tensor its own per-tensor scale; pad zero-pads K instead of refusing a tensor;
+    input_scales: a JSON file of activation amaxes (NVFP4 W4A4 configs). Returns the converter's
+    note lines (what was left unquantized and why)."""
+    if to not in FORMATS and to != "ct":
+        raise Error(f"not found: unknown checkpoint format '{to}' (modelopt, compressed-tensors, gpt-oss, gguf)")
+    return _lofp.ckpt_convert(os.fspath(src), os.fspath(dst), to, scheme, [str(g) for g in include],
+                              [str(g) for g in exclude], not fuse_scales, bool(pad),
+                              None if input_scales is None else os.fspath(input_scales), int(jobs), int(threads))
+
+
+def import_checkpoint(src: PathLike, dst: PathLike, dtype: str = "bfloat16") -> List[str]:
+    """Imports any readable checkpoint (modelopt, compressed-tensors, gpt-oss, gguf, lofp files)
+    to a dense safetensors model directory in `dtype` (bfloat16, float16, float32), each format
+    dequantized the way its own consumers decode it, as `lofp import` does. A missing or inverted
+    per-tensor scale raises lofp.Error ('mismatch'). Returns the note lines."""
+    dt = _IMPORT_DTYPES.get(str(dtype))
+    if dt is None:
+        raise Error(f"invalid argument: import dtype is bfloat16, float16 or float32, got '{dtype}'")
+    return _lofp.ckpt_import(os.fspath(src), os.fspath(dst), dt)
+
+
+def _scheme_from_blob(blob: bytes) -> _core.Scheme:
+    i = _lofp.scheme_info(blob)
+    return _core.Scheme(name=i["name"], rounding=i["rounding"], scale_rule=i["scale_rule"], block=i["block"],
+                        two_level=bool(i["two_level"]), pad=bool(i["pad"]),
+                        propagate_nonfinite=bool(i["propagate_nonfinite"]), c=i["c"], rotate=bool(i["rotate"]),
+                        hadamard=i["hadamard"], seed=i["seed"], elem=i["elem"], elem_bits=i["elem_bits"],
+                        scale_elem=i["scale_elem"], blob=blob)
+
+
+class Checkpoint:
+    """An open checkpoint (lofp_ckpt): `format`, `description`, the logical tensor names
+    (`names`, iteration, `in`), and per tensor `info(name)`, `get(name)` (a QTensor in lofp's
+    convention for quantized tensors, whatever the file stores, else a numpy array) and
+    `dequantize(name, dtype)` (as the format's consumers decode it)."""
+
+    def __init__(self, path: PathLike):
+        self.path = os.fspath(path)
+        self._h, self.format, self.description, self._n = _lofp.ckpt_open(self.path)
+        self._index: Optional[Dict[str, int]] = None
+
+    def _idx(self) -> Dict[str, int]:
+        if self._index is None:
+            self._index = {_lofp.ckpt_tensor(self._h, i, None, None, None)["name"]: i for i in range(self._n)}
+        return self._index
+
+    @property
+    def names(self) -> List[str]:
+        return list(self._idx())
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._idx())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._idx()
+
+    def __repr__(self) -> str:
+        return f"Checkpoint({self.path!r}, {self.format}: {self.description}, {self._n} tensors)"
+
+    def _i(self, name: Union[str, int]) -> int:
+        if isinstance(name, int):
+            return name
+        i = self._idx().get(name)
+        if i is None:
+            raise Error(f"not found: {self.path}: no tensor '{name}'")
+        return i
+
+    def info(self, name: Union[str, int]) -> Dict[str, Any]:
+        """What the file stores for the tensor: shape, quantized, scheme, stored names, the
+        per-tensor scale as stored and its direction ('encode', 'decode', 'none'), ..."""
+        d = dict(_lofp.ckpt_tensor(self._h, self._i(name), None, None, None))
+        d["scheme"] = _lofp.scheme_info(d["scheme"])["name"] if d["quantized"] else None
+        return d
+
+    def get(self, name: Union[str, int]):
+        i = self._i(name)
+        d = _lofp.ckpt_tensor(self._h, i, None, None, None)
+        shape = tuple(d["shape"])
+        if not d["quantized"]:
+            raw = np.empty(d["nbytes"], np.uint8)
+            _lofp.ckpt_tensor(self._h, i, None, None, raw)
+            dt = _NP_OF_IO.get(d["dtype"])
+            return raw if dt is None else raw.view(dt).reshape(shape)
+        sch = _scheme_from_blob(d["scheme"])
+        codes = np.empty(d["codes_bytes"], np.uint8)
+        scales = np.empty(d["scales_bytes"], np.uint8)
+        _lofp.ckpt_tensor(self._h, i, codes, scales, None)
+        lead = shape[:-1]
+        codes = codes.reshape(lead + (d["kp"] // sch.codes_per_byte,))
+        scales = scales.reshape(lead + (d["kp"] // sch.block,)).view(_fw.NP_VIEW[sch.scale_view])
+        if d["kp"] != d["k"] and not sch.pad:
+            sch = _core.scheme(sch, pad=True)
+        return QTensor(codes, scales, float(d["global_scale"]), sch.name, shape, "linear", None, sch, "bfloat16", 0)
+
+    def dequantize(self, name: Union[str, int], dtype: str = "float32") -> np.ndarray:
+        """The tensor decoded as the format defines (ModelOpt code * fl(scale * weight_scale_2),
+        compressed-tensors code * fl(scale / global), lofp and MX lofp_dequantize)."""
+        i = self._i(name)
+        d = _lofp.ckpt_tensor(self._h, i, None, None, None)
+        code = _fw.dtype_code(dtype)
+        io = {_fw.DT_F32: "F32", _fw.DT_BF16: "BF16", _fw.DT_F16: "F16"}[code]
+        res, raw = _fw.Alloc(None).dense(tuple(d["shape"]), code)
+        _lofp.ckpt_dequantize(self._h, i, io, raw)
+        return res
+
+
+def open_checkpoint(path: PathLike) -> Checkpoint:
+    """Opens a checkpoint directory, safetensors file or GGUF file and recognises its format."""
+    return Checkpoint(path)
+
+
+@dataclass(frozen=True)
+class CheckpointReport:
+    format: str
+    description: str
+    tensors: int
+    quantized: int
+
+
+def verify_checkpoint(path: PathLike) -> CheckpointReport:
+    """Opens the checkpoint and reads every tensor's description: the index, every shard, every
+    scale tensor's shape and every per-tensor scale (present, finite, positive and plausible in the
+    format's direction) are checked by the C reader. Raises lofp.Error naming the file and tensor
+    at the first problem ('mismatch' for a missing or inverted scale); returns a summary."""
+    c = Checkpoint(path)
+    q = 0
+    for i in range(len(c)):
+        q += bool(_lofp.ckpt_tensor(c._h, i, None, None, None)["quantized"])
+    return CheckpointReport(c.format, c.description, len(c), q)
