@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The Python package on a GPU machine: builds the extension with the CUDA backend (build-pygpu),
+# runs tests/python (numpy, torch CPU and CUDA, custom ops, torch.compile, the stream contract),
+# then the binding benchmark. Needs python3 with numpy, ml_dtypes, torch and pytest (and
+# safetensors for one test); no network.
+#   scripts/gpu_python.sh [--no-bench] [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bench=1
+if [ "${1:-}" = "--no-bench" ]; then bench=0; shift; fi
+py=${PYTHON:-python3}
+$py -c "import pytest, numpy, ml_dtypes" || { echo "gpu_python: $py needs pytest, numpy and ml_dtypes" >&2; exit 1; }
+build=${LOFP_PY_BUILD:-build-pygpu}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOFP_BUILD_TESTS=OFF -DLOFP_BUILD_SHARED=OFF \
+  -DLOFP_ENABLE_CUDA=ON >/dev/null
+cmake --build "$build" -j"$(nproc)" --target lofp_python lofp 2>&1 | grep -E "error|Built target (lofp|lofp_python)$" || true
+pkg=$(mktemp -d)
+trap 'rm -rf "$pkg"' EXIT
+cp -r python/lofp "$pkg/lofp"
+rm -f "$pkg"/lofp/*.so
+cp "$build"/python/lofp/_lofp*.so "$pkg/lofp/"
+export PYTHONPATH="$pkg" LOFP_CLI="$PWD/$build/lofp"
+$py -c "import lofp; print('lofp', lofp.__version__, 'CUDA backend', lofp.HAVE_CUDA, 'devices', lofp.cuda_device_count())"
+$py -m pytest -q -rs -s -p no:cacheprovider tests/python "$@"
+if [ $bench = 1 ]; then
+  $py scripts/bench_python.py --quick
+fi
