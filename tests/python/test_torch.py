@@ -166,6 +166,17 @@ def test_w4a16_from_checkpoint_formats(rng):
         lt.W4A16Linear.from_checkpoint(ct, "m")
 
 
+def test_load_to_torch(tmp_path, rng):
+    x = layer(rng, (8, 64))
+    q = lofp.quantize(x, "nvfp4")
+    lofp.save(tmp_path / "m.safetensors", {"w": q, "b": np.arange(4, dtype=np.float32)})
+    d = lofp.load(tmp_path / "m.safetensors", device="cpu")
+    assert isinstance(d["b"], torch.Tensor) and d["b"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    w = d["w"]
+    assert isinstance(w.codes, torch.Tensor) and w.scales.dtype == torch.float8_e4m3fn
+    np.testing.assert_array_equal(lofp.dequantize(w).numpy(), lofp.dequantize(q))
+
+
 def test_uq_ops_cpu(rng):
     cache = lt.new_uq_cache(4, 16, 2, 64)
     k = torch.randn(10, 2, 64)
