@@ -12,6 +12,9 @@ if [ "${1:-}" != "--build-only" ]; then
   command -v clang >/dev/null || need+=(clang)
   command -v python3 >/dev/null || need+=(python3)
   python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+  # the Python extension (python/) is built when the interpreter's headers are there
+  python3 -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' \
+    >/dev/null 2>&1 || need+=(python3-dev)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}" >&2
