@@ -15,6 +15,7 @@ static const lofp_cli_cmd commands[] = {
     { "layout", "convert scale layouts; diagnose which layout a scale buffer uses", lofp_cmd_layout },
     { "verify", "check a GEMM result against the fp64 reference; name the layout mistake", lofp_cmd_verify },
     { "attention", "decode attention over an UltraQuant (or fp32/bf16) paged KV cache built from .npy files", lofp_cmd_attention },
+    { "eval", "what each format does to a real model: perplexity, KL, top-1, cosine (Python package)", lofp_cmd_eval },
     { "bench", "benchmarks: quantize/dequantize, GEMV/GEMM, attention, against measured bandwidth", lofp_cmd_bench },
 };
 #define NCMD (sizeof commands / sizeof commands[0])
