@@ -12,6 +12,10 @@ except ImportError:
 GOLDEN = ROOT / "tests" / "golden" / "eval"
 
 from lofp.eval.backend import get_backend  # noqa: E402
+from lofp.eval.cli import limit_blas_threads  # noqa: E402
+
+if not (os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")):
+    limit_blas_threads(1)  # small matrices; spinning BLAS threads only slow a busy machine
 
 
 def backend():

@@ -8,7 +8,8 @@ from pathlib import Path
 
 def _f(x, fmt):
     if x is None:
-        return "-"
+        width = fmt.split(".")[0]
+        return "-".rjust(int(width) if width.isdigit() else 1)
     if isinstance(x, float) and math.isinf(x):
         return "inf"
     return format(x, fmt)
@@ -28,13 +29,14 @@ def table(res: dict) -> str:
         lines.append(f"text: {inp['predicted_tokens']} predicted tokens in "
                      f"{len(inp['windows'])} window(s); reference perplexity "
                      f"{res['reference']['ppl']:.4f}")
-        hdr = (f"{'variant':<34} {'bits':>6} {'ppl':>9} {'dppl%':>7} {'KL':>8} {'top1':>6} "
+        lw = max([34] + [len(r["label"]) for r in res["results"]])
+        hdr = (f"{'variant':<{lw}} {'bits':>6} {'ppl':>9} {'dppl%':>7} {'KL':>8} {'top1':>6} "
                f"{'wSNR dB':>8} {'min':>6} {'relF':>7}")
         lines += [hdr, "-" * len(hdr)]
         for r in res["results"]:
             we = r.get("weight_error") or {}
             lines.append(
-                f"{r['label']:<34} {_f(r['bits'], '6.3g')} {r['ppl']:9.4f} "
+                f"{r['label']:<{lw}} {_f(r['bits'], '6.3g')} {r['ppl']:9.4f} "
                 f"{100 * r['ppl_rel']:+7.2f} {r['kl']:8.5f} {r['top1']:6.3f} "
                 f"{_f(we.get('snr_db'), '8.2f')} {_f(we.get('min_layer_snr_db'), '6.2f')} "
                 f"{_f(we.get('rel_fro'), '7.4f')}")
@@ -42,13 +44,14 @@ def table(res: dict) -> str:
         inp = res["input"]
         lines.append(f"sentences: {inp['sentences']} ({sum(inp['tokens'])} tokens); metric: "
                      f"cosine of each sentence embedding with the unquantized one")
-        hdr = (f"{'variant':<34} {'bits':>6} {'cos min':>8} {'cos mean':>8} {'dsim max':>8} "
+        lw = max([34] + [len(r["label"]) for r in res["results"]])
+        hdr = (f"{'variant':<{lw}} {'bits':>6} {'cos min':>8} {'cos mean':>8} {'dsim max':>8} "
                f"{'wSNR dB':>8} {'min':>6} {'relF':>7}")
         lines += [hdr, "-" * len(hdr)]
         for r in res["results"]:
             we = r.get("weight_error") or {}
             lines.append(
-                f"{r['label']:<34} {_f(r['bits'], '6.3g')} {r['cos_min']:8.5f} "
+                f"{r['label']:<{lw}} {_f(r['bits'], '6.3g')} {r['cos_min']:8.5f} "
                 f"{r['cos_mean']:8.5f} {r['sim_max_abs_diff']:8.5f} "
                 f"{_f(we.get('snr_db'), '8.2f')} {_f(we.get('min_layer_snr_db'), '6.2f')} "
                 f"{_f(we.get('rel_fro'), '7.4f')}")
@@ -56,6 +59,34 @@ def table(res: dict) -> str:
     lines.append(f"time: {t['total_s']:.2f} s in all (reference forward "
                  f"{t['reference_forward_s']:.2f} s)")
     return "\n".join(lines)
+
+
+def markdown(res: dict) -> str:
+    """The result table as Markdown (what docs/EVAL.md shows)."""
+    lm = res["model"]["kind"] == "lm"
+    if lm:
+        out = [f"reference perplexity **{res['reference']['ppl']:.4f}** "
+               f"({res['input']['predicted_tokens']} predicted tokens)", "",
+               "| variant | bits/value | ppl | Δppl | KL (nats) | top-1 agree | weight SNR dB "
+               "(all / worst layer) | rel. Frobenius |",
+               "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    else:
+        out = [f"{res['input']['sentences']} sentences, {sum(res['input']['tokens'])} tokens", "",
+               "| variant | bits/value | cosine min | cosine mean | max Δ similarity | weight SNR dB "
+               "(all / worst layer) | rel. Frobenius |",
+               "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in res["results"]:
+        we = r.get("weight_error") or {}
+        snr = (f"{we['snr_db']:.2f} / {we['min_layer_snr_db']:.2f}" if we else "-")
+        fro = f"{we['rel_fro']:.4f}" if we else "-"
+        bits = _f(r["bits"], ".4g").strip()
+        if lm:
+            out.append(f"| {r['label']} | {bits} | {r['ppl']:.4f} | {100 * r['ppl_rel']:+.2f} % | "
+                       f"{r['kl']:.5f} | {r['top1']:.3f} | {snr} | {fro} |")
+        else:
+            out.append(f"| {r['label']} | {bits} | {r['cos_min']:.5f} | {r['cos_mean']:.5f} | "
+                       f"{r['sim_max_abs_diff']:.4f} | {snr} | {fro} |")
+    return "\n".join(out)
 
 
 def layers_table(res: dict) -> str:
@@ -119,17 +150,24 @@ def plots(res: dict, outdir) -> list[str]:
         paths.append(str(p))
     fig, ax = plt.subplots(figsize=(7, 4.5))
     lm = res["model"]["kind"] == "lm"
+
+    def y_of(r):
+        return max(r["kl"] if lm else 1.0 - r["cos_mean"], 1e-9)
     for r in res["results"]:
         bits = r["bits"] if r["bits"] is not None else 16.0
-        y = r["kl"] if lm else 1.0 - r["cos_mean"]
-        mk = "s" if r.get("kv") else "o"
-        ax.scatter([bits], [max(y, 1e-9)], marker=mk)
-        ax.annotate(r["label"], (bits, max(y, 1e-9)), fontsize=6, xytext=(3, 2),
+        if r.get("kv") and r["scheme"] is not None:
+            # weights + KV cache: a hollow square at the weights' bits, no label
+            ax.scatter([bits], [y_of(r)], marker="s", facecolors="none", edgecolors="gray")
+            continue
+        ax.scatter([bits], [y_of(r)], marker="s" if r.get("kv") else "o")
+        ax.annotate(r["label"], (bits, y_of(r)), fontsize=7, xytext=(4, 2),
                     textcoords="offset points")
     ax.set_yscale("log")
     ax.set_xlabel("weight bits per value (16 = unquantized weights)")
     ax.set_ylabel("mean KL to the unquantized model (nats)" if lm else "1 - mean cosine")
-    ax.set_title(f"{name}: format vs quality (squares: UltraQuant KV cache)")
+    ax.set_title(f"{name}: format vs quality" + (
+        "\n(hollow squares: the same weights with the KV cache quantized too)"
+        if any(r.get("kv") for r in res["results"]) else ""), fontsize=10)
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     p = outdir / f"{name}_quality.png"
