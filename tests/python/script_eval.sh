@@ -7,7 +7,7 @@
 # Exits 77 (ctest: skipped) when the build has no liblofp.so (the static-only ASan build).
 # SmolLM2 (tests/python/test_eval_smollm2.py) is slower: `make test-slow`.
 set -euo pipefail
-build=${1:?usage: script_eval.sh <build_dir> <source_dir>}
+build=$(cd "${1:?usage: script_eval.sh <build_dir> <source_dir>}" 2>/dev/null && pwd || echo "$1")
 src=$(cd "${2:?usage: script_eval.sh <build_dir> <source_dir>}" && pwd)
 shift 2
 lib="$build/liblofp.so"
@@ -27,6 +27,6 @@ if [ $# -eq 0 ]; then
   set -- "$src/tests/python/test_eval_glassllm.py" "$src/tests/python/test_eval_minilm.py"
 fi
 cd "$work"
-PYTHONPATH="$work/pkg" LOFP_LIBRARY="$(cd "$(dirname "$lib")" && pwd)/liblofp.so" \
+PYTHONPATH="$work/pkg" LOFP_LIBRARY="$lib" \
   LOFP_EVAL_BACKEND=ctypes OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" \
   "$py" -m pytest -q -rxXs -p no:cacheprovider "$@"

@@ -116,3 +116,27 @@ def test_ultraquant_kv_against_4bit_weights(sweep):
     assert 0 < abs(kv) < 0.10
     assert kv < max(four.values()), (kv, four)
     assert by["kv:ultraquant"]["top1"] > 0.8
+
+
+def test_cli_outputs_and_model_by_path(tmp_path, capsys):
+    """The command line: a glassllm directory given by path, --json, --markdown, --plot (PNG files
+    with matplotlib, a message without it), a bad scheme refused."""
+    import json
+
+    from lofp.eval import cli
+    from lofp.eval.glassllm import package_dir
+    out = tmp_path / "r.json"
+    rc = cli.main([str(package_dir()), "--schemes", "mxfp4", "--kv", "ultraquant", "--kv-only",
+                   "--json", str(out), "--markdown", "--plot", str(tmp_path / "plots"), "--quiet"])
+    assert rc == 0
+    text = capsys.readouterr()
+    assert "| kv:ultraquant |" in text.out
+    res = json.loads(out.read_text())
+    assert res["model"]["name"] == "glassllm-en" and [r["label"] for r in res["results"]] == [
+        "kv:ultraquant"]
+    try:
+        import matplotlib  # noqa: F401
+        assert (tmp_path / "plots" / "glassllm-en_quality.png").stat().st_size > 1000
+    except ImportError:
+        assert "needs matplotlib" in text.err
+    assert cli.main(["glassllm", "--schemes", "ultraquant"]) == 2
