@@ -455,9 +455,9 @@ static PyObject *py_kernel_name(PyObject *self, PyObject *args)
 static PyObject *py_scheme(PyObject *self, PyObject *args)
 {
     const char *name;
-    PyObject *rounding, *rule, *block, *two_level, *pad, *prop, *c, *rotate, *hadamard, *seed;
-    if (!PyArg_ParseTuple(args, "sOOOOOOOOOO", &name, &rounding, &rule, &block, &two_level, &pad, &prop, &c,
-                          &rotate, &hadamard, &seed))
+    PyObject *rounding, *rule, *block, *two_level, *pad, *prop, *c, *rotate, *hadamard, *seed, *profile = Py_None;
+    if (!PyArg_ParseTuple(args, "sOOOOOOOOOO|O", &name, &rounding, &rule, &block, &two_level, &pad, &prop, &c,
+                          &rotate, &hadamard, &seed, &profile))
         return NULL;
     lofp_scheme s;
     if (lofp_scheme_preset(name, &s) != LOFP_OK)
@@ -499,10 +499,14 @@ static PyObject *py_scheme(PyObject *self, PyObject *args)
         if (v == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
         s.seed = v;
     }
+    if (opt_str(profile, &str)) return NULL;
+    if (str && lofp_profile_from_name(str, &s.profile) != LOFP_OK)
+        return raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown profile '%s' (lofp, modelopt, compressed-tensors, torchao, ggml)", str);
     s.threads = 1;
     if (lofp_scheme_validate(&s) != LOFP_OK)
-        return raise_error(LOFP_ERR_INVALID_ARG, -1, "invalid options for %s (block %u, scale rule %s, c %g)", name, s.block,
-                           lofp_scale_rule_name(s.scale_rule) ? lofp_scale_rule_name(s.scale_rule) : "?", (double)s.c);
+        return raise_error(LOFP_ERR_INVALID_ARG, -1, "invalid options for %s (block %u, scale rule %s, c %g, profile %s)", name,
+                           s.block, lofp_scale_rule_name(s.scale_rule) ? lofp_scale_rule_name(s.scale_rule) : "?", (double)s.c,
+                           lofp_profile_name(s.profile) ? lofp_profile_name(s.profile) : "?");
     return PyBytes_FromStringAndSize((const char *)&s, sizeof s);
 }
 
@@ -513,7 +517,9 @@ static PyObject *py_scheme_info(PyObject *self, PyObject *args)
     lofp_scheme s;
     if (!PyArg_ParseTuple(args, "O", &blob) || get_scheme(blob, &s)) return NULL;
     const lofp_elem_info *e = lofp_elem_info_get(s.elem), *se = lofp_elem_info_get(s.scale_elem);
-    return Py_BuildValue("{s:s,s:s,s:i,s:s,s:i,s:I,s:s,s:s,s:i,s:i,s:i,s:d,s:i,s:d,s:i,s:s,s:K}",
+    return Py_BuildValue("{s:s,s:i,s:s,s:s,s:i,s:s,s:i,s:I,s:s,s:s,s:i,s:i,s:i,s:d,s:i,s:d,s:i,s:s,s:K}",
+                         "profile", lofp_profile_name(s.profile) ? lofp_profile_name(s.profile) : "?",
+                         "decode_direction", lofp_profile_decode_direction(s.profile),
                          "name", lofp_scheme_name(s.id), "elem", e ? e->name : "?", "elem_bits", e ? (int)e->bits : 0,
                          "scale_elem", se ? se->name : "?", "id", (int)s.id, "block", s.block,
                          "scale_rule", lofp_scale_rule_name(s.scale_rule), "rounding", lofp_rounding_name(s.rounding),

@@ -53,6 +53,8 @@ class Scheme:
     elem_bits: int
     scale_elem: str
     blob: bytes = field(repr=False, compare=False)
+    profile: str = "lofp"
+    decode_direction: bool = False
 
     def padded_k(self, k: int) -> int:
         """K as stored: k itself, or rounded up to the block when the scheme pads."""
@@ -76,28 +78,36 @@ class Scheme:
 
 
 @functools.lru_cache(maxsize=512)
-def _make_scheme(name, rounding, scale_rule, block, two_level, pad, propagate, c, rotate, hadamard, seed) -> Scheme:
+def _make_scheme(name, rounding, scale_rule, block, two_level, pad, propagate, c, rotate, hadamard, seed,
+                 profile=None) -> Scheme:
     if not isinstance(name, str):
         raise Error(f"invalid argument: scheme must be a name or a lofp.Scheme, got {type(name).__name__}")
-    blob = _lofp.scheme(name, rounding, scale_rule, block, two_level, pad, propagate, c, rotate, hadamard, seed)
+    blob = _lofp.scheme(name, rounding, scale_rule, block, two_level, pad, propagate, c, rotate, hadamard, seed, profile)
+    return _scheme_of_blob(blob)
+
+
+def _scheme_of_blob(blob: bytes) -> Scheme:
     i = _lofp.scheme_info(blob)
     return Scheme(name=i["name"], rounding=i["rounding"], scale_rule=i["scale_rule"], block=i["block"],
                   two_level=bool(i["two_level"]), pad=bool(i["pad"]), propagate_nonfinite=bool(i["propagate_nonfinite"]),
                   c=i["c"], rotate=bool(i["rotate"]), hadamard=i["hadamard"], seed=i["seed"], elem=i["elem"],
-                  elem_bits=i["elem_bits"], scale_elem=i["scale_elem"], blob=blob)
+                  elem_bits=i["elem_bits"], scale_elem=i["scale_elem"], blob=blob, profile=i["profile"],
+                  decode_direction=bool(i["decode_direction"]))
 
 
 def scheme(name: Union[str, Scheme] = "nvfp4", *, rounding: Optional[str] = None, scale_rule: Optional[str] = None,
            block: Optional[int] = None, two_level: Optional[bool] = None, pad: Optional[bool] = None,
            propagate_nonfinite: Optional[bool] = None, c: Optional[float] = None, rotate: Optional[bool] = None,
-           hadamard: Optional[str] = None, seed: Optional[int] = None) -> Scheme:
+           hadamard: Optional[str] = None, seed: Optional[int] = None, profile: Optional[str] = None) -> Scheme:
     """Resolves a preset name plus options into a Scheme (validated by the C library).
 
     name: nvfp4, mxfp4, mxfp6-e2m3, mxfp6-e3m2, mxfp8-e4m3, mxfp8-e5m2, mxint8, tilelang-mxfp8,
     ultraquant; or a Scheme, whose fields the other arguments override. Options left at None keep
     the preset's value (RNE rounding, FLOOR scale rule for MX, two-level NVFP4, UltraQuant c=0.156
     with the butterfly rotation). rounding: rne, ties-to-zero, ties-away, stochastic (with seed);
-    scale_rule: floor, ceil, even, rceil; block: any multiple of 32 for MX.
+    scale_rule: floor, ceil, even, rceil; block: any multiple of 32 for MX. profile: whose
+    numerics, bit for bit: 'lofp' (default), 'modelopt', 'compressed-tensors', 'torchao', 'ggml'
+    (docs/CHECKPOINTS.md "Profiles"; the per-tensor scale is then in that producer's direction).
     """
     if isinstance(name, Scheme):
         base = name
@@ -111,12 +121,13 @@ def scheme(name: Union[str, Scheme] = "nvfp4", *, rounding: Optional[str] = None
         rotate = base.rotate if rotate is None else rotate
         hadamard = base.hadamard if hadamard is None else hadamard
         seed = base.seed if seed is None else seed
+        profile = base.profile if profile is None else profile
         name = base.name
     return _make_scheme(name, rounding, scale_rule, None if block is None else int(block),
                         None if two_level is None else bool(two_level), None if pad is None else bool(pad),
                         None if propagate_nonfinite is None else bool(propagate_nonfinite),
                         None if c is None else float(c), None if rotate is None else bool(rotate), hadamard,
-                        None if seed is None else int(seed))
+                        None if seed is None else int(seed), profile)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -128,11 +139,12 @@ class QTensor:
                  uint8 (UltraQuant: byte 0 = zero group); swizzle-128x4: flat [bytes];
                  packed-u32 layouts: uint32 [groups, rows']
     global_scale the NVFP4 per-tensor *encode* multiplier (1.0 otherwise): a float for numpy, a
-                 0-d float32 tensor for torch (on the input's device)
+                 0-d float32 tensor for torch (on the input's device); under a profile, in that
+                 producer's direction (the decode scale for modelopt and torchao)
     scheme       the preset name; `spec` holds every option (a lofp.Scheme)
     shape        the logical shape of the original tensor
     layout       the scale layout
-    profile      the checkpoint profile the tensor was made for (None: plain lofp)
+    profile      the producer profile whose numerics made it (None: lofp's own)
     dtype        the dtype the tensor was quantized from (dequantize's default)
     pad_byte     pad byte of the packed-u32 layouts (127 TileLang, else 0 unless given)
     """
@@ -164,7 +176,10 @@ class QTensor:
 
     @property
     def decode_scale(self) -> float:
-        """The per-tensor *decode* scale fl(1/global_scale): ModelOpt's weight_scale_2."""
+        """The per-tensor *decode* scale: fl(1/global_scale), ModelOpt's weight_scale_2 (under a
+        decode-direction profile, modelopt or torchao, global_scale already is that scale)."""
+        if self.spec is not None and self.spec.decode_direction:
+            return self.global_value
         return _lofp.decode_from_encode(self.global_value)
 
     @property
@@ -234,13 +249,15 @@ _FAST: dict = {}  # preset name -> (Scheme, codes per byte, block, numpy scale d
 _LAYOUT_DEFAULT_PAD = {"packed-u32": 127, "packed-u32:deepgemm": 0}
 
 
-def _resolve_scheme(sch, rounding, scale_rule, block, two_level, pad, propagate_nonfinite, c, rotate, hadamard, seed):
+def _resolve_scheme(sch, rounding, scale_rule, block, two_level, pad, propagate_nonfinite, c, rotate, hadamard, seed,
+                    profile=None):
     if (isinstance(sch, Scheme) and rounding is None and scale_rule is None and block is None and two_level is None
             and pad is None and propagate_nonfinite is None and c is None and rotate is None and hadamard is None
-            and seed is None):
+            and seed is None and profile is None):
         return sch
     return scheme(sch, rounding=rounding, scale_rule=scale_rule, block=block, two_level=two_level, pad=pad,
-                  propagate_nonfinite=propagate_nonfinite, c=c, rotate=rotate, hadamard=hadamard, seed=seed)
+                  propagate_nonfinite=propagate_nonfinite, c=c, rotate=rotate, hadamard=hadamard, seed=seed,
+                  profile=profile)
 
 
 def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional[str] = None,
@@ -263,6 +280,9 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
     scale_layout: 'linear' (default), 'swizzle-128x4' (cuBLAS / torch._scaled_mm), 'packed-u32'
        (TileLang, pad_byte default 127), 'packed-u32:deepgemm' (pad 0).
     global_scale: NVFP4 only: use this per-tensor encode multiplier instead of computing it.
+    profile: whose numerics to reproduce bit for bit: None / 'lofp' (lofp's own rules),
+       'modelopt', 'compressed-tensors', 'torchao', 'ggml' (docs/CHECKPOINTS.md "Profiles"; CPU
+       only; the QTensor's global_scale is then in that producer's direction).
     threads: CPU worker threads (None: 1 below 2^20 elements, else up to 16); never changes bits.
     out: (codes, scales) arrays to fill in place (zero-copy), exactly the sizes quantize would
        allocate (uint8 codes; 1-byte scales, or uint32 for packed layouts), C-contiguous.
@@ -294,15 +314,13 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
             scales = np.empty(lead + (k // blk,), np.uint8)
             g = _lofp.quantize(sch.blob, 1, x, rows, k, codes, scales, None, _threads(threads, rows * k))[0]
             return _qtensor(codes, scales.view(sdt), g, sch.name, shape, "linear", None, sch, "float32", 0)
-    if profile is not None:
-        raise Error("unsupported: checkpoint profiles come with the checkpoint converter (lofp.convert), which this build does not have")
     if isinstance(scheme, str) and rounding is None and scale_rule is None and block is None and two_level is None \
             and pad is None and propagate_nonfinite is None and c is None and rotate is None and hadamard is None \
-            and seed is None:
+            and seed is None and profile is None:
         sch = _make_scheme(scheme, None, None, None, None, None, None, None, None, None, None)
     else:
         sch = _resolve_scheme(scheme, rounding, scale_rule, block, two_level, pad, propagate_nonfinite, c, rotate,
-                              hadamard, seed)
+                              hadamard, seed, profile)
     if scale_layout not in LAYOUTS:
         raise Error(f"not found: unknown scale layout '{scale_layout}' (linear, swizzle-128x4, packed-u32, packed-u32:deepgemm)")
     if pad_byte is not None and not (0 <= int(pad_byte) <= 254):
@@ -350,10 +368,13 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
             g = alloc.torch.tensor(g, dtype=alloc.torch.float32)
     if pb < 0:
         pb = 127 if scale_layout == "packed-u32" else 0
-    return _qtensor(codes, scales, g, sch.name, lead + (k,), scale_layout, None, sch, _fw.dtype_name(dt), pb)
+    prof = None if sch.profile == "lofp" else sch.profile
+    return _qtensor(codes, scales, g, sch.name, lead + (k,), scale_layout, prof, sch, _fw.dtype_name(dt), pb)
 
 
 def _quantize_cuda(sch, dt, xr, rows, k, layout, codes_raw, scales_raw, global_scale, alloc):
+    if sch.profile != "lofp":
+        raise Error(f"unsupported: producer profiles ({sch.profile}) run on the CPU; quantize a CPU tensor")
     if not _lofp.HAVE_CUDA:
         raise Error("unsupported: this lofp build has no CUDA backend (build it where nvcc is found)")
     t = alloc.torch

@@ -100,7 +100,7 @@ def _qtensor_from(path, name, value, arrays) -> QTensor:
         spec = _core.scheme(m["scheme"], rounding=m["rounding"], scale_rule=m["scale_rule"], block=int(m["block"]),
                             two_level=bool(int(m["two_level"])), pad=(kp != shape[-1]) if shape else False,
                             c=float(m["c"]), rotate=bool(int(m["rotate"])), hadamard=m["hadamard"],
-                            seed=int(m.get("seed", "0")))
+                            seed=int(m.get("seed", "0")), profile=m.get("profile"))
     except (ValueError, IndexError) as e:
         raise Error(f"malformed data: {where}: bad metadata ({e})") from None
     if not shape or spec.padded_k(shape[-1]) != kp:
@@ -130,8 +130,8 @@ def _qtensor_from(path, name, value, arrays) -> QTensor:
         g = float(arrays[gk][0].reshape(-1)[0])
         if not (np.isfinite(g) and g > 0):
             raise Error(f"malformed data: {where}: '{gk}' is not a positive finite number")
-    return QTensor(codes, scales, g, spec.name, shape, layout, None, spec, _SRC_DTYPE.get(m["source_dtype"], "float32"),
-                   int(m["pad_byte"]))
+    return QTensor(codes, scales, g, spec.name, shape, layout, None if spec.profile == "lofp" else spec.profile, spec,
+                   _SRC_DTYPE.get(m["source_dtype"], "float32"), int(m["pad_byte"]))
 
 
 def _host(a):
@@ -157,7 +157,8 @@ def meta_value(q: QTensor) -> str:
     return (f"scheme={s.name};rounding={s.rounding};scale_rule={s.scale_rule};block={s.block};layout={q.layout};"
             f"pad_byte={q.pad_byte};shape={shape};padded_k={q.padded_k};two_level={int(s.two_level)};"
             f"c={float(np.float32(s.c)):.9g};rotate={int(s.rotate)};hadamard={s.hadamard};seed={s.seed};"
-            f"source_dtype={_SRC_IO.get(q.dtype, 'F32')};lofp_version={_lofp.version()}")
+            f"source_dtype={_SRC_IO.get(q.dtype, 'F32')};lofp_version={_lofp.version()}"
+            + (f";profile={s.profile}" if s.profile != "lofp" else ""))
 
 
 def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], metadata: Optional[Mapping[str, str]] = None) -> None:

@@ -52,12 +52,7 @@ def import_checkpoint(src: PathLike, dst: PathLike, dtype: str = "bfloat16") -> 
 
 
 def _scheme_from_blob(blob: bytes) -> _core.Scheme:
-    i = _lofp.scheme_info(blob)
-    return _core.Scheme(name=i["name"], rounding=i["rounding"], scale_rule=i["scale_rule"], block=i["block"],
-                        two_level=bool(i["two_level"]), pad=bool(i["pad"]),
-                        propagate_nonfinite=bool(i["propagate_nonfinite"]), c=i["c"], rotate=bool(i["rotate"]),
-                        hadamard=i["hadamard"], seed=i["seed"], elem=i["elem"], elem_bits=i["elem_bits"],
-                        scale_elem=i["scale_elem"], blob=blob)
+    return _core._scheme_of_blob(blob)
 
 
 class Checkpoint:

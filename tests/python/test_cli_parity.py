@@ -61,6 +61,35 @@ def test_options_identical_to_cli(cli, tmp_path, rng, scheme, opts, cli_opts):
     assert py_file.read_bytes() == cli_file.read_bytes()
 
 
+PROFILES = [
+    ("nvfp4", "modelopt", {}, []),
+    ("nvfp4", "compressed-tensors", {}, []),
+    ("nvfp4", "torchao", {}, []),
+    ("mxfp8-e4m3", "torchao", {"scale_rule": "rceil"}, ["--scale-rule", "rceil"]),
+    ("mxfp4", "modelopt", {}, []),
+    ("mxfp4", "ggml", {}, []),
+]
+
+
+@pytest.mark.parametrize("scheme,profile,opts,cli_opts", PROFILES, ids=[f"{s}-{p}" for s, p, _, _ in PROFILES])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_profiles_identical_to_cli(cli, tmp_path, rng, scheme, profile, opts, cli_opts, dtype):
+    x = layer(rng, (16, 256)).astype(DTYPES[dtype])
+    cli_file = _cli_quantize(cli, tmp_path, x, "w", scheme, ["--profile", profile] + cli_opts)
+    q = lofp.quantize(x, scheme, profile=profile, **opts)
+    assert q.profile == profile
+    lofp.save(tmp_path / "py.safetensors", {"w": q})
+    assert (tmp_path / "py.safetensors").read_bytes() == cli_file.read_bytes()
+    back = lofp.load(cli_file)["w"]
+    assert back.profile == profile
+    run_cli(cli, "dequantize", cli_file, tmp_path / "d.npy")
+    np.testing.assert_array_equal(lofp.dequantize(back, "float32").view(np.uint32), np.load(tmp_path / "d.npy").view(np.uint32))
+    if scheme == "nvfp4" and profile in ("modelopt", "torchao"):
+        assert q.decode_scale == q.global_scale   # decode direction
+    with pytest.raises(lofp.Error, match="unknown profile 'onnx'"):
+        lofp.quantize(x, scheme, profile="onnx")
+
+
 def test_pad_identical_to_cli(cli, tmp_path, rng):
     x = layer(rng, (5, 100))
     cli_file = _cli_quantize(cli, tmp_path, x, "w", "mxfp4", ["--pad"])
