@@ -97,10 +97,6 @@ def _library_candidates() -> list[str]:
     return out
 
 
-def _ptr(a: np.ndarray, ctype=ctypes.c_uint8):
-    return a.ctypes.data_as(ctypes.POINTER(ctype))
-
-
 class CtypesBackend:
     """lofp through liblofp.so (the public C API)."""
 
