@@ -618,20 +618,41 @@ lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt
         }
         return LOFP_OK;
     }
-    /* NVFP4 as the formats' consumers decode it */
+    /* NVFP4 as the formats' consumers decode it: one scale product per block of 16 */
+    float e2m1[16], e4m3[256];
+    for (int q = 0; q < 16; q++) e2m1[q] = lofp_decode(LOFP_ELEM_E2M1, (uint32_t)q);
+    if (t->gguf_split_nibbles) e2m1[8] = 0.0f; /* ggml's table: code 8 is +0 */
+    for (int q = 0; q < 256; q++) e4m3[q] = lofp_decode(LOFP_ELEM_E4M3, (uint32_t)q);
     size_t kp = t->kp, nbk = kp / 16;
-    for (size_t r = 0; r < t->rows; r++)
-        for (size_t j = 0; j < t->k; j++) {
-            uint8_t byte = t->codes[(r * kp + j) / 2];
-            uint8_t code = (j & 1) ? byte >> 4 : byte & 0x0F;
-            float e = lofp_decode(LOFP_ELEM_E2M1, code);
-            float sc = lofp_decode(LOFP_ELEM_E4M3, t->scales[r * nbk + j / 16]);
-            float v;
-            if (t->gguf_split_nibbles) v = ((code == 8 ? 0.0f : e) * sc) * t->stored_scale; /* ggml: table value (code 8 is +0), then ggml_mul */
-            else if (t->direction == LOFP_CKPT_SCALE_DECODE) v = e * (sc * t->stored_scale); /* ModelOpt */
-            else v = e * (sc / t->stored_scale);                                   /* compressed-tensors */
-            store(out_dt, out, r * t->k + j, v);
+    float blk[16];
+    for (size_t r = 0; r < t->rows; r++) {
+        const uint8_t *cr = t->codes + r * kp / 2;
+        for (size_t b = 0; b < nbk; b++) {
+            float sc = e4m3[t->scales[r * nbk + b]];
+            if (t->gguf_split_nibbles) {
+                /* ggml: block value, then ggml_mul by .scale */
+                for (int j = 0; j < 16; j++) {
+                    uint8_t byte = cr[(b * 16 + (size_t)j) / 2];
+                    blk[j] = (e2m1[(j & 1) ? byte >> 4 : byte & 15] * sc) * t->stored_scale;
+                }
+            } else {
+                float f = t->direction == LOFP_CKPT_SCALE_DECODE ? sc * t->stored_scale  /* ModelOpt */
+                                                                 : sc / t->stored_scale; /* compressed-tensors */
+                for (int j = 0; j < 16; j++) {
+                    uint8_t byte = cr[(b * 16 + (size_t)j) / 2];
+                    blk[j] = e2m1[(j & 1) ? byte >> 4 : byte & 15] * f;
+                }
+            }
+            size_t j0 = b * 16, jn = j0 + 16 <= t->k ? 16 : (j0 < t->k ? t->k - j0 : 0);
+            size_t base = r * t->k + j0;
+            if (out_dt == LOFP_IO_F32) memcpy((float *)out + base, blk, jn * sizeof(float));
+            else
+                for (size_t j = 0; j < jn; j++) {
+                    uint16_t h = out_dt == LOFP_IO_BF16 ? lofp_fp32_to_bf16(blk[j]) : lofp_fp32_to_fp16(blk[j]);
+                    memcpy((uint16_t *)out + base + j, &h, 2);
+                }
         }
+    }
     return LOFP_OK;
 }
 
