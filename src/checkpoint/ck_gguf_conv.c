@@ -20,6 +20,8 @@ typedef struct {
     float scale_value;
 } gplan;
 
+lofp_status ck_convert_llama_dir(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err);
+
 static int gguf_excluded(const char *name)
 {
     return ck_globs_match(gguf_default_exclude, sizeof gguf_default_exclude / sizeof gguf_default_exclude[0], name);
@@ -27,11 +29,7 @@ static int gguf_excluded(const char *name)
 
 lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
 {
-    if (ck_is_dir(in))
-        return ck_fail(err, LOFP_ERR_UNSUPPORTED,
-                       "%s: converting a model directory to GGUF is not implemented; convert it with llama.cpp's "
-                       "convert_hf_to_gguf.py first (any architecture llama.cpp knows, e.g. --outtype bf16), then "
-                       "requantize that file: lofp convert --to gguf MODEL.gguf OUT.gguf", in);
+    if (ck_is_dir(in)) return ck_convert_llama_dir(in, out, o, err);
     const char *sch = o->scheme ? o->scheme : "mxfp4";
     lofp_scheme s;
     if ((strcmp(sch, "mxfp4") && strcmp(sch, "nvfp4")) || lofp_scheme_preset(sch, &s))

@@ -628,8 +628,60 @@ def gguf_bad_inputs():
     trunc = os.path.join(TMP, "trunc.gguf")
     open(trunc, "wb").write(bytes(data[:200]))
     expect_failure(["convert", "--to", "gguf", trunc, trunc + ".o.gguf"], "trunc.gguf", out=trunc + ".o.gguf")
-    d, _ = llama()
-    expect_failure(["convert", "--to", "gguf", d, os.path.join(TMP, "dir.gguf")], "convert_hf_to_gguf", out=os.path.join(TMP, "dir.gguf"))
+    d, _ = llama()   # has a MoE layer: no llama.cpp llama names for its experts
+    expect_failure(["convert", "--to", "gguf", d, os.path.join(TMP, "dir.gguf")], "model.layers.1.mlp", "convert_hf_to_gguf",
+                   out=os.path.join(TMP, "dir.gguf"))
+    m = cm.minilm_dir()
+    expect_failure(["convert", "--to", "gguf", m, os.path.join(TMP, "bert.gguf")], "bert", "convert_hf_to_gguf",
+                   out=os.path.join(TMP, "bert.gguf"))
+
+
+@test
+def gguf_from_llama_dir():
+    """A dense llama directory to a whole GGUF model: llama.* keys from config.json, the BPE
+    tokenizer, llama.cpp tensor names and shapes, q/k rows permuted to ggml's RoPE pair order."""
+    import gguf
+    from gguf import GGMLQuantizationType as T
+    t = {k: v for k, v in cm.llama_tensors(5).items() if not k.startswith("model.layers.1.")}
+    d = os.path.join(TMP, "llama_dense")
+    cfg = dict(cm.LLAMA_CONFIG, num_hidden_layers=1, bos_token_id=1, eos_token_id=2, max_position_embeddings=512)
+    cm.write_dir(d, t, [("model.safetensors", lambda n: True)], cfg, extra_files=False)
+    vocab = {f"t{i}": i for i in range(cm.V - 2)}
+    tok = {"model": {"type": "BPE", "vocab": vocab, "merges": ["t t1", ["t1", "t2"]]},
+           "added_tokens": [{"id": cm.V - 2, "content": "<s>", "special": True}, {"id": cm.V - 1, "content": "</s>", "special": True}]}
+    json.dump(tok, open(os.path.join(d, "tokenizer.json"), "w"))
+    for scheme in ("mxfp4", "nvfp4"):
+        out = os.path.join(TMP, f"llama-{scheme}.gguf")
+        run("convert", "--to", "gguf", "--scheme", scheme, d, out, "--quiet")
+        r = gguf.GGUFReader(out)
+        f = {k: v.contents() for k, v in r.fields.items()}
+        assert f["general.architecture"] == "llama" and f["llama.block_count"] == 1
+        assert f["llama.embedding_length"] == cm.H and f["llama.feed_forward_length"] == cm.I
+        assert f["llama.attention.head_count"] == 4 and f["llama.attention.head_count_kv"] == 2
+        assert abs(f["llama.attention.layer_norm_rms_epsilon"] - 1e-5) < 1e-12 and f["llama.rope.dimension_count"] == cm.H // 4
+        assert f["tokenizer.ggml.model"] == "gpt2" and len(f["tokenizer.ggml.tokens"]) == cm.V
+        assert f["tokenizer.ggml.tokens"][cm.V - 1] == "</s>" and f["tokenizer.ggml.token_type"][cm.V - 1] == 3
+        assert f["tokenizer.ggml.merges"] == ["t t1", "t1 t2"] and f["tokenizer.ggml.eos_token_id"] == 2
+        tt = {x.name: x for x in r.tensors}
+        assert tt["token_embd.weight"].tensor_type == T.BF16 and tt["blk.0.attn_norm.weight"].tensor_type == T.F32
+        assert tt["output.weight"].tensor_type == T.BF16 and "output_norm.weight" in tt
+        target = T.NVFP4 if scheme == "nvfp4" else T.MXFP4
+        for hf, gg, heads in (("self_attn.q_proj", "attn_q", 4), ("self_attn.k_proj", "attn_k", 2), ("self_attn.v_proj", "attn_v", 0),
+                              ("mlp.down_proj", "ffn_down", 0)):
+            x = tt[f"blk.0.{gg}.weight"]
+            assert x.tensor_type == target, gg
+            dec = gguf.quants.dequantize(x.data, x.tensor_type).astype(np.float32)
+            if scheme == "nvfp4":
+                dec = dec * np.float32(tt[f"blk.0.{gg}.scale"].data[0])
+            w = f32(t[f"model.layers.0.{hf}.weight"])
+            if heads:  # llama.cpp's permute: (heads, 2, hd/2, K) -> (heads, hd/2, 2, K)
+                w = w.reshape(heads, 2, w.shape[0] // heads // 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
+            assert dec.shape == w.shape and rel_err(dec, w) < 0.2, (gg, rel_err(dec, w))
+    d2 = os.path.join(TMP, "llama_spm")
+    shutil.copytree(d, d2)
+    tok["model"]["byte_fallback"] = True
+    json.dump(tok, open(os.path.join(d2, "tokenizer.json"), "w"))
+    expect_failure(["convert", "--to", "gguf", d2, d2 + ".gguf"], "tokenizer.json", "byte_fallback", out=d2 + ".gguf")
 
 
 # ---- real models -------------------------------------------------------------------------------
