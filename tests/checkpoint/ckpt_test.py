@@ -752,6 +752,28 @@ def minilm_real():
 
 
 @test
+def import_lofp_files():
+    """A file of `lofp quantize` (NVFP4 two-level and MXFP4) imports to what `lofp dequantize` gives."""
+    src, orig = llama()
+    shard = os.path.join(src, "model-00001-of-00002.safetensors")
+    for scheme in ("nvfp4", "mxfp4"):
+        q = os.path.join(TMP, f"lofpq-{scheme}.safetensors")
+        run("quantize", "--scheme", scheme, "--include", "*proj.weight", shard, q)
+        dq = os.path.join(TMP, f"lofpq-{scheme}-dq.safetensors")
+        run("dequantize", "--dtype", "f32", q, dq)
+        imp = os.path.join(TMP, f"lofpq-{scheme}-imp")
+        run("import", "--dtype", "f32", q, imp, "--quiet")
+        a, b = load_dir(imp), {}
+        h, _ = st_header(dq)
+        for k in h:
+            if k != "__metadata__":
+                b[k] = (h[k]["dtype"], tuple(h[k]["shape"]), dq)
+        assert set(a) == set(b), set(a) ^ set(b)
+        for k in a:
+            same_bits(f32(get(a[k], k)), f32(get(b[k], k)), f"{scheme} {k}")
+
+
+@test
 def inspect_formats():
     src, _ = llama()
     for d, needle in (("mo_nvfp4", "modelopt"), ("ct_nvfp4", "compressed-tensors"), ("oss", "gpt-oss")):
