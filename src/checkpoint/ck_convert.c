@@ -108,6 +108,55 @@ static const void *quant_input(const lofp_tensor_info *ti, lofp_dtype *dt, float
     return f;
 }
 
+/* A chunk of rows as lofp_quantize input: in place for F32/BF16/F16 (the row reader aligns it),
+ * widened to fp32 for F64 (into *tmp, grown as needed). */
+static const void *chunk_input(lofp_io_dtype dt, const lofp_row_chunk *ch, size_t k, lofp_dtype *ldt, float **tmp,
+                               size_t *tmp_cap)
+{
+    if (dt != LOFP_IO_F64) {
+        *ldt = to_lofp_dtype(dt);
+        return ch->data;
+    }
+    size_t n = ch->rows * k;
+    if (n > *tmp_cap) {
+        float *nb = realloc(*tmp, n * sizeof *nb);
+        if (!nb) return NULL;
+        *tmp = nb;
+        *tmp_cap = n;
+    }
+    for (size_t i = 0; i < n; i++) (*tmp)[i] = ck_load(dt, ch->data, i);
+    *ldt = LOFP_DTYPE_F32;
+    return *tmp;
+}
+
+/* NVFP4 per-tensor multiplier of a whole tensor, streamed in row chunks: G falls as amax grows,
+ * so the tensor's G is the smallest chunk's G (exactly: G depends on amax alone). */
+static lofp_status tensor_global(ck_conv *c, const ck_tref *r, float *G, lofp_io_error *err)
+{
+    lofp_row_reader *rr = NULL;
+    lofp_status st = lofp_row_reader_open(c->m.shards[r->shard].f, r->ti, 0, &rr, err);
+    if (st) return st;
+    size_t k = r->ti->shape[r->ti->ndim - 1], cap = 0;
+    float *tmp = NULL, g = INFINITY;
+    lofp_row_chunk ch;
+    while (!st && !(st = lofp_row_reader_next(rr, &ch, err)) && ch.rows) {
+        lofp_dtype ldt;
+        const void *x = chunk_input(r->ti->dtype, &ch, k, &ldt, &tmp, &cap);
+        if (!x) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
+        float cg = lofp_nvfp4_global_scale(ldt, x, ch.rows * k);
+        if (!(cg == cg)) {
+            st = ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s' holds NaN or Inf (rows %zu..%zu)", c->m.shards[r->shard].name,
+                         r->name, ch.row0, ch.row0 + ch.rows - 1);
+            break;
+        }
+        if (cg < g) g = cg;
+    }
+    lofp_row_reader_close(rr);
+    free(tmp);
+    *G = g;
+    return st;
+}
+
 static void set_out(ck_item *t, size_t j, const char *name, lofp_io_dtype dt, const size_t *shape, size_t ndim)
 {
     t->out_name[j] = ck_strdup(name);
@@ -393,16 +442,9 @@ static lofp_status group_scales(ck_conv *c, lofp_io_error *err)
     for (size_t i = 0; !st && i < c->n_it; i++) {
         ck_item *t = &c->it[i];
         if (t->group < 0 || !need[t->group]) continue;
-        lofp_dtype dt;
-        float *owned;
-        const void *x = quant_input(t->src->ti, &dt, &owned);
-        if (!x) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
-        float G = lofp_nvfp4_global_scale(dt, x, t->src->ti->numel);
-        free(owned);
-        if (!(G == G)) {
-            st = ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s' holds NaN or Inf", c->m.shards[t->src->shard].name, t->src->name);
-            break;
-        }
+        float G;
+        st = tensor_global(c, t->src, &G, err);
+        if (st) break;
         if (G < gmin[t->group]) gmin[t->group] = G; /* G = fl(fl(1/amax)*2688) falls as amax grows */
     }
     for (size_t i = 0; !st && i < c->n_it; i++)
@@ -441,32 +483,66 @@ static lofp_status put(st_writer *w, size_t idx, const void *d, size_t n, lofp_i
 static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t base, lofp_io_error *err)
 {
     lofp_status st = LOFP_OK;
-    if (t->action == A_COPY) return put(w, base, t->src->ti->data, t->src->ti->nbytes, err);
-    if (t->action == A_QUANT) {
-        size_t cb = lofp_codes_bytes(&c->s, t->rows, t->k), sb = lofp_scales_bytes(&c->s, t->rows, t->k);
-        uint8_t *codes = malloc(cb ? cb : 1), *scales = malloc(sb ? sb : 1);
-        lofp_dtype dt;
-        float *owned = NULL;
-        const void *x = codes && scales ? quant_input(t->src->ti, &dt, &owned) : NULL;
-        if (!x) { free(codes); free(scales); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    if (t->action == A_COPY || t->action == A_QUANT) {
+        /* one chunk of rows at a time: the row reader releases the pages it has handed out */
+        const ck_tref *r = t->src;
+        if (r->ti->nbytes == 0) return LOFP_OK;
+        if (t->action == A_COPY && r->ti->ndim == 0) return put(w, base, r->ti->data, r->ti->nbytes, err);
         float G = 1.0f;
-        st = quantize_rows(c, t->src, dt, x, t->rows, t->k, t->have_G, t->G, codes, scales, &G, err);
-        free(owned);
-        if (!st) st = put(w, base + 0, codes, cb, err);
-        if (!st) st = put(w, base + 1, scales, sb, err);
-        if (!st && c->nvfp4) {
+        lofp_status st2 = LOFP_OK;
+        if (t->action == A_QUANT && c->nvfp4) {
+            if (t->have_G) G = t->G;
+            else st2 = tensor_global(c, r, &G, err);
+            if (st2) return st2;
+        }
+        lofp_row_reader *rr = NULL;
+        st2 = lofp_row_reader_open(c->m.shards[r->shard].f, r->ti, 0, &rr, err);
+        if (st2) return st2;
+        size_t k = t->action == A_QUANT ? t->k : 0, cap = 0;
+        size_t crow = lofp_row_reader_chunk_rows(rr);
+        uint8_t *codes = NULL, *scales = NULL;
+        float *tmp = NULL;
+        size_t cb = 0, sb = 0;
+        if (t->action == A_QUANT) {
+            cb = lofp_codes_bytes(&c->s, crow, t->k);
+            sb = lofp_scales_bytes(&c->s, crow, t->k);
+            codes = malloc(cb ? cb : 1);
+            scales = malloc(sb ? sb : 1);
+            if (!codes || !scales) st2 = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        }
+        lofp_row_chunk ch;
+        while (!st2 && !(st2 = lofp_row_reader_next(rr, &ch, err)) && ch.rows) {
+            if (t->action == A_COPY) { st2 = put(w, base, ch.data, ch.rows * ch.row_bytes, err); continue; }
+            lofp_dtype ldt;
+            const void *x = chunk_input(r->ti->dtype, &ch, k, &ldt, &tmp, &cap);
+            if (!x) { st2 = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
+            lofp_quant_report rep;
+            memset(&rep, 0, sizeof rep);
+            lofp_status qs = c->nvfp4 ? lofp_quantize_with_global(&c->s, ldt, x, ch.rows, k, G, codes, scales, &rep)
+                                      : lofp_quantize(&c->s, ldt, x, ch.rows, k, codes, scales, NULL, &rep);
+            if (qs == LOFP_ERR_NONFINITE)
+                st2 = ck_fail(err, qs, "%s: tensor '%s': NaN or Inf at flat index %zu", c->m.shards[r->shard].name, r->name,
+                              ch.row0 * k + rep.first_bad_index);
+            else if (qs)
+                st2 = ck_fail(err, qs, "%s: tensor '%s': quantize failed (%s)", c->m.shards[r->shard].name, r->name, lofp_status_name(qs));
+            if (!st2) st2 = put(w, base + 0, codes, lofp_codes_bytes(&c->s, ch.rows, k), err);
+            if (!st2) st2 = put(w, base + 1, scales, lofp_scales_bytes(&c->s, ch.rows, k), err);
+        }
+        lofp_row_reader_close(rr);
+        free(codes);
+        free(scales);
+        free(tmp);
+        if (!st2 && t->action == A_QUANT && c->nvfp4) {
             float v = c->to == LOFP_CKPT_MODELOPT ? lofp_nvfp4_decode_from_encode(G) : G;
-            st = put(w, base + 2, &v, 4, err);
-            if (!st && c->act) {
+            st2 = put(w, base + 2, &v, 4, err);
+            if (!st2 && c->act) {
                 float a = t->in_amax;
                 float iv = c->to == LOFP_CKPT_MODELOPT ? lofp_nvfp4_decode_scale(LOFP_DTYPE_F32, &a, 1)
                                                        : lofp_nvfp4_global_scale(LOFP_DTYPE_F32, &a, 1);
-                st = put(w, base + 3, &iv, 4, err);
+                st2 = put(w, base + 3, &iv, 4, err);
             }
         }
-        free(codes);
-        free(scales);
-        return st;
+        return st2;
     }
     /* gpt-oss MXFP4 experts: per expert, rows of codes [N, K/2] and scales [N, K/32] */
     size_t N = t->N, K = t->K, rb = K / 2, rs = K / 32;
