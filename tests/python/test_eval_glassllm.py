@@ -140,3 +140,18 @@ def test_cli_outputs_and_model_by_path(tmp_path, capsys):
     except ImportError:
         assert "needs matplotlib" in text.err
     assert cli.main(["glassllm", "--schemes", "ultraquant"]) == 2
+
+
+def test_producer_profiles(model):
+    """Profiles run through the same sweep; a scheme the producer does not write is reported, not
+    fatal; the 4-bit bound holds under every producer's numerics."""
+    be = _eval_setup.backend()
+    v = [runner.Variant("nvfp4", profile=p) for p in ("modelopt", "compressed-tensors", "torchao")]
+    v += [runner.Variant("mxfp4", profile="ggml"), runner.Variant("nvfp4", profile="ggml")]
+    res = runner.run(model, v, be)
+    ppl0 = res["reference"]["ppl"]
+    by = {r["label"]: r for r in res["results"]}
+    assert "error" in by["nvfp4 [ggml]"]
+    for label in ("nvfp4 [modelopt]", "nvfp4 [compressed-tensors]", "nvfp4 [torchao]",
+                  "mxfp4 [ggml]"):
+        assert abs(by[label]["ppl"] / ppl0 - 1) < 0.10, label

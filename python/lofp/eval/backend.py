@@ -24,6 +24,7 @@ import numpy as np
 SCHEMES = ("nvfp4", "mxfp4", "mxfp6-e2m3", "mxfp6-e3m2", "mxfp8-e4m3", "mxfp8-e5m2", "mxint8",
            "tilelang-mxfp8", "ultraquant")
 ROUNDINGS = {"rne": 0, "ties-to-zero": 1, "ties-away": 2, "stochastic": 3}
+PROFILES = {"lofp": 0, "modelopt": 1, "compressed-tensors": 2, "ct": 2, "torchao": 3, "ggml": 4}
 SCALE_RULES = {"floor": 0, "ceil": 1, "even": 2, "rceil": 3, "ue4m3": 4, "uq-round": 5}
 MX_SCHEMES = ("mxfp4", "mxfp6-e2m3", "mxfp6-e3m2", "mxfp8-e4m3", "mxfp8-e5m2", "mxint8",
               "tilelang-mxfp8")
@@ -44,7 +45,7 @@ class _Scheme(ctypes.Structure):
                 ("propagate_nonfinite", ctypes.c_int), ("amax_floor", ctypes.c_float),
                 ("ceil_clamp", ctypes.c_int), ("c", ctypes.c_float), ("rotate", ctypes.c_int),
                 ("hadamard", ctypes.c_int), ("seed", ctypes.c_uint64),
-                ("threads", ctypes.c_uint)]
+                ("threads", ctypes.c_uint), ("profile", ctypes.c_int)]
 
 
 class _QuantReport(ctypes.Structure):
@@ -173,13 +174,15 @@ class CtypesBackend:
 
     def fake_quant(self, w: np.ndarray, scheme: str, rounding: str | None = None,
                    scale_rule: str | None = None, profile: str | None = None) -> np.ndarray:
-        """Quantizes a [rows, K] fp32 matrix along K (zero-padded to the block) and returns its
-        dequantization, fp32 [rows, K]."""
-        if profile not in (None, "lofp"):
-            raise BackendError(f"profile {profile!r} needs the lofp Python package")
+        """Quantizes a [rows, K] fp32 matrix along K (zero-padded to the block), under a producer
+        profile when given, and returns its dequantization, fp32 [rows, K]."""
         w = np.ascontiguousarray(w, dtype=np.float32)
         rows, k = w.shape
         s = self._scheme(scheme, rounding, scale_rule)
+        if profile is not None:
+            if profile not in PROFILES:
+                raise BackendError(f"unknown profile {profile!r}")
+            s.profile = PROFILES[profile]
         cb = self.lib.lofp_codes_bytes(ctypes.byref(s), rows, k)
         sb = self.lib.lofp_scales_bytes(ctypes.byref(s), rows, k)
         if cb == 0 or sb == 0:
@@ -190,7 +193,8 @@ class CtypesBackend:
         rep = _QuantReport()
         self._check(self.lib.lofp_quantize(ctypes.byref(s), _DTYPE_F32, w.ctypes.data, rows, k,
                                            codes.ctypes.data, scales.ctypes.data, ctypes.byref(g),
-                                           ctypes.byref(rep)), f"quantize {scheme}")
+                                           ctypes.byref(rep)),
+                    f"quantize {scheme}" + (f" under profile {profile}" if profile else ""))
         out = np.empty((rows, k), np.float32)
         self._check(self.lib.lofp_dequantize(ctypes.byref(s), codes.ctypes.data,
                                              scales.ctypes.data, g, rows, k, _DTYPE_F32,

@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     tty = sys.stderr.isatty() and not args.quiet
 
     def log(row):
-        if tty:
+        if tty and "error" not in row:
             print(f"  {row['label']} ({row['time_quantize_s'] + row['time_forward_s']:.2f} s)",
                   file=sys.stderr)
     try:

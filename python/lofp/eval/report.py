@@ -34,6 +34,9 @@ def table(res: dict) -> str:
                f"{'wSNR dB':>8} {'min':>6} {'relF':>7}")
         lines += [hdr, "-" * len(hdr)]
         for r in res["results"]:
+            if "error" in r:
+                lines.append(f"{r['label']:<{lw}} not run: {r['error']}")
+                continue
             we = r.get("weight_error") or {}
             lines.append(
                 f"{r['label']:<{lw}} {_f(r['bits'], '6.3g')} {r['ppl']:9.4f} "
@@ -49,6 +52,9 @@ def table(res: dict) -> str:
                f"{'wSNR dB':>8} {'min':>6} {'relF':>7}")
         lines += [hdr, "-" * len(hdr)]
         for r in res["results"]:
+            if "error" in r:
+                lines.append(f"{r['label']:<{lw}} not run: {r['error']}")
+                continue
             we = r.get("weight_error") or {}
             lines.append(
                 f"{r['label']:<{lw}} {_f(r['bits'], '6.3g')} {r['cos_min']:8.5f} "
@@ -76,6 +82,9 @@ def markdown(res: dict) -> str:
                "(all / worst layer) | rel. Frobenius |",
                "|---|---:|---:|---:|---:|---:|---:|"]
     for r in res["results"]:
+        if "error" in r:
+            out.append(f"| {r['label']} | not run: {r['error']} |")
+            continue
         we = r.get("weight_error") or {}
         snr = (f"{we['snr_db']:.2f} / {we['min_layer_snr_db']:.2f}" if we else "-")
         fro = f"{we['rel_fro']:.4f}" if we else "-"
@@ -153,7 +162,7 @@ def plots(res: dict, outdir) -> list[str]:
 
     def y_of(r):
         return max(r["kl"] if lm else 1.0 - r["cos_mean"], 1e-9)
-    for r in res["results"]:
+    for r in (r for r in res["results"] if "error" not in r):
         bits = r["bits"] if r["bits"] is not None else 16.0
         if r.get("kv") and r["scheme"] is not None:
             # weights + KV cache: a hollow square at the weights' bits, no label

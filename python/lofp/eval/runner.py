@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from . import metrics
-from .backend import MX_SCHEMES
+from .backend import MX_SCHEMES, BackendError
 
 WEIGHT_SCHEMES = ("nvfp4", "mxfp4", "mxfp6-e2m3", "mxfp6-e3m2", "mxfp8-e4m3", "mxfp8-e5m2",
                   "mxint8", "tilelang-mxfp8")
@@ -119,9 +119,20 @@ def run(model, variants, backend, text=None, log=None) -> dict:
     for key, members in groups.items():
         t0 = time.perf_counter()
         weights = layers = total = None
+        error = None
         if key[0] is not None:
-            weights, layers, total = quantize_model(model, backend, members[0][1])
+            try:
+                weights, layers, total = quantize_model(model, backend, members[0][1])
+            except (BackendError, ValueError) as e:  # e.g. a profile without that scheme
+                error = str(e)
         t_quant = time.perf_counter() - t0
+        if error is not None:
+            for idx, v in members:
+                rows[idx] = {"label": v.label, **asdict(v), "error": error,
+                             "bits": BITS.get(v.scheme)}
+                if log:
+                    log({**rows[idx], "time_quantize_s": t_quant, "time_forward_s": 0.0})
+            continue
         for n_in_group, (idx, v) in enumerate(members):
             row = {"label": v.label, **asdict(v),
                    "bits": BITS.get(v.scheme) if v.scheme else None}
