@@ -22,6 +22,7 @@ int lofp_cmd_attention(int argc, char **argv);
 int lofp_cmd_convert(int argc, char **argv);
 int lofp_cmd_import(int argc, char **argv);
 int lofp_cmd_eval(int argc, char **argv);
+int lofp_cmd_verify_checkpoint(int argc, char **argv);
 
 /* Wall-clock seconds from a monotonic clock. */
 double cli_now(void);

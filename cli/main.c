@@ -14,6 +14,7 @@ static const lofp_cli_cmd commands[] = {
     { "inspect", "what a file holds; error statistics against an original", lofp_cmd_inspect },
     { "layout", "convert scale layouts; diagnose which layout a scale buffer uses", lofp_cmd_layout },
     { "verify", "check a GEMM result against the fp64 reference; name the layout mistake", lofp_cmd_verify },
+    { "verify-checkpoint", "which producer, scale direction, layout and nibble order reproduce a checkpoint from its original", lofp_cmd_verify_checkpoint },
     { "attention", "decode attention over an UltraQuant (or fp32/bf16) paged KV cache built from .npy files", lofp_cmd_attention },
     { "eval", "what each format does to a real model: perplexity, KL, top-1, cosine (Python package)", lofp_cmd_eval },
     { "bench", "benchmarks: quantize/dequantize, GEMV/GEMM, attention, against measured bandwidth", lofp_cmd_bench },
