@@ -658,6 +658,47 @@ lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt
 
 /* ---- import ----------------------------------------------------------------------------- */
 
+/* Writes quantized tensor t (already checked) to writer index j in chunks of rows (gpt-oss: one
+ * expert at a time, transposed to transformers' [E, K, N]), so import holds about 4 MiB of dense
+ * output at a time instead of the whole tensor. */
+static lofp_status import_quantized_chunked(const lofp_ckpt_tensor *t, lofp_io_dtype odt, st_writer *w, size_t j,
+                                            lofp_io_error *err)
+{
+    size_t es = odt == LOFP_IO_F32 ? 4 : 2;
+    size_t cbr = t->scheme.elem == LOFP_ELEM_E2M1 ? t->kp / 2 : t->kp; /* codes bytes per row */
+    size_t sbr = t->kp / t->scheme.block;                                 /* scale bytes per row */
+    size_t R;
+    if (t->transposed) R = t->shape[t->ndim - 2];
+    else {
+        R = ((size_t)4 << 20) / (t->k > 0 ? t->k * es : 1);
+        if (R == 0) R = 1;
+    }
+    size_t K = t->k;
+    void *buf = malloc(R * K * es > 0 ? R * K * es : 1);
+    void *tr = t->transposed ? malloc(R * K * es > 0 ? R * K * es : 1) : NULL;
+    if (!buf || (t->transposed && !tr)) { free(buf); free(tr); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    lofp_status st = LOFP_OK;
+    for (size_t r0 = 0; !st && r0 < t->rows; r0 += R) {
+        lofp_ckpt_tensor sub = *t;
+        sub.rows = t->rows - r0 < R ? t->rows - r0 : R;
+        sub.codes = t->codes + r0 * cbr;
+        sub.scales = t->scales + r0 * sbr;
+        st = lofp_ckpt_dequantize(&sub, odt, buf, err);
+        if (st) break;
+        if (t->transposed) {
+            size_t N = sub.rows;
+            for (size_t a = 0; a < N; a++)
+                for (size_t b = 0; b < K; b++)
+                    memcpy((char *)tr + (b * N + a) * es, (char *)buf + (a * K + b) * es, es);
+            st = st_writer_put_at(w, j, tr, N * K * es, err);
+        } else
+            st = st_writer_put_at(w, j, buf, sub.rows * K * es, err);
+    }
+    free(buf);
+    free(tr);
+    return st;
+}
+
 static lofp_status import_tensor(lofp_ckpt *c, size_t i, lofp_io_dtype odt, void **buf, lofp_tensor_desc *d,
                                  size_t *shape, lofp_io_error *err)
 {
@@ -785,8 +826,16 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
             lofp_tensor_desc dd;
             memset(&dd, 0, sizeof dd);
             size_t sh[8];
-            st = import_tensor(c, idx[j], odt, &buf, &dd, sh, err);
-            if (!st) st = st_writer_put_at(w, j, dd.data, dd.nbytes, err);
+            lofp_ckpt_tensor qt;
+            st = lofp_ckpt_get(c, idx[j], &qt, err);
+            if (!st && qt.quantized && !qt.gguf_split_nibbles) {
+                st = import_quantized_chunked(&qt, odt, w, j, err);
+                lofp_ckpt_tensor_release(&qt);
+            } else {
+                if (!st) lofp_ckpt_tensor_release(&qt);
+                if (!st) st = import_tensor(c, idx[j], odt, &buf, &dd, sh, err);
+                if (!st) st = st_writer_put_at(w, j, dd.data, dd.nbytes, err);
+            }
             free(buf);
             if (!st && o->progress) o->progress(o->ctx, sname, s, n_sh, j + 1, k);
         }
