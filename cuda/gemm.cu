@@ -31,7 +31,6 @@
 
 #include "gemm_common.cuh"
 #include "lofp_cuda_device.cuh"
-#include "lofp_cuda_ckpt.h"
 #include "lofp_cuda_internal.h"
 
 using namespace lofpcu;

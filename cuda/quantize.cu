@@ -30,7 +30,6 @@
 #include <mutex>
 
 #include "lofp_cuda_device.cuh"
-#include "lofp_cuda_ckpt.h"
 #include "lofp_cuda_internal.h"
 #include "lofp_cuda_kern.cuh"
 
@@ -839,7 +838,7 @@ struct DQParams {
     size_t rows, k, kp;
     int fam; /* 0 nvfp4, 1 mx, 2 uq */
     int elem, block, out_dt;
-    int dec; /* NVFP4: *global is a decode multiplier (lofp_cuda_ckpt.h) */
+    int dec; /* NVFP4: *global is a decode multiplier (lofp/lofp_cuda.h) */
     const float *global;
     void *out;
 };

@@ -26,7 +26,6 @@
 #include "lofp/lofp.h"
 #include "lofp/lofp_cuda.h"
 #include "cuda_check.h"
-#include "lofp_cuda_ckpt.h"
 #include "test_util.h"
 
 int lofp_test_division(unsigned long long *nbad, unsigned long long *first);
@@ -271,7 +270,7 @@ static void test_dequant_scales(void)
     free(codes);
 }
 
-/* Checkpoint entry points (lofp_cuda_ckpt.h): NVFP4 dequantize with a decode-direction global
+/* Checkpoint entry points (lofp/lofp_cuda.h): NVFP4 dequantize with a decode-direction global
  * (ModelOpt weight_scale_2) against fl(e2m1 * fl(s * d)) computed here, every scale byte, every
  * output dtype path that bf16 takes; and W4A16 prepared with d = fl(1/G) in the decode direction
  * against the same weights prepared with G. */

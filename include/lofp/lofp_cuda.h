@@ -202,6 +202,37 @@ LOFP_API size_t lofp_cuda_uq_attention_workspace_bytes(const lofp_cuda_uq_attent
 LOFP_API lofp_status lofp_cuda_uq_decode_attention(const lofp_cuda_uq_attention_args *a,
                                                    lofp_cuda_stream stream);
 
+/* ---- Checkpoint layouts (docs/CUDA.md, "Checkpoint layouts") ----
+ * The weight layouts ModelOpt, compressed-tensors and gpt-oss store are lofp's own: codes [N, K/2]
+ * with element 2i in the low nibble (gpt-oss `*_blocks` [E, N, K/32, 16] are the same bytes as
+ * [E*N, K/2]), linear UE4M3 or E8M0 scales [N, K/block]. They differ only in the direction of the
+ * NVFP4 per-tensor scale: compressed-tensors' `weight_global_scale` is lofp's encode multiplier,
+ * ModelOpt's `weight_scale_2` (and torchao's per_tensor_scale, GGUF's `.scale`) the decode
+ * multiplier amax / 2688. The two functions below take either, so a loader passes a checkpoint's
+ * tensors straight through. */
+
+/* Direction of the NVFP4 per-tensor scale given in d_global. */
+typedef enum lofp_global_dir {
+    LOFP_GLOBAL_ENCODE = 0, /* lofp / compressed-tensors: value = code * scale / global */
+    LOFP_GLOBAL_DECODE = 1  /* ModelOpt weight_scale_2: value = code * fl(scale * global) */
+} lofp_global_dir;
+
+/* lofp_cuda_dequantize with the direction of *d_global stated. ENCODE is lofp_cuda_dequantize.
+ * DECODE gives ModelOpt's dequantization bit for bit: bf16/f16/f32 of fl(e2m1 * fl(s * d)) with
+ * s the UE4M3 scale and d = *d_global (NULL means 1.0). Ignored for schemes other than NVFP4. */
+LOFP_API lofp_status lofp_cuda_dequantize_dir(const lofp_scheme *s, const uint8_t *d_codes,
+                                              const uint8_t *d_scales, lofp_layout scale_layout,
+                                              const float *d_global, lofp_global_dir dir,
+                                              size_t rows, size_t k, lofp_dtype out_dt, void *d_out,
+                                              lofp_cuda_stream stream);
+
+/* lofp_cuda_w4_prepare with the direction of *d_global stated. With DECODE the epilogue factor is
+ * 2^7 * d (exact) instead of 2^7 / global, so the product is code * scale * d accumulated in fp32. */
+LOFP_API lofp_status lofp_cuda_w4_prepare_dir(const lofp_scheme *s, const uint8_t *d_codes,
+                                              const uint8_t *d_scales, const float *d_global,
+                                              lofp_global_dir dir, size_t n, size_t k,
+                                              lofp_cuda_w4 *w, lofp_cuda_stream stream);
+
 #ifdef __cplusplus
 }
 #endif
