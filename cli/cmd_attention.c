@@ -112,11 +112,11 @@ int lofp_cmd_attention(int argc, char **argv)
         else if (!strcmp(a, "--sinks") && more) sp = argv[++i];
         else if (!strcmp(a, "--scale") && more) scale_arg = argv[++i];
         else if (!strcmp(a, "--expect") && more) expect = argv[++i];
-        else if (!strcmp(a, "--tol") && more) tol = atof(argv[++i]);
+        else if (!strcmp(a, "--tol") && more) { if (cli_parse_float("attention", "--tol", argv[++i], 0, &tol)) return 1; if (tol < 0) return cli_error("attention", "--tol must not be negative"); }
         else if (!strcmp(a, "--seq-lens") && more) seq_arg = argv[++i];
-        else if (!strcmp(a, "--block-size") && more) block = atol(argv[++i]);
-        else if (!strcmp(a, "--threads") && more) threads = atol(argv[++i]);
-        else if (!strcmp(a, "--split") && more) split = atol(argv[++i]);
+        else if (!strcmp(a, "--block-size") && more) { if (cli_parse_long("attention", "--block-size", argv[++i], 1, 1L << 20, &block)) return 1; }
+        else if (!strcmp(a, "--threads") && more) { if (cli_parse_long("attention", "--threads", argv[++i], 1, 256, &threads)) return 1; }
+        else if (!strcmp(a, "--split") && more) { if (cli_parse_long("attention", "--split", argv[++i], 0, 1L << 30, &split)) return 1; }
         else if (!strcmp(a, "--kv") && more) {
             const char *k = argv[++i];
             if (!strcmp(k, "ultraquant")) kv = LOFP_KV_ULTRAQUANT;
@@ -143,6 +143,13 @@ int lofp_cmd_attention(int argc, char **argv)
     if (!qp || !kp || !vp || !outp) {
         usage(stderr);
         return cli_error("attention", "--q, --k, --v and an output file are required");
+    }
+    {
+        size_t ol = strlen(outp);
+        if (ol < 4 || strcmp(outp + ol - 4, ".npy") != 0)
+            return cli_error("attention", "the output must be a .npy file: %s", outp);
+        const char *ins[] = {qp, kp, vp, sp, expect};
+        if (cli_refuse_same("attention", outp, ins, 5)) return 1;
     }
     if (block < 1 || block > 1 << 20) return cli_error("attention", "--block-size must be 1..1048576");
     if (threads < 1 || threads > 256) return cli_error("attention", "--threads must be 1..256");
@@ -193,7 +200,7 @@ int lofp_cmd_attention(int argc, char **argv)
         } else {
             char *end;
             scale = strtof(scale_arg, &end);
-            if (*end || end == scale_arg) { cli_error("attention", "--scale: '%s' is not a number", scale_arg); goto done; }
+            if (*end || end == scale_arg || !isfinite(scale)) { cli_error("attention", "--scale: '%s' is not a finite number", scale_arg); goto done; }
         }
     }
     if (sp) {
@@ -207,12 +214,12 @@ int lofp_cmd_attention(int argc, char **argv)
         const char *p = seq_arg;
         for (size_t b = 0; b < B; b++) {
             char *end;
-            long v = strtol(p, &end, 10);
-            if (end == p || v < 1 || (size_t)v > N) { cli_error("attention", "--seq-lens needs B = %zu numbers in 1..%zu", B, N); goto done; }
+            long v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : (end = (char *)p, 0);
+            if (end == p || v < 1 || (size_t)v > N) { cli_error("attention", "--seq-lens '%s': needs B = %zu numbers in 1..%zu", seq_arg, B, N); goto done; }
             lens[b] = (int32_t)v;
             p = end;
-            if (*p == ',') p++;
-            else if (b + 1 < B) { cli_error("attention", "--seq-lens needs B = %zu comma-separated numbers", B); goto done; }
+            if (*p == ',' && b + 1 < B) p++;
+            else if (b + 1 < B || *p) { cli_error("attention", "--seq-lens '%s': needs exactly B = %zu comma-separated numbers", seq_arg, B); goto done; }
         }
     }
 
@@ -238,8 +245,13 @@ int lofp_cmd_attention(int argc, char **argv)
         st = lofp_kv_store(&d, cache, LOFP_DTYPE_F32, K.data + b * N * Hk * D, V.data + b * N * Hk * D, N, slots, 0, &rep);
         if (st == LOFP_ERR_NONFINITE) {
             size_t i = rep.first_bad_index;
-            cli_error("attention", "%s[%zu, %zu, %zu, %zu] is not finite", rep.first_bad_in_v ? "V" : "K", b,
-                      i / (Hk * D), i / D % Hk, i % D);
+            float bv = (rep.first_bad_in_v ? V.data : K.data)[b * N * Hk * D + i];
+            if (isfinite(bv))
+                cli_error("attention", "K[%zu, %zu, %zu, :]: the Hadamard rotation overflows fp32 (finite input up to |K| = %g at [%zu, %zu, %zu, %zu])",
+                          b, i / (Hk * D), i / D % Hk, fabs((double)bv), b, i / (Hk * D), i / D % Hk, i % D);
+            else
+                cli_error("attention", "%s[%zu, %zu, %zu, %zu] is not finite", rep.first_bad_in_v ? "V" : "K", b,
+                          i / (Hk * D), i / D % Hk, i % D);
             goto done;
         }
         if (st != LOFP_OK) { cli_error("attention", "store: %s", lofp_status_name(st)); goto done; }
@@ -266,7 +278,7 @@ int lofp_cmd_attention(int argc, char **argv)
     size_t shape[3] = { B, Hq, D };
     lofp_tensor_desc td = { NULL, LOFP_IO_F32, 3, shape, out, B * Hq * D * sizeof(float) };
     lofp_io_error err;
-    if (lofp_file_write(outp, LOFP_FORMAT_NPY, &td, 1, NULL, 0, &err) != LOFP_OK) {
+    if (cli_write_file(outp, LOFP_FORMAT_NPY, &td, 1, NULL, 0, &err) != LOFP_OK) {
         cli_error("attention", "%s", err.message);
         goto done;
     }

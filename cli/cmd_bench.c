@@ -8,7 +8,8 @@
 
 static void bench_usage(FILE *f)
 {
-    fprintf(f, "usage: lofp bench [quant|gemm|attention|pool|all] [--threads N] [--quick] [--min-time S]\n\n"
+    fprintf(f, "usage: lofp bench [quant|gemm|attention|pool|all] [--threads N] [--quick] [--min-time S]\n"
+               "       lofp bench io [options]   (the file pipeline against read()/write(); --help)\n\n"
                "Measures the machine's read bandwidth (STREAM-like, 512 MiB) for 1..N threads, then\n"
                "runs the chosen benchmark group(s) and prints time, GB/s, GFLOP/s, the ratio to the\n"
                "bandwidth floor and the speedup over lofp's scalar path. Every benchmark checks its\n"
@@ -22,6 +23,7 @@ int lofp_cmd_bench(int argc, char **argv)
     o.threads_max = 2;
     o.min_time = 0.3;
     const char *group = "all";
+    if (argc > 1 && !strcmp(argv[1], "io")) return bench_io(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) { bench_usage(stdout); return 0; }
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) o.threads_max = atoi(argv[++i]);

@@ -180,19 +180,20 @@ int lofp_cmd_inspect(int argc, char **argv)
     if (lofp_file_open(path, LOFP_FORMAT_AUTO, &f, &err) != LOFP_OK) return cli_error("inspect", "%s", err.message);
     if (against && lofp_file_open(against, LOFP_FORMAT_AUTO, &o, &err) != LOFP_OK) { lofp_file_close(f); return cli_error("inspect", "%s", err.message); }
     printf("%s: %s, %zu tensor(s)\n", path, lofp_file_format_of(f) == LOFP_FORMAT_NPY ? "npy" : "safetensors", lofp_file_count(f));
-    char sh[256];
+    char sh[1400];
     for (size_t i = 0; i < lofp_file_count(f); i++) {
         const lofp_tensor_info *t = lofp_file_tensor(f, i);
         shape_str(t->shape, t->ndim, sh, sizeof sh);
         printf("  %-40s %-8s %-14s %zu bytes\n", t->name, lofp_io_dtype_name(t->dtype), sh, t->nbytes);
     }
-    const char *qn[4096];
-    size_t nq = qt_list(f, qn, 4096);
-    int rc = 0;
+    size_t nq = 0;
+    int oom = 0;
+    const char **qn = qt_list(f, &nq, &oom);
+    int rc = oom ? cli_error("inspect", "out of memory") : 0;
     if (nq) printf("quantized tensors:\n");
     for (size_t i = 0; i < nq; i++) {
         qtensor q;
-        char msg[600];
+        char msg[1024];
         if (qt_load(f, path, qn[i], &q, msg, sizeof msg) != LOFP_OK) { rc = cli_error("inspect", "%s", msg); continue; }
         size_t n = q.rows * q.k;
         double bits = 8.0 * (double)(q.codes_bytes + q.scales_bytes + (q.global != 1.0f || q.s.two_level ? 4 : 0)) / (double)n;
@@ -213,6 +214,7 @@ int lofp_cmd_inspect(int argc, char **argv)
             else compare(&q, t);
         }
     }
+    free(qn);
     lofp_file_close(f);
     lofp_file_close(o);
     return rc;

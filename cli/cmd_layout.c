@@ -22,9 +22,10 @@ static void layout_usage(FILE *f)
 }
 
 /* "file.safetensors:name" -> opens the file and finds the tensor (first one without a name). */
-static const lofp_tensor_info *open_tensor(const char *spec, lofp_file **f, char *path, size_t cap)
+static const lofp_tensor_info *open_tensor(const char *spec, lofp_file **f, char **pathp)
 {
-    snprintf(path, cap, "%s", spec);
+    char *path = *pathp = strdup(spec);
+    if (!path) { cli_error("layout", "out of memory"); return NULL; }
     char *colon = strrchr(path, ':');
     const char *name = NULL;
     if (colon && colon != path && strchr(colon, '/') == NULL) { *colon = 0; name = colon + 1; }
@@ -48,8 +49,8 @@ static int diagnose(int argc, char **argv)
         if (cli_is_help(a)) { layout_usage(stdout); return 0; }
         else if (!strcmp(a, "--tensor") && more) tensor_spec = argv[++i];
         else if (!strcmp(a, "--scheme") && more) scheme_name = argv[++i];
-        else if (!strcmp(a, "--block") && more) block = atol(argv[++i]);
-        else if (!strcmp(a, "--alt-block") && more) alt = atol(argv[++i]);
+        else if (!strcmp(a, "--block") && more) { if (cli_parse_long("layout", "--block", argv[++i], 1, 1L << 30, &block)) return 1; }
+        else if (!strcmp(a, "--alt-block") && more) { if (cli_parse_long("layout", "--alt-block", argv[++i], 1, 1L << 30, &alt)) return 1; }
         else if (!strcmp(a, "--scale-rule") && more) rule = argv[++i];
         else if (a[0] == '-') return cli_error("layout", "unknown option '%s'", a);
         else scales_spec = a;
@@ -61,9 +62,9 @@ static int diagnose(int argc, char **argv)
     if (block) s.block = (uint32_t)block;
     s.pad = 1;
     lofp_file *fs = NULL, *fx = NULL;
-    char ps[1024], px[1024];
-    const lofp_tensor_info *ts = open_tensor(scales_spec, &fs, ps, sizeof ps);
-    const lofp_tensor_info *tx = ts ? open_tensor(tensor_spec, &fx, px, sizeof px) : NULL;
+    char *ps = NULL, *px = NULL;
+    const lofp_tensor_info *ts = open_tensor(scales_spec, &fs, &ps);
+    const lofp_tensor_info *tx = ts ? open_tensor(tensor_spec, &fx, &px) : NULL;
     int rc = 1;
     if (!ts || !tx) goto out;
     if (!qt_is_float(tx->dtype) || tx->ndim < 1) { cli_error("layout", "%s: tensor '%s' is not floating point", px, tx->name); goto out; }
@@ -90,6 +91,8 @@ static int diagnose(int argc, char **argv)
     }
     free(x); free(c1); free(e1); free(c2); free(e2);
 out:
+    free(ps);
+    free(px);
     lofp_file_close(fs);
     lofp_file_close(fx);
     return rc;
@@ -103,76 +106,95 @@ static int convert(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         if (cli_is_help(argv[i])) { layout_usage(stdout); return 0; }
         if (!strcmp(argv[i], "--to") && i + 1 < argc) to = argv[++i];
-        else if (!strcmp(argv[i], "--pad-byte") && i + 1 < argc) pad_byte = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--pad-byte") && i + 1 < argc) { if (cli_parse_long("layout", "--pad-byte", argv[++i], 0, 254, &pad_byte)) return 1; }
         else if (argv[i][0] == '-') return cli_error("layout", "unknown option '%s'", argv[i]);
         else if (npos < 2) pos[npos++] = argv[i];
+        else return cli_error("layout", "too many arguments ('%s')", argv[i]);
     }
     lofp_layout L;
     if (!to || npos != 2) { layout_usage(stderr); return cli_error("layout", "convert needs --to, Q and OUT"); }
     if (lofp_layout_from_name(to, &L) != LOFP_OK) return cli_error("layout", "unknown layout '%s'", to);
-    if (pad_byte < -1 || pad_byte > 254) return cli_error("layout", "--pad-byte must be 0..254");
+    if (cli_refuse_same("layout", pos[1], &pos[0], 1)) return 1;
     lofp_io_error err;
     lofp_file *f = NULL;
     if (lofp_file_open(pos[0], LOFP_FORMAT_AUTO, &f, &err) != LOFP_OK) return cli_error("layout", "%s", err.message);
-    const char *qn[4096];
-    size_t nq = qt_list(f, qn, 4096), nt = lofp_file_count(f), nmeta = lofp_file_metadata_count(f);
-    lofp_tensor_desc *d = calloc(nt, sizeof *d);
+    size_t nq = 0, nt = lofp_file_count(f), nmeta = lofp_file_metadata_count(f);
+    int oom = 0, rc = 0;
+    const char **qn = qt_list(f, &nq, &oom);
+    lofp_tensor_desc *d = calloc(nt ? nt : 1, sizeof *d);
     lofp_metadata_entry *m = calloc(nmeta + 1, sizeof *m);
-    void **owned = calloc(3 * nq + 1, sizeof *owned);
-    size_t (*shapes)[QT_MAX_DIMS] = calloc(nq + 1, sizeof *shapes);
-    size_t no = 0;
-    int rc = 0;
+    qtensor *qs = calloc(nq ? nq : 1, sizeof *qs);
+    size_t *conv = calloc(nt ? nt : 1, sizeof *conv);       /* 1 + index into qs, or 0 */
+    size_t (*shapes)[2] = calloc(nq ? nq : 1, sizeof *shapes);
+    char **vals = calloc(nq ? nq : 1, sizeof *vals);
+    lofp_writer *w = NULL;
+    if (oom || !d || !m || !qs || !conv || !shapes || !vals) { rc = cli_error("layout", "out of memory"); goto done; }
+    if (nq == 0) { rc = cli_error("layout", "%s: no tensors written by lofp quantize (no 'lofp:' metadata)", pos[0]); goto done; }
+    const lofp_tensor_info *t0 = lofp_file_tensor(f, 0);
     for (size_t i = 0; i < nt; i++) {
         const lofp_tensor_info *t = lofp_file_tensor(f, i);
-        d[i].name = t->name; d[i].dtype = t->dtype; d[i].ndim = t->ndim; d[i].shape = t->shape; d[i].data = t->data; d[i].nbytes = t->nbytes;
+        d[i] = (lofp_tensor_desc){t->name, t->dtype, t->ndim, t->shape, NULL, t->nbytes};
     }
     for (size_t i = 0; i < nmeta; i++) m[i] = *lofp_file_metadata(f, i);
-    for (size_t qi = 0; qi < nq && !rc; qi++) {
-        qtensor q;
-        char msg[600];
-        if (qt_load(f, pos[0], qn[qi], &q, msg, sizeof msg) != LOFP_OK) { rc = cli_error("layout", "%s", msg); break; }
-        size_t cols = q.kp / q.s.block, nb = q.rows * cols, lb = lofp_layout_required_bytes(q.rows, q.kp, q.s.block, L);
-        uint8_t *lin = malloc(nb), *out = malloc(lb);
-        owned[no++] = lin; owned[no++] = out;
-        if (!lin || !out || qt_linear_scales(&q, lin) != LOFP_OK || lofp_layout_from_linear(lin, q.rows, cols, L, (int)pad_byte, out) != LOFP_OK) {
-            rc = cli_error("layout", "tensor '%s': conversion failed", q.name);
-            break;
+    /* the new scales' dtype, shape and metadata for every quantized tensor, before writing */
+    for (size_t qi = 0; qi < nq; qi++) {
+        qtensor *q = &qs[qi];
+        char msg[1024];
+        if (qt_load(f, pos[0], qn[qi], q, msg, sizeof msg) != LOFP_OK) { rc = cli_error("layout", "%s", msg); goto done; }
+        size_t i = (size_t)(q->scales_t - t0);
+        conv[i] = qi + 1;
+        d[i].dtype = qt_scales_dtype(&q->s, L);
+        d[i].nbytes = lofp_layout_required_bytes(q->rows, q->kp, q->s.block, L);
+        if (L == LOFP_LAYOUT_LINEAR) {
+            d[i].ndim = q->ndim;                 /* the original shape with K -> K/block: */
+            d[i].shape = q->codes_t->shape;      /* borrowed below, replaced by a copy */
         }
-        char sname[300];
-        snprintf(sname, sizeof sname, "%s.scales", q.name);
-        for (size_t i = 0; i < nt; i++) {
-            if (strcmp(d[i].name, sname) != 0) continue;
-            d[i].data = out;
-            d[i].nbytes = lb;
-            if (L == LOFP_LAYOUT_PACKED_U32 || L == LOFP_LAYOUT_PACKED_U32_DG) {
-                size_t ma = L == LOFP_LAYOUT_PACKED_U32 ? q.rows : (q.rows + 3) / 4 * 4;
-                shapes[qi][0] = lb / 4 / ma; shapes[qi][1] = ma;
-                d[i].dtype = LOFP_IO_U32; d[i].ndim = 2; d[i].shape = shapes[qi];
-            } else {
-                d[i].dtype = q.s.scale_elem == LOFP_ELEM_UE4M3 ? LOFP_IO_F8_E4M3 : q.s.id == LOFP_SCHEME_ULTRAQUANT ? LOFP_IO_U8 : LOFP_IO_F8_E8M0;
-                if (L == LOFP_LAYOUT_LINEAR) {
-                    memcpy(shapes[qi], q.shape, q.ndim * sizeof(size_t));
-                    shapes[qi][q.ndim - 1] = cols;
-                    d[i].ndim = q.ndim;
-                } else {
-                    shapes[qi][0] = lb;
-                    d[i].ndim = 1;
-                }
-                d[i].shape = shapes[qi];
-            }
-        }
-        q.layout = L;
-        q.pad_byte = pad_byte >= 0 ? (int)pad_byte : (L == LOFP_LAYOUT_PACKED_U32 ? 127 : 0);
-        char *val = malloc(1024);
-        if (!qt_meta_format(&q, val, 1024)) { free(val); rc = cli_error("layout", "metadata too long"); break; }
-        for (size_t i = 0; i < nmeta; i++)
-            if (!strncmp(m[i].key, "lofp:", 5) && !strcmp(m[i].key + 5, q.name)) m[i].value = val;
-        owned[no++] = val;
+        qtensor nq_ = *q;
+        nq_.layout = L;
+        nq_.pad_byte = pad_byte >= 0 ? (int)pad_byte : (L == LOFP_LAYOUT_PACKED_U32 ? 127 : 0);
+        if (!(vals[qi] = qt_meta_format(&nq_))) { rc = cli_error("layout", "out of memory"); goto done; }
+        for (size_t e = 0; e < nmeta; e++)
+            if (!strncmp(m[e].key, "lofp:", 5) && !strcmp(m[e].key + 5, q->name)) m[e].value = vals[qi];
     }
-    if (!rc && lofp_file_write(pos[1], LOFP_FORMAT_SAFETENSORS, d, nt, m, nmeta, &err) != LOFP_OK)
+    /* linear scales have the tensor's own rank: keep their shapes in one allocation per tensor */
+    size_t **lin_shapes = calloc(nq, sizeof *lin_shapes);
+    if (!lin_shapes) { rc = cli_error("layout", "out of memory"); goto done; }
+    for (size_t i = 0; i < nt && !rc; i++) {
+        if (!conv[i]) continue;
+        qtensor *q = &qs[conv[i] - 1];
+        size_t tmp[QT_MAX_DIMS];
+        size_t nd = qt_scales_shape(q, L, tmp);
+        size_t *sh = L == LOFP_LAYOUT_LINEAR ? (lin_shapes[conv[i] - 1] = malloc(nd * sizeof(size_t))) : shapes[conv[i] - 1];
+        if (!sh) { rc = cli_error("layout", "out of memory"); break; }
+        memcpy(sh, tmp, nd * sizeof(size_t));
+        d[i].ndim = nd;
+        d[i].shape = sh;
+    }
+    if (!rc && cli_writer_open(pos[1], LOFP_FORMAT_SAFETENSORS, d, nt, m, nmeta, &w, &err) != LOFP_OK)
         rc = cli_error("layout", "%s", err.message);
-    for (size_t i = 0; i < no; i++) free(owned[i]);
-    free(d); free(m); free(owned); free(shapes);
+    for (size_t i = 0; i < nt && !rc; i++) {
+        const lofp_tensor_info *t = lofp_file_tensor(f, i);
+        if (!conv[i]) { rc = cli_copy_tensor("layout", f, t, w, i, (size_t)4 << 20); continue; }
+        qtensor *q = &qs[conv[i] - 1];
+        size_t cols = q->kp / q->s.block, nb = q->rows * cols;
+        uint8_t *lin = malloc(nb ? nb : 1), *out = malloc(d[i].nbytes ? d[i].nbytes : 1);
+        if (!lin || !out || qt_linear_scales(q, lin) != LOFP_OK ||
+            lofp_layout_from_linear(lin, q->rows, cols, L, (int)pad_byte, out) != LOFP_OK)
+            rc = cli_error("layout", "tensor '%s': conversion failed", q->name);
+        else if (lofp_writer_append(w, i, out, d[i].nbytes, &err) != LOFP_OK)
+            rc = cli_error("layout", "%s", err.message);
+        free(lin);
+        free(out);
+    }
+    if (w) {
+        if (rc) cli_writer_abort(w);
+        else if (cli_writer_finish(w, &err) != LOFP_OK) rc = cli_error("layout", "%s", err.message);
+    }
+    for (size_t i = 0; i < nq; i++) free(lin_shapes[i]);
+    free(lin_shapes);
+done:
+    for (size_t i = 0; vals && i < nq; i++) free(vals[i]);
+    free(vals); free(qn); free(d); free(m); free(qs); free(conv); free(shapes);
     lofp_file_close(f);
     return rc;
 }

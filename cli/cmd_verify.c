@@ -103,7 +103,7 @@ int lofp_cmd_verify(int argc, char **argv)
         else if (!strcmp(a, "--a") && more) an = argv[++i];
         else if (!strcmp(a, "--b") && more) bn = argv[++i];
         else if (!strcmp(a, "--c") && more) cn = argv[++i];
-        else if (!strcmp(a, "--tol") && more) tol = atof(argv[++i]);
+        else if (!strcmp(a, "--tol") && more) { if (cli_parse_float("verify", "--tol", argv[++i], 0, &tol)) return 1; if (tol < 0) return cli_error("verify", "--tol must not be negative"); }
         else if (a[0] == '-') { verify_usage(stderr); return cli_error("verify", "unknown option '%s'", a); }
         else if (npos < 3) pos[npos++] = a;
     }
@@ -112,16 +112,17 @@ int lofp_cmd_verify(int argc, char **argv)
     lofp_file *fa = NULL, *fb = NULL, *fc = NULL;
     int rc = 1;
     qtensor qa, qb;
-    char msg[600];
+    char msg[1024];
     double *A = NULL, *B = NULL, *R = NULL, *C = NULL, *X = NULL, *Y = NULL, *T = NULL;
     float *cf = NULL;
     uint8_t *la = NULL, *lb = NULL, *tmp = NULL, *codes = NULL;
     if (lofp_file_open(pos[0], LOFP_FORMAT_AUTO, &fa, &err) || lofp_file_open(pos[1], LOFP_FORMAT_AUTO, &fb, &err) ||
         lofp_file_open(pos[2], LOFP_FORMAT_AUTO, &fc, &err)) { cli_error("verify", "%s", err.message); goto out; }
-    const char *names[4096];
-    if (!an) { if (!qt_list(fa, names, 1)) { cli_error("verify", "%s: no quantized tensor", pos[0]); goto out; } an = names[0]; }
+    size_t nn = 0;
+    const char **names = NULL;
+    if (!an) { names = qt_list(fa, &nn, NULL); an = nn ? names[0] : NULL; free(names); if (!an) { cli_error("verify", "%s: no quantized tensor", pos[0]); goto out; } }
     if (qt_load(fa, pos[0], an, &qa, msg, sizeof msg)) { cli_error("verify", "%s", msg); goto out; }
-    if (!bn) { if (!qt_list(fb, names, 1)) { cli_error("verify", "%s: no quantized tensor", pos[1]); goto out; } bn = names[0]; }
+    if (!bn) { names = qt_list(fb, &nn, NULL); bn = nn ? names[0] : NULL; free(names); if (!bn) { cli_error("verify", "%s: no quantized tensor", pos[1]); goto out; } }
     if (qt_load(fb, pos[1], bn, &qb, msg, sizeof msg)) { cli_error("verify", "%s", msg); goto out; }
     const lofp_tensor_info *tc = cn ? lofp_file_find(fc, cn) : lofp_file_tensor(fc, 0);
     if (!tc) { cli_error("verify", "%s: no tensor '%s'", pos[2], cn ? cn : ""); goto out; }

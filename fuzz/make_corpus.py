@@ -102,4 +102,43 @@ put("safetensors", "bad_length.safetensors", struct.pack("<Q", 1 << 62) + b"{}  
 put("safetensors", "bad_nul_pad.safetensors", st_raw({}, b"", pad=b"\0"))
 put("safetensors", "bad_dup.safetensors", struct.pack("<Q", 8 * 14) + (
     b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}').ljust(8 * 14) + b"x")
+
+# ---- lofp: metadata interpreter (fuzz/fuzz_qtmeta.c): byte 0 = mode, then the metadata value ----
+def meta(scheme="mxfp4", rounding="rne", scale_rule="floor", block=32, layout="linear", pad_byte=0,
+         shape="[4,64]", padded_k=64, two_level=0, c="0.156000003", rotate=0, hadamard="butterfly",
+         seed=0, source_dtype="F32", **extra):
+    f = dict(scheme=scheme, rounding=rounding, scale_rule=scale_rule, block=block, layout=layout,
+             pad_byte=pad_byte, shape=shape, padded_k=padded_k, two_level=two_level, c=c, rotate=rotate,
+             hadamard=hadamard, seed=seed, source_dtype=source_dtype, lofp_version="0.1.0")
+    f.update(extra)
+    return ";".join(f"{k}={v}" for k, v in f.items()).encode()
+
+
+qm = {
+    "mxfp4": meta(),
+    "nvfp4": meta("nvfp4", scale_rule="ue4m3", block=16, two_level=1),
+    "mxfp8": meta("mxfp8-e4m3"),
+    "ultraquant": meta("ultraquant", scale_rule="uq-round", rotate=1),
+    "swizzle": meta("nvfp4", scale_rule="ue4m3", block=16, layout="swizzle-128x4", shape="[3,5,48]", padded_k=48),
+    "packed": meta("mxfp6-e2m3", layout="packed-u32", pad_byte=127, shape="[7,96]", padded_k=96),
+    "deepgemm": meta("mxfp8-e5m2", layout="packed-u32:deepgemm", scale_rule="rceil", shape="[5,160]", padded_k=160, block=32),
+    "padded": meta("mxint8", shape="[2,40]", padded_k=64),
+    "stochastic": meta("mxfp4", rounding="stochastic", seed=18446744073709551615),
+    "bf16": meta("tilelang-mxfp8", scale_rule="rceil", source_dtype="BF16", shape="[1,1,1,1,1,1,1,1,2,32]", padded_k=32),
+}
+for i, (name, v) in enumerate(qm.items()):
+    put("qtmeta", f"{name}", bytes([4 + i % 4]) + v)
+    put("qtmeta", f"{name}_fixed", bytes([i % 4]) + v)
+# the strings issue 11 names, kept as regressions: each must be refused cleanly
+put("qtmeta", "regress-rotate7", b"\x04" + meta("ultraquant", scale_rule="uq-round", rotate=7))
+put("qtmeta", "regress-hadamard-fft", b"\x04" + meta("ultraquant", scale_rule="uq-round", rotate=1, hadamard="fft"))
+put("qtmeta", "regress-two-level-yes", b"\x04" + meta("nvfp4", scale_rule="ue4m3", block=16, two_level="yes"))
+put("qtmeta", "regress-shape-unclosed", b"\x04" + meta(shape="[4,64"))
+put("qtmeta", "regress-shape-overflow", b"\x04" + meta(shape="[4294967296,4294967296,0,64]"))
+put("qtmeta", "regress-shape-overflow-wrap", b"\x04" + meta(shape="[4611686018427387904,4,64]"))
+put("qtmeta", "regress-shape-zero", b"\x04" + meta(shape="[0,64]"))
+put("qtmeta", "regress-block-huge", b"\x04" + meta(block=4294967328, padded_k=4294967328))
+put("qtmeta", "regress-padded-k-wrap", b"\x04" + meta(shape="[2,18446744073709551615]", padded_k=18446744073709551615))
+put("qtmeta", "regress-dup-key", b"\x00" + meta() + b";block=64")
+put("qtmeta", "regress-empty", b"\x04")
 print("corpus written to", root)

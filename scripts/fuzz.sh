@@ -2,7 +2,10 @@
 # Builds the libFuzzer harnesses of the file layer (fuzz/fuzz_*.c + src/io/*.c) with
 # clang -fsanitize=fuzzer,address,undefined and runs each for SECONDS (default 60).
 #
-#   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf (default: all)
+#   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf, qtmeta (default: all)
+#
+# qtmeta fuzzes the command line's `lofp:` metadata interpreter (cli/qtensor.c) on valid files; it
+# links the components it uses (core, runtime, quant with its AVX2 kernels, layout, io).
 #
 # Work files go to build-fuzz/ (override with LOFP_FUZZ_DIR): the binaries, a growing working
 # corpus per harness (seeded from fuzz/corpus/<harness>/, which is never written), and crash
@@ -16,7 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors gguf)
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors gguf qtmeta)
 out=${LOFP_FUZZ_DIR:-$root/build-fuzz}
 cc=${CC:-clang}
 mkdir -p "$out"
@@ -25,6 +28,14 @@ mkdir -p "$out"
 sources() {
   case "$1" in
     gguf) echo "$root"/src/checkpoint/ck_gguf.c "$root"/src/checkpoint/ck_util.c "$root"/src/checkpoint/ck_json.c "$root"/src/core/*.c ;;
+    qtmeta)
+      mkdir -p "$out/lib"
+      for k in "$root"/src/quant/x86/*_avx2.c; do
+        "$cc" -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -fsanitize=address,undefined -mavx2 -mfma -mf16c \
+          -I"$root/include" -I"$root/src" -c "$k" -o "$out/lib/$(basename "$k" .c).o" >&2
+        echo "$out/lib/$(basename "$k" .c).o"
+      done
+      echo "$root/cli/qtensor.c" "$root"/src/{core,runtime,quant,layout,io}/*.c -I"$root/cli" -I"$root/fuzz" -lm -lpthread ;;
     *) echo "$root"/src/io/*.c ;;
   esac
 }

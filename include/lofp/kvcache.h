@@ -126,7 +126,8 @@ typedef struct lofp_kv_store_report {
  * are not even read for validity). UltraQuant: K is rotated (desc.hadamard) and encoded, V is
  * encoded, both exactly as lofp_quantize() with the "ultraquant" preset (bit for bit); fp32
  * copies; bf16 rounds to nearest even. Duplicate slots: the later token wins.
- * Non-finite K or V in a stored token: LOFP_ERR_NONFINITE and nothing is written, unless flags
+ * Non-finite K or V in a stored token (or finite UltraQuant K whose rotation overflows fp32, reported
+ * at the head vector's largest magnitude): LOFP_ERR_NONFINITE and nothing is written, unless flags
  * has LOFP_KV_STORE_PROPAGATE_NONFINITE: then every group of 32 that holds a non-finite value
  * (after rotation for UltraQuant K) is written as a zero group (UltraQuant: scale byte 0, codes
  * 0; fp32/bf16: zeros) and counted in report->zeroed_groups.

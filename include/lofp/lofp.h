@@ -308,7 +308,8 @@ LOFP_API float lofp_nvfp4_decode_from_encode(float encode_scale);
  * bytes of linear scales [rows, padded_k/block], and *global_scale (the NVFP4 encode multiplier;
  * 1.0 for every other scheme; may be NULL when not two-level NVFP4). `report` may be NULL.
  * Errors: LOFP_ERR_SHAPE (k not a multiple of the block and !s->pad), LOFP_ERR_NONFINITE (with
- * report->first_bad_index set, unless s->propagate_nonfinite), LOFP_ERR_SIZE_OVERFLOW,
+ * report->first_bad_index set, unless s->propagate_nonfinite; also for finite input whose
+ * UltraQuant rotation overflows fp32, reported at the row's largest magnitude), LOFP_ERR_SIZE_OVERFLOW,
  * LOFP_ERR_INVALID_ARG, LOFP_ERR_NOMEM (UltraQuant rotation scratch). On error the output
  * buffers may have been partly written. Re-entrant. */
 LOFP_API lofp_status lofp_quantize(const lofp_scheme *s, lofp_dtype dt, const void *x, size_t rows,
@@ -322,11 +323,24 @@ LOFP_API lofp_status lofp_quantize_with_global(const lofp_scheme *s, lofp_dtype 
                                                uint8_t *codes, uint8_t *scales,
                                                lofp_quant_report *report);
 
+/* Quantizes one chunk of rows of a larger tensor: x holds rows [row0, row0 + rows) of a [*, k]
+ * tensor (x points at row row0). Writes the codes and linear scales of those rows, byte for byte
+ * what lofp_quantize_with_global() writes for them when given the whole tensor: stochastic bits
+ * depend on the index in the whole tensor, and report->first_bad_index counts from its row 0.
+ * For two-level NVFP4 pass the whole tensor's multiplier (the minimum of
+ * lofp_nvfp4_global_scale() over the chunks equals the whole tensor's). Errors as
+ * lofp_quantize_with_global(), and LOFP_ERR_UNSUPPORTED under a producer profile (s->profile other
+ * than LOFP_PROFILE_LOFP: those are defined on whole tensors). Re-entrant. */
+LOFP_API lofp_status lofp_quantize_rows(const lofp_scheme *s, lofp_dtype dt, const void *x,
+                                        size_t row0, size_t rows, size_t k, float global_scale,
+                                        uint8_t *codes, uint8_t *scales,
+                                        lofp_quant_report *report);
+
 /* Dequantizes codes and linear scales back to a [rows, k] tensor of dtype `out_dt` (k is the
  * logical K; padded columns are dropped). NVFP4: code * float(scale) / global (fp32, in that
  * order). MX: code * 2^(e-127); scale 0xFF gives NaN for the whole block. UltraQuant: byte 0
- * gives zeros; the result is in the rotated basis. Returns LOFP_ERR_INVALID_ARG or
- * LOFP_ERR_SHAPE. Re-entrant. */
+ * gives zeros; the result is in the rotated basis. Returns LOFP_ERR_INVALID_ARG (also for an
+ * NVFP4 global_scale that is 0, negative or not finite) or LOFP_ERR_SHAPE. Re-entrant. */
 LOFP_API lofp_status lofp_dequantize(const lofp_scheme *s, const uint8_t *codes,
                                      const uint8_t *scales, float global_scale, size_t rows,
                                      size_t k, lofp_dtype out_dt, void *out);

@@ -14,7 +14,10 @@ lofp_status lofp_io_fail(lofp_io_error *err, lofp_status status, const char *fil
     err->status = status;
     size_t used = 0;
     if (file) {
-        int k = snprintf(err->message, sizeof err->message, "%s: ", file);
+        /* a very long path would leave no room for the reason: keep its last 200 bytes */
+        size_t fl = strlen(file);
+        int k = fl > 200 ? snprintf(err->message, sizeof err->message, "...%s: ", file + fl - 197)
+                         : snprintf(err->message, sizeof err->message, "%s: ", file);
         used = k < 0 ? 0 : (size_t)k;
         if (used >= sizeof err->message) used = sizeof err->message - 1;
     }

@@ -1,6 +1,7 @@
 /* kvcache.c -- the paged KV cache: description, slot layout, store (K rotated and encoded with the
  * library's own UltraQuant quantizer, V encoded) and gather (dequantized read-back). The slot
  * layout is vLLM's ultraquant format.py: [K codes D/2][K scales D/32][V codes D/2][V scales D/32]. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -132,6 +133,36 @@ static uint8_t *slot_ptr(const lofp_kv_cache_desc *d, uint8_t *cache, int64_t sl
 
 #define UQ_CHUNK_TOKENS 256
 
+/* 1 when the UltraQuant K rotation of head vector x[base, base + D) overflows fp32 although the
+ * values are finite (|x| near FLT_MAX): then *first is the index of its largest magnitude. Only
+ * vectors with a value above FLT_MAX / (2 D) can overflow (each butterfly stage at most doubles a
+ * magnitude before its 1/sqrt(2)); those are encoded once, as the store would, to find out. */
+static int uq_k_overflows(const lofp_kv_cache_desc *d, lofp_dtype dt, const void *x, size_t base,
+                          size_t *first)
+{
+    const size_t D = d->head_dim;
+    float amax = 0.0f;
+    size_t arg = 0;
+    for (size_t i = 0; i < D; i++) {
+        float v = fabsf(lofp_load_f32(dt, x, base + i));
+        if (v > amax) { amax = v; arg = i; }
+    }
+    if (amax <= FLT_MAX / (float)(2 * D)) return 0;
+    lofp_scheme s;
+    if (lofp_scheme_preset("ultraquant", &s) != LOFP_OK) return 0;
+    s.c = d->c;
+    s.rotate = 1;
+    s.hadamard = d->hadamard;
+    s.propagate_nonfinite = 1;
+    uint8_t codes[512 / 2], scales[512 / 32];
+    lofp_quant_report rep;
+    const uint8_t *p = (const uint8_t *)x + base * (dt == LOFP_DTYPE_F32 ? 4 : 2);
+    if (D > 512 || lofp_quantize(&s, dt, p, 1, D, codes, scales, NULL, &rep) != LOFP_OK) return 0;
+    if (!rep.nonfinite_blocks) return 0;
+    *first = base + arg;
+    return 1;
+}
+
 /* Encodes tokens [t0, t0+n) (all stored) of K or V with lofp_quantize and scatters them. */
 static lofp_status uq_store_run(const lofp_kv_cache_desc *d, uint8_t *cache, lofp_dtype dt,
                                 const void *x, size_t t0, size_t n, const int64_t *slots,
@@ -213,6 +244,11 @@ lofp_status lofp_kv_store(const lofp_kv_cache_desc *d, uint8_t *cache, lofp_dtyp
         if (slot_mapping[t] >= 0) bad = find_bad(dt, k, t * vec, vec, &first);
     for (size_t t = 0; t < num_tokens && !bad; t++)
         if (slot_mapping[t] >= 0) bad = bad_v = find_bad(dt, v, t * vec, vec, &first);
+    /* finite K whose rotation overflows is as bad as a NaN (it would become zero groups) */
+    if (!bad && d->dtype == LOFP_KV_ULTRAQUANT && d->rotate_k)
+        for (size_t t = 0; t < num_tokens && !bad; t++)
+            for (size_t h = 0; h < Hk && !bad && slot_mapping[t] >= 0; h++)
+                bad = uq_k_overflows(d, dt, k, t * vec + h * D, &first);
     if (report) {
         report->tokens_stored = stored;
         report->tokens_skipped = skipped;

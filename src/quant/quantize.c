@@ -133,6 +133,9 @@ typedef struct {
     size_t bad_blocks;  /* non-finite blocks counted by the row kernels */
     size_t first_bad;   /* flat input index of the first NaN/Inf in this chunk's rows */
     int found;
+    size_t first_overflow; /* finite input whose rotation overflowed: the first such row's
+                              largest magnitude (reported only when no NaN/Inf exists) */
+    int overflow;
     int nomem;
 } chunk_result;
 
@@ -142,6 +145,7 @@ typedef struct {
     lofp_kquant_row_fn quant_row;
     lofp_dtype dt;
     const uint8_t *x;
+    size_t row0;        /* the chunk's first row within the whole tensor (lofp_quantize_rows) */
     size_t rows, k, kp, nt, code_row_bytes, nb;
     float global;
     uint8_t *codes, *scales;
@@ -167,16 +171,23 @@ static void quant_task(void *arg, size_t t)
             memset(buf + k, 0, (kp - k) * sizeof(float));
             row = buf;
         }
-        size_t bad = j->quant_row(j->s, row, kp, j->global, (uint64_t)r * kp,
+        size_t bad = j->quant_row(j->s, row, kp, j->global, (uint64_t)(j->row0 + r) * kp,
                                   j->codes + r * j->code_row_bytes, j->scales + r * j->nb, buf + kp);
         if (LOFP_UNLIKELY(bad)) {
             res->bad_blocks += bad;
-            /* a rotation can overflow finite input into Inf: only the input says what is bad */
+            /* a rotation can overflow finite input into Inf: only the input says what is bad;
+             * finite input that overflowed is reported at its largest magnitude */
             float amax;
             size_t first;
-            if (!res->found && j->kt->scan(j->dt, xr, k, &amax, &first)) {
-                res->found = 1;
-                res->first_bad = r * k + first;
+            if (!res->found) {
+                if (j->kt->scan(j->dt, xr, k, &amax, &first)) {
+                    res->found = 1;
+                    res->first_bad = (j->row0 + r) * k + first;
+                } else if (!res->overflow) {
+                    for (first = 0; first + 1 < k && fabsf(lofp_load_f32(j->dt, xr, first)) != amax; first++) {}
+                    res->overflow = 1;
+                    res->first_overflow = (j->row0 + r) * k + first;
+                }
             }
         }
     }
@@ -191,10 +202,24 @@ static void report_init(lofp_quant_report *rep, size_t k, size_t kp)
     rep->padded_k = kp;
 }
 
+static lofp_status quantize_impl(const lofp_kernel_table *kt, const lofp_scheme *s, lofp_dtype dt,
+                                 const void *x, size_t row0, size_t rows, size_t k,
+                                 int compute_global, float global_in, uint8_t *codes,
+                                 uint8_t *scales, float *global_out, lofp_quant_report *rep);
+
 lofp_status lofp_quantize_table(const lofp_kernel_table *kt, const lofp_scheme *s, lofp_dtype dt,
                                 const void *x, size_t rows, size_t k, int compute_global,
                                 float global_in, uint8_t *codes, uint8_t *scales,
                                 float *global_out, lofp_quant_report *rep)
+{
+    return quantize_impl(kt, s, dt, x, 0, rows, k, compute_global, global_in, codes, scales,
+                         global_out, rep);
+}
+
+static lofp_status quantize_impl(const lofp_kernel_table *kt, const lofp_scheme *s, lofp_dtype dt,
+                                 const void *x, size_t row0, size_t rows, size_t k,
+                                 int compute_global, float global_in, uint8_t *codes,
+                                 uint8_t *scales, float *global_out, lofp_quant_report *rep)
 {
     size_t kp = 0, n = 0;
     lofp_status st = check_common(s, dt, x, rows, k, codes, scales, &kp, &n);
@@ -227,6 +252,7 @@ lofp_status lofp_quantize_table(const lofp_kernel_table *kt, const lofp_scheme *
     j->quant_row = kt->quant[lofp_kfamily_of(s->id)].quant_row;
     j->dt = dt;
     j->x = x;
+    j->row0 = row0;
     j->rows = rows;
     j->k = k;
     j->kp = kp;
@@ -239,14 +265,16 @@ lofp_status lofp_quantize_table(const lofp_kernel_table *kt, const lofp_scheme *
     j->nt = lofp_parallel_tasks(th, rows);
     lofp_parallel_run_tasks(j->nt, th, quant_task, j);
 
-    size_t bad_blocks = 0, first = 0;
-    int found = 0, nomem = 0;
+    size_t bad_blocks = 0, first = 0, first_ovf = 0;
+    int found = 0, nomem = 0, ovf = 0;
     for (size_t t = 0; t < j->nt; t++) {
         const chunk_result *c = &j->res[t];
         nomem |= c->nomem;
         bad_blocks += c->bad_blocks;
         if (c->found && !found) { found = 1; first = c->first_bad; } /* chunks are in row order */
+        if (c->overflow && !ovf) { ovf = 1; first_ovf = c->first_overflow; }
     }
+    if (!found && ovf) { found = 1; first = first_ovf; }
     free(j);
     if (nomem) return LOFP_ERR_NOMEM;
     if (found) {
@@ -263,6 +291,16 @@ lofp_status lofp_quantize_with_global(const lofp_scheme *s, lofp_dtype dt, const
 {
     return lofp_quantize_table(lofp_kernels(), s, dt, x, rows, k, 0, global_scale, codes, scales,
                                NULL, rep);
+}
+
+lofp_status lofp_quantize_rows(const lofp_scheme *s, lofp_dtype dt, const void *x, size_t row0,
+                               size_t rows, size_t k, float global_scale, uint8_t *codes,
+                               uint8_t *scales, lofp_quant_report *rep)
+{
+    /* a producer profile defines its numerics over whole tensors only */
+    if (s && s->profile != LOFP_PROFILE_LOFP) return LOFP_ERR_UNSUPPORTED;
+    return quantize_impl(lofp_kernels(), s, dt, x, row0, rows, k, 0, global_scale, codes, scales,
+                         NULL, rep);
 }
 
 lofp_status lofp_quantize(const lofp_scheme *s, lofp_dtype dt, const void *x, size_t rows,
@@ -317,6 +355,7 @@ lofp_status lofp_dequantize_table(const lofp_kernel_table *kt, const lofp_scheme
     size_t kp = 0, n = 0;
     lofp_status st = check_common(s, out_dt, out, rows, k, codes, scales, &kp, &n);
     if (st != LOFP_OK) return st;
+    if (s->id == LOFP_SCHEME_NVFP4 && !(isfinite(global) && global > 0.0f)) return LOFP_ERR_INVALID_ARG;
     if (s->profile != LOFP_PROFILE_LOFP)
         return lofp_profile_dequantize(s, codes, scales, global, rows, k, kp, out_dt, out);
     dequant_job *j = malloc(sizeof *j);

@@ -65,15 +65,29 @@ static lofp_status oracle_quantize(const lofp_scheme *s, lofp_dtype dt, const vo
         rep->first_bad_index = first;
         if (!s->propagate_nonfinite || s->id == LOFP_SCHEME_NVFP4) return LOFP_ERR_NONFINITE;
     }
+    int had_nonfinite = oracle_find_nonfinite(dt, x, n, &first);
     const lofp_family_t *fam = lofp_reference_families[lofp_scheme_traits[s->id].family];
     float *row = malloc(2 * kp * sizeof(float));
     size_t crb = s->elem == LOFP_ELEM_E2M1 ? kp / 2 : kp, nb = kp / s->block, bad = 0;
+    int overflow = 0;
     for (size_t r = 0; r < rows; r++) {
         for (size_t j = 0; j < k; j++) row[j] = lofp_load_f32(dt, x, r * k + j);
         for (size_t j = k; j < kp; j++) row[j] = 0.0f;
-        bad += fam->quant_row(s, row, kp, global, (uint64_t)r * kp, codes + r * crb, scales + r * nb);
+        size_t b = fam->quant_row(s, row, kp, global, (uint64_t)r * kp, codes + r * crb, scales + r * nb);
+        bad += b;
+        /* finite input that still made non-finite blocks (a rotation overflowed): reported at the
+         * first such row's largest magnitude, when the input has no NaN/Inf (issue 11) */
+        if (b && !had_nonfinite && !overflow) {
+            size_t arg = 0;
+            float m = -1.0f;
+            for (size_t j = 0; j < k; j++)
+                if (fabsf(lofp_load_f32(dt, x, r * k + j)) > m) { m = fabsf(lofp_load_f32(dt, x, r * k + j)); arg = j; }
+            overflow = 1;
+            rep->first_bad_index = r * k + arg;
+        }
     }
     free(row);
+    if (overflow && (!s->propagate_nonfinite || s->id == LOFP_SCHEME_NVFP4)) return LOFP_ERR_NONFINITE;
     rep->nonfinite_blocks = bad;
     return LOFP_OK;
 }
