@@ -161,7 +161,7 @@ static int quantize_one(ctx *c, plan *p)
         global = INFINITY;
         while (lofp_row_reader_next(r, &ch, &err) == LOFP_OK && ch.rows) {
             const void *x = ch.data;
-            if (conv) {
+            if (t->dtype == LOFP_IO_F64) {
                 if (f64_to_f32(ch.data, ch.rows * k, conv, &bad)) goto range;
                 x = conv;
             }
@@ -178,7 +178,7 @@ static int quantize_one(ctx *c, plan *p)
     size_t nonfinite_blocks = 0;
     while (lofp_row_reader_next(r, &ch, &err) == LOFP_OK && ch.rows) {
         const void *x = ch.data;
-        if (conv) {
+        if (t->dtype == LOFP_IO_F64) {
             if (f64_to_f32(ch.data, ch.rows * k, conv, &bad)) goto range;
             x = conv;
         }
@@ -195,7 +195,7 @@ static int quantize_one(ctx *c, plan *p)
                 }
                 x = conv;
                 d2 = LOFP_DTYPE_F32;
-            } else if (conv) {
+            } else if (t->dtype == LOFP_IO_F64) {
                 d2 = LOFP_DTYPE_F32;
             }
             st = lofp_quantize(s, d2, x, ch.rows, k, codes, sc, &global, &rep);
