@@ -169,9 +169,10 @@ int bench_io(int argc, char **argv)
     self[sl] = 0;
     size_t plen = strlen(dir) + 64;
     char *in = malloc(plen), *q = malloc(plen), *out = malloc(plen), *wf = malloc(plen);
-    snprintf(in, plen, "%s/lofp_bench_io_in.%s", dir, ntens > 1 ? "safetensors" : "npy");
+    const int st_in = ntens > 1 || dt == LOFP_IO_BF16;   /* .npy cannot hold bf16 */
+    snprintf(in, plen, "%s/lofp_bench_io_in.%s", dir, st_in ? "safetensors" : "npy");
     snprintf(q, plen, "%s/lofp_bench_io_q.safetensors", dir);
-    snprintf(out, plen, "%s/lofp_bench_io_out.%s", dir, ntens > 1 ? "safetensors" : "npy");
+    snprintf(out, plen, "%s/lofp_bench_io_out.%s", dir, st_in ? "safetensors" : "npy");
     snprintf(wf, plen, "%s/lofp_bench_io_write.bin", dir);
     size_t es = lofp_io_dtype_bits(dt) / 8;
     size_t in_bytes = (size_t)ntens * (size_t)rows * (size_t)cols * es;
@@ -195,7 +196,11 @@ int bench_io(int argc, char **argv)
         size_t cb = lofp_codes_bytes(&s, (size_t)rows, (size_t)cols), sb = lofp_scales_bytes(&s, (size_t)rows, (size_t)cols);
         uint8_t *codes = y ? malloc(cb) : NULL, *scales = codes ? malloc(sb) : NULL;
         int fd = open(in, O_RDONLY | O_CLOEXEC);
-        if (scales && fd >= 0 && pread(fd, x, tb, (off_t)(ntens > 1 ? 0 : 128)) == (ssize_t)tb) {
+        off_t off = 0;
+        lofp_file *lf = NULL;
+        if (lofp_file_open(in, LOFP_FORMAT_AUTO, &lf, NULL) == LOFP_OK) off = (off_t)lofp_file_tensor(lf, 0)->offset;
+        lofp_file_close(lf);
+        if (scales && fd >= 0 && pread(fd, x, tb, off) == (ssize_t)tb) {
             lofp_dtype ldt = dt == LOFP_IO_F32 ? LOFP_DTYPE_F32 : dt == LOFP_IO_BF16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F16;
             memset(y, 0, (size_t)rows * (size_t)cols * 4);
             for (unsigned th = 1; th <= 2; th++) {
@@ -216,7 +221,7 @@ int bench_io(int argc, char **argv)
         if (fd >= 0) close(fd);
         free(x); free(y); free(codes); free(scales);
     }
-    printf("%-34s %9s %9s %7s %10s %8s\n", "step", "GB/s", "ref GB/s", "ratio", "peak RSS", "bound");
+    printf("%-37s %9s %9s %7s %10s %8s\n", "step", "GB/s", "ref GB/s", "ratio", "peak RSS", "bound");
     char thr_list[64];
     snprintf(thr_list, sizeof thr_list, "%s", threads_arg);
     for (char *tok = strtok(thr_list, ","); tok; tok = strtok(NULL, ",")) {
@@ -245,15 +250,15 @@ int bench_io(int argc, char **argv)
         if (th <= 2 && lib_q[th] > 0) {
             double rr = read_rate(in, buf), wr = write_rate(wf, buf, out_bytes);
             snprintf(label, sizeof label, "  library lofp_quantize, in memory");
-            printf("%-34s %9.2f %9.2f %6.0f%%\n", label, lib_q[th], rr, 100 * lib_q[th] / rr);
+            printf("%-37s %9.2f %9.2f %6.0f%%\n", label, lib_q[th], rr, 100 * lib_q[th] / rr);
             snprintf(label, sizeof label, "  library lofp_dequantize, in memory");
-            printf("%-34s %9.2f %9.2f %6.0f%%\n", label, lib_d[th], wr, 100 * lib_d[th] / wr);
+            printf("%-37s %9.2f %9.2f %6.0f%%\n", label, lib_d[th], wr, 100 * lib_d[th] / wr);
         }
         snprintf(label, sizeof label, "quantize %s, %ld thread%s", scheme, th, th > 1 ? "s" : "");
-        printf("%-34s %9.2f %9.2f %6.0f%% %7.0f MiB %4.0f MiB%s\n", label, best_q, ref_q, 100 * best_q / ref_q,
+        printf("%-37s %9.2f %9.2f %6.0f%% %7.0f MiB %4.0f MiB%s\n", label, best_q, ref_q, 100 * best_q / ref_q,
                (double)rss_q / 1048576.0, bound / 1048576.0, (double)rss_q <= bound ? "" : "  OVER");
         snprintf(label, sizeof label, "dequantize f32, %ld thread%s", th, th > 1 ? "s" : "");
-        printf("%-34s %9.2f %9.2f %6.0f%% %7.0f MiB %4.0f MiB%s\n", label, best_d, ref_d, 100 * best_d / ref_d,
+        printf("%-37s %9.2f %9.2f %6.0f%% %7.0f MiB %4.0f MiB%s\n", label, best_d, ref_d, 100 * best_d / ref_d,
                (double)rss_d / 1048576.0, bound / 1048576.0, (double)rss_d <= bound ? "" : "  OVER");
         fflush(stdout);
     }
