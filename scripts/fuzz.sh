@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf, qtmeta (default: all)
 #
 # qtmeta fuzzes the command line's `lofp:` metadata interpreter (cli/qtensor.c) on valid files; it
-# links the components it uses (core, runtime, quant with its AVX2 kernels, layout, io).
+# links the components it uses (core, runtime, quant with its AVX2/AVX-512 kernels, layout, io).
 #
 # Work files go to build-fuzz/ (override with LOFP_FUZZ_DIR): the binaries, a growing working
 # corpus per harness (seeded from fuzz/corpus/<harness>/, which is never written), and crash
@@ -30,8 +30,11 @@ sources() {
     gguf) echo "$root"/src/checkpoint/ck_gguf.c "$root"/src/checkpoint/ck_util.c "$root"/src/checkpoint/ck_json.c "$root"/src/core/*.c ;;
     qtmeta)
       mkdir -p "$out/lib"
-      for k in "$root"/src/quant/x86/*_avx2.c; do
-        "$cc" -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -fsanitize=address,undefined -mavx2 -mfma -mf16c \
+      for k in "$root"/src/quant/x86/*_avx2.c "$root"/src/quant/x86/*_avx512.c; do
+        [ -f "$k" ] || continue
+        isa=(-mavx2 -mfma -mf16c)
+        case "$k" in *_avx512.c) isa+=(-mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512bf16 -mavx512vbmi) ;; esac
+        "$cc" -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -fsanitize=address,undefined "${isa[@]}" \
           -I"$root/include" -I"$root/src" -c "$k" -o "$out/lib/$(basename "$k" .c).o" >&2
         echo "$out/lib/$(basename "$k" .c).o"
       done
