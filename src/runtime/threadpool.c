@@ -43,8 +43,9 @@ static struct {
     /* the current job: written by the caller before the ticket names it, stable until done */
     lofp_task_fn fn;
     void *arg;
-    unsigned helpers;              /* workers 0..helpers-1 take part */
-    int caller_cpu;                /* -1: unknown */
+    _Atomic unsigned helpers;      /* workers 0..helpers-1 take part (read racily by design: a
+                                      worker that reads the next job's value only helps or not) */
+    _Atomic int caller_cpu;        /* -1: unknown */
 } P = { .mu = PTHREAD_MUTEX_INITIALIZER, .work_cv = PTHREAD_COND_INITIALIZER,
         .done_cv = PTHREAD_COND_INITIALIZER };
 
@@ -88,7 +89,9 @@ static void run_tasks(uint64_t id)
             continue;
         /* the job's fields are stable while one of its tasks is unfinished */
         P.fn(P.arg, i);
-        size_t d = atomic_fetch_add_explicit(&P.done, 1, memory_order_acq_rel) + 1;
+        /* seq_cst: with the load of caller_waiting below, a store-buffering pair against the
+         * caller's store of caller_waiting and its load of done (no lost wake-up) */
+        size_t d = atomic_fetch_add_explicit(&P.done, 1, memory_order_seq_cst) + 1;
         if (d == n) {
             if (atomic_load_explicit(&P.caller_waiting, memory_order_seq_cst)) {
                 pthread_mutex_lock(&P.mu);
@@ -145,10 +148,10 @@ static void *worker(void *varg)
         }
         if (atomic_load_explicit(&P.quit, memory_order_acquire)) break;
         seen = id;
-        if (self >= P.helpers) continue; /* this job asked for fewer threads */
+        if (self >= atomic_load_explicit(&P.helpers, memory_order_relaxed)) continue; /* fewer threads asked */
 #if defined(__linux__)
         if (slept && lofp_parallel_migrate) {
-            int c = P.caller_cpu;
+            int c = atomic_load_explicit(&P.caller_cpu, memory_order_relaxed);
             if (c >= 0 && current_cpu() == c) move_off(c);
         }
 #else
@@ -244,8 +247,8 @@ void lofp_parallel_run_tasks(size_t ntasks, size_t nthreads, lofp_task_fn fn, vo
     /* publish: the job's fields first, then the ticket that names it */
     P.fn = fn;
     P.arg = arg;
-    P.helpers = (unsigned)(nthreads - 1);
-    P.caller_cpu = current_cpu();
+    atomic_store_explicit(&P.helpers, (unsigned)(nthreads - 1), memory_order_relaxed);
+    atomic_store_explicit(&P.caller_cpu, current_cpu(), memory_order_relaxed);
     atomic_store_explicit(&P.done, 0, memory_order_relaxed);
     uint64_t id = (atomic_load_explicit(&P.ticket, memory_order_relaxed) >> ID_SHIFT) + 1;
     atomic_store_explicit(&P.ticket, id << ID_SHIFT | (uint64_t)ntasks << 16, memory_order_seq_cst);
