@@ -87,6 +87,79 @@ __global__ void __launch_bounds__(256) uq_store_kernel(StoreP p)
     }
 }
 
+/* a / b and a % b with 32-bit division when both fit */
+__device__ __forceinline__ void split_u(size_t a, size_t b, size_t &q, size_t &r)
+{
+    if ((a | b) < 0xFFFFFFFFull) {
+        const uint32_t q32 = (uint32_t)a / (uint32_t)b;
+        q = q32;
+        r = (uint32_t)a - q32 * (uint32_t)b;
+    } else {
+        q = a / b;
+        r = a % b;
+    }
+}
+
+/* Version 6: rows of D <= 256 elements as LPR = D / 16 lanes of 16 elements each, 32 / LPR rows
+ * (token, head) per warp: two 16-byte loads per lane and tensor (all four issued first), the
+ * butterfly's first four stages inside the lane and log2(LPR) across lanes (the same operations
+ * in the same order as the one-row-per-warp kernel), groups of 32 over two lanes, 8 code bytes per
+ * lane as two 32-bit stores (the V codes start 4 bytes past an 8-byte boundary). Rows of skipped
+ * tokens (slot < 0) and past the end compute on row 0's data and store nothing. */
+template <int DT, int LPR>
+__global__ void __launch_bounds__(256) uq_store16_kernel(StoreP p)
+{
+    constexpr int E = 16, RPW = 32 / LPR, D = E * LPR;
+    const int lane = threadIdx.x & 31, l = lane % LPR;
+    const size_t row = ((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5) * RPW + (size_t)(lane / LPR);
+    const size_t nrows = p.tokens * p.hk;
+    bool active = row < nrows;
+    const size_t rr = active ? row : 0;
+    size_t t, h;
+    split_u(rr, p.hk, t, h);
+    const int64_t slot = __ldg(p.slot_mapping + t);
+    if (slot < 0) active = false;
+    float v[2][E];
+    const size_t off = rr * D + (size_t)l * E;
+#pragma unroll
+    for (int kv = 0; kv < 2; kv++) {
+        load8<DT>(kv ? p.v : p.k, off, v[kv]);
+        load8<DT>(kv ? p.v : p.k, off + 8, v[kv] + 8);
+    }
+    uint8_t *base = NULL;
+    if (active) base = p.cache + ((size_t)slot * p.hk + h) * p.slot; /* (blk * bs + pos) = slot */
+    butterfly_warp<E, LPR>(v[0], lane);
+#pragma unroll
+    for (int kv = 0; kv < 2; kv++) {
+        uint32_t codes[E];
+        int nf;
+        const uint32_t sb = uq_group<E>(v[kv], p.c, p.thr.t, codes, &nf);
+        uint32_t w0 = 0, w1 = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) { w0 |= codes[i] << (4 * i); w1 |= codes[i + 8] << (4 * i); }
+        if (active) {
+            uint8_t *cb = base + (kv ? D / 2 + D / 32 : 0);
+            /* Slot bytes are D + 2 D / 32 and the V codes start D / 2 + D / 32 in: D >= 128 keeps
+             * both 4-byte aligned, D = 64 (68-byte slots, V at +34) only 2-byte aligned, D = 32
+             * (34-byte slots, V at +17) only byte aligned. */
+            if (D >= 128) {
+                uint32_t *q = (uint32_t *)(cb + l * 8);
+                q[0] = w0;
+                q[1] = w1;
+            } else if (D == 64) {
+                uint16_t *q = (uint16_t *)(cb + l * 8);
+                q[0] = (uint16_t)w0; q[1] = (uint16_t)(w0 >> 16);
+                q[2] = (uint16_t)w1; q[3] = (uint16_t)(w1 >> 16);
+            } else {
+                uint8_t *q = cb + l * 8;
+#pragma unroll
+                for (int i = 0; i < 4; i++) { q[i] = (uint8_t)(w0 >> (8 * i)); q[4 + i] = (uint8_t)(w1 >> (8 * i)); }
+            }
+            if ((l & 1) == 0) cb[D / 2 + l / 2] = (uint8_t)sb;
+        }
+    }
+}
+
 /* ---- attention ---- */
 struct AttnP {
     const void *q;
@@ -901,6 +974,23 @@ extern "C" lofp_status lofp_cuda_uq_store(const lofp_scheme *s, lofp_dtype dt, c
     const size_t warps = tokens * hk;
     const unsigned grid = (unsigned)((warps + 7) / 8);
     cudaStream_t st = (cudaStream_t)stream;
+    if (head_dim >= 32 && head_dim <= 256) {
+        const size_t rpw = 32 / (head_dim / 16);
+        const unsigned g16 = (unsigned)((warps + 8 * rpw - 1) / (8 * rpw));
+#define S16(DT)                                                                                \
+    switch (head_dim) {                                                                        \
+    case 32: uq_store16_kernel<DT, 2><<<g16, 256, 0, st>>>(p); break;                          \
+    case 64: uq_store16_kernel<DT, 4><<<g16, 256, 0, st>>>(p); break;                          \
+    case 128: uq_store16_kernel<DT, 8><<<g16, 256, 0, st>>>(p); break;                         \
+    default: uq_store16_kernel<DT, 16><<<g16, 256, 0, st>>>(p); break;                         \
+    }
+        if (dt == LOFP_DTYPE_F32) { S16(LOFP_DTYPE_F32) }
+        else if (dt == LOFP_DTYPE_BF16) { S16(LOFP_DTYPE_BF16) }
+        else { S16(LOFP_DTYPE_F16) }
+#undef S16
+        LOFP_CU_LAUNCH();
+        return LOFP_OK;
+    }
 #define ST(DT, E) uq_store_kernel<DT, E><<<grid, 256, 0, st>>>(p)
 #define STE(DT)                                                                                \
     switch (head_dim) {                                                                        \

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""A real model end to end on one GPU (issue 16, item 6): transformers' LlamaForCausalLM with a
+Llama-3-8B-sized config and random bf16 weights (the GPU machine has no network, so no checkpoint
+can be downloaded: the numbers are speeds, not quality), timed in bf16 and then with every linear
+layer replaced by lofp's W4A16 NVFP4 layer (lofp.torch.quantize_model, lofp::w4a16_gemm on the
+GPU).
+
+For each model it reports
+  prefill   one forward pass over 2048 tokens at batch 1 (CUDA events, median of 3 after 1 warm-up)
+  decode    tokens/s at batch 1 and 16 after a 512-token prompt, three ways:
+              eager  model(...) per token with transformers' DynamicCache, wall clock: what a
+                     plain transformers loop gets (Python and launch overhead included)
+              gpu    the sum of the GPU kernel times of those steps (torch.profiler): what the
+                     kernels cost once the launch overhead is gone (as in a CUDA-graph server)
+              graph  replay of one CUDA graph per decode step over a StaticCache, when capture
+                     works with this transformers version (otherwise the reason is printed)
+  agreement the cosine similarity and relative L2 difference of the last-token logits of the two
+            models on the same prompt (W4A16 NVFP4 against bf16: quantization error, not a bug
+            check; random weights make it larger than on a trained model)
+
+  python3 scripts/gpu_llama.py [--layers 32] [--lm-head-bf16] [--json out.json]
+"""
+import argparse
+import inspect
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+
+def parse():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--prefill", type=int, default=2048)
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--batches", default="1,16")
+    ap.add_argument("--lm-head-bf16", action="store_true", help="keep lm_head in bf16 (vLLM's default)")
+    ap.add_argument("--no-graph", action="store_true")
+    ap.add_argument("--json")
+    return ap.parse_args()
+
+
+def build(layers):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=layers,
+                      num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
+                      rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False)
+    cfg._attn_implementation = "sdpa"
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"):
+        model = LlamaForCausalLM(cfg)
+    torch.set_default_dtype(torch.float32)
+    model = model.to(torch.bfloat16).eval()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    with torch.no_grad():  # deterministic random weights: N(0, 0.02) matrices, unit norms
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.02, generator=g)
+            else:
+                p.fill_(1.0)
+    return model, cfg
+
+
+def events_ms(fn, warm=1, reps=3):
+    for _ in range(warm):
+        fn()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def fwd(model, ids, **kw):
+    try:
+        return model(input_ids=ids, logits_to_keep=1, **kw)
+    except TypeError:
+        return model(input_ids=ids, **kw)
+
+
+def prefill_ms(model, T, vocab):
+    ids = torch.randint(0, vocab, (1, T), device="cuda")
+    with torch.no_grad():
+        return events_ms(lambda: fwd(model, ids, use_cache=False))
+
+
+def decode_eager(model, B, P, steps, vocab):
+    """wall-clock tokens/s of a plain loop and GPU kernel time per step (profiler)"""
+    g = torch.Generator(device="cuda").manual_seed(B)
+    ids = torch.randint(0, vocab, (B, P), device="cuda", generator=g)
+    res = {}
+    with torch.no_grad():
+        out = fwd(model, ids, use_cache=True)
+        pkv = out.past_key_values
+        nxt = out.logits[:, -1:].argmax(-1)
+        for _ in range(3):  # warm-up (first-call preparation of the lofp weights, cuBLAS handles)
+            out = fwd(model, nxt, past_key_values=pkv, use_cache=True)
+            nxt = out.logits[:, -1:].argmax(-1)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            out = fwd(model, nxt, past_key_values=pkv, use_cache=True)
+            nxt = out.logits[:, -1:].argmax(-1)
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        res["eager_tok_s"] = B * steps / dt
+        res["eager_ms_step"] = 1e3 * dt / steps
+        try:
+            from torch.profiler import ProfilerActivity, profile
+            n = 8
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(n):
+                    out = fwd(model, nxt, past_key_values=pkv, use_cache=True)
+                    nxt = out.logits[:, -1:].argmax(-1)
+                torch.cuda.synchronize()
+            tot = 0.0
+            for e in prof.key_averages():
+                tot += getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
+            res["gpu_ms_step"] = tot / n / 1e3
+            res["gpu_tok_s"] = B / (tot / n / 1e6)
+            top = sorted(prof.key_averages(), key=lambda e: -(getattr(e, "self_device_time_total", 0.0) or 0.0))[:6]
+            res["gpu_top"] = [(e.key[:60], round((getattr(e, "self_device_time_total", 0.0) or 0.0) / n, 1)) for e in top]
+        except Exception as ex:  # noqa: BLE001 -- report, do not fail the run
+            res["gpu_error"] = f"{type(ex).__name__}: {ex}"[:300]
+    return res
+
+
+def decode_graph(model, cfg, B, P, steps, vocab):
+    """one CUDA graph per decode step over transformers' StaticCache, replayed"""
+    from transformers import StaticCache
+    L = P + steps + 16
+    want = dict(config=cfg, max_cache_len=L, max_batch_size=B, batch_size=B, device="cuda", dtype=torch.bfloat16)
+    sig = inspect.signature(StaticCache.__init__).parameters
+    cache = StaticCache(**{k: v for k, v in want.items() if k in sig})
+    g = torch.Generator(device="cuda").manual_seed(B)
+    ids = torch.randint(0, vocab, (B, P), device="cuda", generator=g)
+    with torch.no_grad():
+        out = model(input_ids=ids, past_key_values=cache, use_cache=True,
+                    cache_position=torch.arange(P, device="cuda"))
+        tok = out.logits[:, -1:].argmax(-1).contiguous()
+        pos = torch.tensor([P], device="cuda")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(2):  # warm-up on the capture stream
+                o = model(input_ids=tok, past_key_values=cache, use_cache=True, cache_position=pos)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            o = model(input_ids=tok, past_key_values=cache, use_cache=True, cache_position=pos)
+            nxt = o.logits[:, -1:].argmax(-1)
+        for _ in range(3):
+            graph.replay()
+            tok.copy_(nxt)
+            pos += 1
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            graph.replay()
+            tok.copy_(nxt)
+            pos += 1
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+    del graph, cache
+    return {"graph_tok_s": B * steps / dt, "graph_ms_step": 1e3 * dt / steps}
+
+
+def last_logits(model, vocab):
+    g = torch.Generator(device="cuda").manual_seed(7)
+    ids = torch.randint(0, vocab, (1, 256), device="cuda", generator=g)
+    with torch.no_grad():
+        return fwd(model, ids, use_cache=False).logits[0, -1].float()
+
+
+def measure(name, model, cfg, a):
+    r = {"model": name}
+    r["prefill_ms"] = prefill_ms(model, a.prefill, cfg.vocab_size)
+    print(f"[{name}] prefill {a.prefill} tokens: {r['prefill_ms']:.1f} ms", flush=True)
+    for B in [int(b) for b in a.batches.split(",")]:
+        d = decode_eager(model, B, a.prompt, a.steps, cfg.vocab_size)
+        if not a.no_graph:
+            try:
+                d.update(decode_graph(model, cfg, B, a.prompt, a.steps, cfg.vocab_size))
+            except Exception as ex:  # noqa: BLE001 -- report, do not fail the run
+                d["graph_error"] = f"{type(ex).__name__}: {ex}"[:300]
+        r[f"decode_b{B}"] = d
+        print(f"[{name}] decode B={B}: " + json.dumps(d), flush=True)
+        torch.cuda.empty_cache()
+    return r
+
+
+def main():
+    a = parse()
+    import transformers
+    import lofp
+    import lofp.torch as lt
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, lofp {lofp.__version__} "
+          f"(CUDA backend {lofp.HAVE_CUDA}), {torch.cuda.get_device_name()}", flush=True)
+    t0 = time.time()
+    model, cfg = build(a.layers)
+    nparam = sum(p.numel() for p in model.parameters())
+    print(f"Llama {a.layers} layers, {nparam / 1e9:.2f} B parameters, random N(0, 0.02) bf16 weights "
+          f"(no download possible on the GPU machine), built in {time.time() - t0:.1f} s", flush=True)
+    ref = last_logits(model, cfg.vocab_size)
+    res = [measure("bf16", model, cfg, a)]
+    t0 = time.time()
+    lt.quantize_model(model, "nvfp4", exclude=["lm_head"] if a.lm_head_bf16 else [])
+    torch.cuda.synchronize()
+    nq = sum(1 for m in model.modules() if isinstance(m, lt.W4A16Linear))
+    nl = sum(1 for m in model.modules() if isinstance(m, torch.nn.Linear))
+    print(f"quantize_model: {nq} W4A16 NVFP4 layers, {nl} nn.Linear left, {time.time() - t0:.1f} s; "
+          f"GPU memory {torch.cuda.memory_allocated() / 2**30:.1f} GiB", flush=True)
+    got = last_logits(model, cfg.vocab_size)
+    cos = torch.nn.functional.cosine_similarity(ref, got, dim=0).item()
+    rel = ((got - ref).norm() / ref.norm()).item()
+    print(f"last-token logits W4A16 vs bf16: cosine {cos:.4f}, relative L2 {rel:.3f}", flush=True)
+    res.append(measure("lofp W4A16 NVFP4", model, cfg, a))
+    res.append({"agreement": {"cosine": cos, "rel_l2": rel}, "w4a16_layers": nq, "lm_head_bf16": a.lm_head_bf16})
+    b, q = res[0], res[1]
+    print("\n| | bf16 | lofp W4A16 NVFP4 | ratio |\n|---|---|---|---|")
+    print(f"| prefill {a.prefill} tokens (ms) | {b['prefill_ms']:.1f} | {q['prefill_ms']:.1f} | "
+          f"{b['prefill_ms'] / q['prefill_ms']:.2f}x |")
+    for B in [int(x) for x in a.batches.split(",")]:
+        for k, lab in (("graph_tok_s", "CUDA graph"), ("gpu_tok_s", "kernel time"), ("eager_tok_s", "eager loop")):
+            x, y = b[f"decode_b{B}"].get(k), q[f"decode_b{B}"].get(k)
+            if x and y:
+                print(f"| decode B={B} tok/s ({lab}) | {x:.0f} | {y:.0f} | {y / x:.2f}x |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
