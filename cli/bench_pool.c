@@ -1,14 +1,14 @@
 /* bench_pool.c -- `lofp bench pool`: does a 2-thread call get its second core? A cold
  * MXFP4 4096^2 W4A8 GEMV (x8, the shortest call that matters) and a 64 x 4096 MXFP4 quantize,
  * called with an idle gap of 0, 1, 5 and 20 ms before every call (the caller sleeps; the pool's
- * worker has been idle that long), under the pool's settings side by side, interleaved call by
- * call so that machine drift hits every setting alike:
+ * worker has been idle that long), under the pool's settings side by side, interleaved in runs
+ * of 10 calls so that machine drift hits every setting alike:
  *   1 thread          the baseline the 2-thread call must beat
  *   static            2 threads, one share each, worker sleeps at once, no move off the caller's
  *                     CPU (the pool as it was: every share waits for its thread)
  *   tasks             + a few tasks per thread claimed by whoever is free (a late worker takes
  *                     fewer)
- *   tasks+move        + a worker that wakes on the caller's CPU moves itself off it
+ *   tasks+move        + every worker keeps its affinity off the caller's CPU
  *   default           + the worker spins 200 us for the next call before sleeping
  * Prints the median, the 10th and 90th percentile of the per-call times, and how many calls
  * finished faster than 0.75 x the 1-thread median ("got the 2nd core"). */
@@ -38,6 +38,7 @@ static const pool_cfg k_cfgs[] = {
     { "default", 2, 4, 200, 1 },
 };
 #define NCFG (sizeof k_cfgs / sizeof k_cfgs[0])
+#define BLOCK 10 /* calls in a row under one setting */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -137,19 +138,25 @@ int bench_group_pool(const bench_opts *o)
         printf("%-7s %-11s %8s %8s %8s %9s\n", "gap ms", "setting", "median", "p10", "p90", "fast/all");
         for (size_t gi = 0; gi < sizeof gaps / sizeof gaps[0]; gi++) {
             for (int c = 0; c < 3; c++) fail |= call(&j, 2); /* warm */
-            for (int r = 0; r < calls; r++)
+            /* settings take turns in runs of BLOCK calls (the order rotated every round): a
+             * switch of setting changes the worker's affinity, which costs the first call after
+             * it a migration, so switching on every call would measure the switch */
+            for (int b = 0; b < calls; b += BLOCK)
                 for (size_t ci = 0; ci < NCFG; ci++) {
-                    const pool_cfg *pc = &k_cfgs[(ci + (size_t)r) % NCFG]; /* rotate the order */
+                    const size_t cfg = (ci + (size_t)(b / BLOCK)) % NCFG; /* rotate the order */
+                    const pool_cfg *pc = &k_cfgs[cfg];
                     lofp_parallel_split = pc->split;
                     lofp_parallel_spin_us = pc->spin_us;
                     lofp_parallel_migrate = pc->migrate;
-                    /* the worker sees the new spin setting after its current spin ends: a
-                     * warm-up call under this setting first when the gap is 0 */
-                    if (gaps[gi] == 0) fail |= call(&j, pc->threads);
-                    idle_ms(gaps[gi]);
-                    double t0 = cli_now();
+                    /* one untimed call under the new setting: the worker sees a new spin setting
+                     * after its current spin ends, and a new affinity rule at its next job */
                     fail |= call(&j, pc->threads);
-                    t[((ci + (size_t)r) % NCFG) * calls + r] = cli_now() - t0;
+                    for (int r = b; r < b + BLOCK && r < calls; r++) {
+                        idle_ms(gaps[gi]);
+                        double t0 = cli_now();
+                        fail |= call(&j, pc->threads);
+                        t[cfg * calls + r] = cli_now() - t0;
+                    }
                 }
             double med1 = 0;
             for (size_t ci = 0; ci < NCFG; ci++) {

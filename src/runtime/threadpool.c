@@ -4,12 +4,21 @@
  * takes part (the caller first, then any worker that arrives) claims task indices by CAS on the
  * ticket, so a worker that wakes late simply finds fewer tasks (or none) left and the caller
  * never waits for a worker that has not started one. Workers spin a short while after a job
- * (back-to-back calls find them awake), then sleep on a condition variable. A worker that wakes
- * on the CPU the caller is running on moves itself off it (the scheduler on a small VM places
- * the wakee on the waker's CPU: the two halves of a call then run one after the other). */
+ * (back-to-back calls find them awake), then sleep on a condition variable.
+ *
+ * Every worker is kept off the CPU the caller of the current job runs on (Linux): the scheduler
+ * of a small VM packs runnable threads onto as few vCPUs as it can -- it places a woken worker on
+ * the waker's CPU, where it preempts the caller, and pulls a worker that merely moved off once
+ * back onto it -- so the two halves of a call ran one after the other. The caller therefore sets
+ * each worker's affinity to "the CPUs the pool started with, minus mine" before it wakes them
+ * (one sched_setaffinity per worker, and only when the caller's CPU changed since the last job),
+ * so the wake-up itself lands on another CPU; a worker whose thread id was not known yet does
+ * the same for itself when it picks the job up. */
 #if defined(__linux__)
 #define _GNU_SOURCE 1
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,6 +55,15 @@ static struct {
     _Atomic unsigned helpers;      /* workers 0..helpers-1 take part (read racily by design: a
                                       worker that reads the next job's value only helps or not) */
     _Atomic int caller_cpu;        /* -1: unknown */
+#if defined(__linux__)
+    /* keeping workers off the caller's CPU: the mask every worker started with (the creating
+     * caller's), each worker's thread id (0 until it has started) and the CPU it is kept off
+     * (-1: none; written by the caller of a job, or by the worker itself before its tid is out) */
+    cpu_set_t allowed;
+    int have_allowed;
+    _Atomic int tid[LOFP_MAX_THREADS];
+    _Atomic int excluded[LOFP_MAX_THREADS];
+#endif
 } P = { .mu = PTHREAD_MUTEX_INITIALIZER, .work_cv = PTHREAD_COND_INITIALIZER,
         .done_cv = PTHREAD_COND_INITIALIZER };
 
@@ -105,27 +123,37 @@ static void run_tasks(uint64_t id)
 }
 
 #if defined(__linux__)
-/* Called by a worker that just woke up on the caller's CPU: move to another allowed CPU (the
- * one-shot narrowed mask migrates it now), then allow every CPU again. */
-static void move_off(int cpu)
+/* Keeps worker w (thread id tid: 0 = the calling thread) off CPU `caller`: one
+ * sched_setaffinity when the CPU it is kept off differs (it also migrates the worker at once if
+ * it runs there), nothing otherwise. want == 0 (lofp_parallel_migrate off), an unknown caller
+ * CPU or a one-CPU mask give the worker the full mask back. A failing call leaves it as it is. */
+static void keep_off(unsigned w, int tid, int caller, int want)
 {
-    cpu_set_t all, other;
-    if (sched_getaffinity(0, sizeof all, &all) != 0 || !CPU_ISSET(cpu, &all)) return;
-    other = all;
-    CPU_CLR(cpu, &other);
-    if (CPU_COUNT(&other) == 0) return;
-    if (sched_setaffinity(0, sizeof other, &other) == 0) sched_setaffinity(0, sizeof all, &all);
+    if (!P.have_allowed) return;
+    int ex = atomic_load_explicit(&P.excluded[w], memory_order_relaxed);
+    if (!want || caller < 0 || !CPU_ISSET(caller, &P.allowed) || CPU_COUNT(&P.allowed) < 2) {
+        if (ex >= 0 && sched_setaffinity(tid, sizeof P.allowed, &P.allowed) == 0)
+            atomic_store_explicit(&P.excluded[w], -1, memory_order_relaxed);
+        return;
+    }
+    if (caller == ex) return;
+    cpu_set_t other = P.allowed;
+    CPU_CLR(caller, &other);
+    if (sched_setaffinity(tid, sizeof other, &other) == 0)
+        atomic_store_explicit(&P.excluded[w], caller, memory_order_relaxed);
 }
 #endif
 
 static void *worker(void *varg)
 {
     unsigned self = (unsigned)(uintptr_t)varg;
+#if defined(__linux__)
+    atomic_store_explicit(&P.tid[self], (int)syscall(SYS_gettid), memory_order_release);
+#endif
     uint64_t seen = atomic_load_explicit(&P.ticket, memory_order_acquire) >> ID_SHIFT;
     for (;;) {
         /* spin a while for the next job, then sleep */
         uint64_t id = atomic_load_explicit(&P.ticket, memory_order_acquire) >> ID_SHIFT;
-        int slept = 0;
         if (id == seen && lofp_parallel_spin_us) {
             uint64_t end = now_ns() + (uint64_t)lofp_parallel_spin_us * 1000u;
             unsigned n = 0;
@@ -141,7 +169,6 @@ static void *worker(void *varg)
             while (!atomic_load_explicit(&P.quit, memory_order_seq_cst) &&
                    (id = atomic_load_explicit(&P.ticket, memory_order_seq_cst) >> ID_SHIFT) == seen) {
                 pthread_cond_wait(&P.work_cv, &P.mu);
-                slept = 1;
             }
             atomic_fetch_sub_explicit(&P.sleepers, 1, memory_order_seq_cst);
             pthread_mutex_unlock(&P.mu);
@@ -150,12 +177,9 @@ static void *worker(void *varg)
         seen = id;
         if (self >= atomic_load_explicit(&P.helpers, memory_order_relaxed)) continue; /* fewer threads asked */
 #if defined(__linux__)
-        if (slept && lofp_parallel_migrate) {
-            int c = atomic_load_explicit(&P.caller_cpu, memory_order_relaxed);
-            if (c >= 0 && current_cpu() == c) move_off(c);
-        }
-#else
-        (void)slept;
+        /* normally the caller did this before the wake-up; this covers a job published before
+         * this thread's id was out (the check is one load when nothing changed) */
+        keep_off(self, 0, atomic_load_explicit(&P.caller_cpu, memory_order_relaxed), lofp_parallel_migrate);
 #endif
         run_tasks(id);
     }
@@ -170,6 +194,9 @@ static void atfork_child(void)
     pthread_cond_init(&P.done_cv, NULL);
     pthread_mutex_init(&busy, NULL);
     P.nthreads = 0;
+#if defined(__linux__)
+    P.have_allowed = 0;
+#endif
     atomic_store(&P.sleepers, 0);
     atomic_store(&P.caller_waiting, 0);
     atomic_store(&P.quit, 0);
@@ -238,7 +265,15 @@ void lofp_parallel_run_tasks(size_t ntasks, size_t nthreads, lofp_task_fn fn, vo
     }
     pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&P.mu);
+#if defined(__linux__)
+    if (P.nthreads == 0) /* the mask the workers inherit from this thread */
+        P.have_allowed = sched_getaffinity(0, sizeof P.allowed, &P.allowed) == 0;
+#endif
     while (P.nthreads < nthreads - 1) {
+#if defined(__linux__)
+        atomic_store_explicit(&P.tid[P.nthreads], 0, memory_order_relaxed);
+        atomic_store_explicit(&P.excluded[P.nthreads], -1, memory_order_relaxed);
+#endif
         if (pthread_create(&P.th[P.nthreads], NULL, worker, (void *)(uintptr_t)P.nthreads) != 0) break;
         P.nthreads++;
     }
@@ -248,7 +283,15 @@ void lofp_parallel_run_tasks(size_t ntasks, size_t nthreads, lofp_task_fn fn, vo
     P.fn = fn;
     P.arg = arg;
     atomic_store_explicit(&P.helpers, (unsigned)(nthreads - 1), memory_order_relaxed);
-    atomic_store_explicit(&P.caller_cpu, current_cpu(), memory_order_relaxed);
+    const int cpu = current_cpu();
+    atomic_store_explicit(&P.caller_cpu, cpu, memory_order_relaxed);
+#if defined(__linux__)
+    /* before the wake-up, so that it lands on another CPU (see the top of the file) */
+    for (unsigned w = 0; w + 1 < nthreads; w++) {
+        int tid = atomic_load_explicit(&P.tid[w], memory_order_acquire);
+        if (tid > 0) keep_off(w, tid, cpu, lofp_parallel_migrate);
+    }
+#endif
     atomic_store_explicit(&P.done, 0, memory_order_relaxed);
     uint64_t id = (atomic_load_explicit(&P.ticket, memory_order_relaxed) >> ID_SHIFT) + 1;
     atomic_store_explicit(&P.ticket, id << ID_SHIFT | (uint64_t)ntasks << 16, memory_order_seq_cst);

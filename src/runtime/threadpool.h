@@ -47,7 +47,8 @@ LOFP_INTERNAL extern int lofp_parallel_fork_join;
 
 /* Pool tuning, exposed for the idle-gap benchmark (`lofp bench pool`) and the tests:
  * spin_us: how long a worker spins for the next job before sleeping (default 200; 0 = sleep at
- * once); migrate: a worker woken on the caller's CPU moves itself off it (default 1; Linux);
+ * once); migrate: each worker keeps its affinity off the CPU the current caller runs on
+ * (default 1; Linux; 0 gives a kept-off worker its full mask back at its next job);
  * split: tasks per thread of lofp_parallel_tasks (default 4; 1 = one static share each). */
 LOFP_INTERNAL extern unsigned lofp_parallel_spin_us;
 LOFP_INTERNAL extern int lofp_parallel_migrate;
