@@ -16,7 +16,8 @@
  * the power-of-two group scale (a 256-entry table, 0 for byte 0) finishes it. A decoded group
  * comes out permuted (perm32 below); instead of shuffling it back, Q is permuted the same way once
  * per task and the accumulators are un-permuted once at the end (the dot product and P.V do not
- * care about element order). fp32 and bf16 caches are widened into fp32 tiles instead. */
+ * care about element order). fp32 and bf16 caches are widened into fp32 tiles instead.
+ * UltraQuant at D >= 128 with AVX-512 has its own task driver (run_task_uq512, at the end). */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include <math.h>
@@ -116,9 +117,10 @@ static void scratch_split(const lofp_attn_geom *G, void *raw, size_t max_rows, s
     const size_t H = LOFP_ATTN_TASK_HEADS;
     s->Kf = f;                               /* [head][T][D] */
     s->Vf = s->Kf + H * T * D;
+    const size_t rows = (max_rows + 3) & ~(size_t)3; /* the AVX-512 UltraQuant kernel pads to 4 */
     s->P = s->Vf + H * T * D;
-    s->qb = s->P + max_rows * T;
-    s->slut = s->qb + max_rows * H * D;
+    s->qb = s->P + rows * T;
+    s->slut = s->qb + rows * H * D;
     s->tmp = s->slut + 256;
     s->tokp = (const uint8_t **)(void *)(s->tmp + D + 16);
     s->sp = s->tokp + T;
@@ -803,6 +805,294 @@ static void uq_pv512(const uint8_t *const *sp, const lofp_attn_geom *G, size_t t
     }
 }
 
+
+/* ---- AVX-512 UltraQuant kernels, second form (D >= 128) ----------------------------------------
+ * Cheaper decode, scales after the dot products, one reduction tree for 4 rows x 4 tokens:
+ *
+ * - K: the D/2 code bytes are read 64 at a time (a chunk of 128 elements, 4 groups). Dword lane w
+ *   holds elements 8w..8w+7; shifting it right by 4k brings element 8w+k to the low nibble, and
+ *   vpermps, which reads only the low 4 bits of each index, looks up its E2M1 value: 2 uops per
+ *   16 values, unscaled. Q is stored in that order (position 16k + w of a chunk = element 8w + k),
+ *   so the dot products need no shuffle, and lanes 4q..4q+3 of every product vector belong to
+ *   group q of the chunk.
+ * - Scores: per token, the 4 rows' product vectors are folded (two permute + blend + add steps)
+ *   into one vector whose lane 4q + r is row r's partial sum over group q; one multiply by the
+ *   group scales (lane 4q + r = 2^(e_q - 127), built from the 4 scale bytes with a vpshufb and a
+ *   shift; byte 0 gives 0) applies all four scales of the token to all four rows. Two more fold
+ *   steps over 4 tokens give lane 4j + r = score of token j, row r: one 512-bit store to a
+ *   token-major probability block P[t][4].
+ * - Softmax on those blocks, 16 (token, row) lanes per vector.
+ * - V: each group's 16 code bytes are widened to dwords (vpmovzxbd); the low nibble gives the even
+ *   elements, a shift by 4 the odd ones, each through one vpermps. The group scale is folded into
+ *   the probability instead: P'[t][group][row] = p * 2^(e - 127) (exact: a power of two), one
+ *   multiply per token and 4 groups, and P.V broadcasts P' straight from memory in the FMAs.
+ *
+ * Rows go in blocks of 4 (a GQA group of 4 is one block; other counts are padded with zero rows
+ * that write to a dummy record). */
+
+static inline __m512 exp512(__m512 x)
+{
+    /* exp256's polynomial at 512 bits (the same constants and steps: <= 2 ulp; -Inf and
+     * arguments at or below -88.376 give exactly 0) */
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));
+    x = _mm512_max_ps(x, _mm512_set1_ps(-88.3762626647949f));
+    __m512 fx = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f));
+    fx = _mm512_roundscale_ps(fx, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 z = _mm512_mul_ps(x, x);
+    y = _mm512_fmadd_ps(y, z, x);
+    y = _mm512_add_ps(y, _mm512_set1_ps(1.0f));
+    __m512i n = _mm512_cvttps_epi32(fx);
+    n = _mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
+}
+
+/* The max / sum of the 4 lanes r, r+4, r+8, r+12 in every one of them. */
+static inline __m512 lanes4_max(__m512 v)
+{
+    v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));
+    return _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));
+}
+
+static inline __m512 lanes4_sum(__m512 v)
+{
+    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));
+    return _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));
+}
+
+/* lane 4q + r = 2^(s[q] - 127) (0 for byte 0) for the 4 scale bytes at s */
+static inline __m512 scales4(const uint8_t *s, __m512i ctl)
+{
+    uint32_t w;
+    memcpy(&w, s, 4);
+    return _mm512_castsi512_ps(_mm512_srli_epi32(_mm512_shuffle_epi8(_mm512_set1_epi32((int)w), ctl), 1));
+}
+
+#define UQ5_CTL _mm512_set_epi32(0x03808080, 0x03808080, 0x03808080, 0x03808080, 0x02808080, 0x02808080, \
+                                 0x02808080, 0x02808080, 0x01808080, 0x01808080, 0x01808080, 0x01808080, \
+                                 0x00808080, 0x00808080, 0x00808080, 0x00808080)
+
+/* Scores of 4 rows (q: [4][D], chunk order) x tokens [0, t4) into P[t][4], times scale. */
+static void uq5_scores(const uint8_t *const *sp, const lofp_attn_geom *G, size_t t4, const float *q,
+                       float *P, pfq_t *pf)
+{
+    const size_t D = G->D, nc = D / 128;
+    const __m512 lut = _mm512_loadu_ps(lofp_e2m1_values), vs = _mm512_set1_ps(G->scale);
+    const __m512i ctl = UQ5_CTL;
+    const __m512i ia = _mm512_set_epi32(30, 15, 28, 13, 26, 11, 24, 9, 22, 7, 20, 5, 18, 3, 16, 1);
+    const __m512i ib = _mm512_set_epi32(29, 28, 15, 14, 25, 24, 11, 10, 21, 20, 7, 6, 17, 16, 3, 2);
+    const __m512i ic = _mm512_set_epi32(27, 26, 25, 24, 15, 14, 13, 12, 19, 18, 17, 16, 7, 6, 5, 4);
+    const __m512i id = _mm512_set_epi32(23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8);
+    for (size_t t = 0; t < t4; t += 4) {
+        __m512 W[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+        pf_one(pf);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *s = sp[t + (size_t)j];
+            for (size_t c = 0; c < nc; c++) {
+                const __m512i x = _mm512_loadu_si512((const void *)(s + G->k_off + 64 * c));
+                __m512 k[8];
+                k[0] = _mm512_permutexvar_ps(x, lut);
+#pragma GCC unroll 7
+                for (int b = 1; b < 8; b++) k[b] = _mm512_permutexvar_ps(_mm512_srli_epi32(x, (unsigned)(4 * b)), lut);
+                __m512 a[4];
+                const float *qc = q + 128 * c;
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    const float *qr = qc + (size_t)r * D;
+                    __m512 u = _mm512_mul_ps(_mm512_loadu_ps(qr), k[0]);
+                    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(qr + 16), k[1]);
+                    u = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 32), k[2], u);
+                    v = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 48), k[3], v);
+                    u = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 64), k[4], u);
+                    v = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 80), k[5], v);
+                    u = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 96), k[6], u);
+                    v = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 112), k[7], v);
+                    a[r] = _mm512_add_ps(u, v);
+                }
+                /* lane 2m + s: row s (z01) / 2 + s (z23), lanes 2m, 2m+1 summed */
+                __m512 z01 = _mm512_add_ps(_mm512_mask_blend_ps(0xAAAA, a[0], a[1]), _mm512_permutex2var_ps(a[0], ia, a[1]));
+                __m512 z23 = _mm512_add_ps(_mm512_mask_blend_ps(0xAAAA, a[2], a[3]), _mm512_permutex2var_ps(a[2], ia, a[3]));
+                /* lane 4q + r: row r, group q */
+                __m512 w = _mm512_add_ps(_mm512_mask_blend_ps(0xCCCC, z01, z23), _mm512_permutex2var_ps(z01, ib, z23));
+                __m512 sc = scales4(s + G->ks_off + 4 * c, ctl);
+                W[j] = _mm512_fmadd_ps(w, sc, W[j]);
+            }
+        }
+        __m512 x01 = _mm512_add_ps(_mm512_mask_blend_ps(0xF0F0, W[0], W[1]), _mm512_permutex2var_ps(W[0], ic, W[1]));
+        __m512 x23 = _mm512_add_ps(_mm512_mask_blend_ps(0xF0F0, W[2], W[3]), _mm512_permutex2var_ps(W[2], ic, W[3]));
+        __m512 y = _mm512_add_ps(_mm512_mask_blend_ps(0xFF00, x01, x23), _mm512_permutex2var_ps(x01, id, x23));
+        _mm512_store_ps(P + 4 * t, _mm512_mul_ps(y, vs));
+    }
+}
+
+/* acc[r] (4 rows, rescaled by alpha[r] first) += sum over t < tn of P'[t][group][r] * V[t], V in
+ * the group-pair order: position 64h + 16k + w = element 64h + 32(k >> 1) + 2w + (k & 1). */
+static void uq5_pv(const uint8_t *const *sp, const lofp_attn_geom *G, size_t tn, float *const *acc,
+                   const float *alpha, const float *Pp, pfq_t *pf)
+{
+    const size_t D = G->D, ng = D / 32;
+    const __m512 lut = _mm512_loadu_ps(lofp_e2m1_values);
+    for (size_t h = 0; h < D / 64; h++) {
+        __m512 a[4][4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const __m512 al = _mm512_set1_ps(alpha[r]);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) a[r][k] = _mm512_mul_ps(_mm512_loadu_ps(acc[r] + 64 * h + 16 * k), al);
+        }
+        const float *pp = Pp + 8 * h;
+        for (size_t t = 0; t < tn; t++, pp += 4 * ng) {
+            const uint8_t *c = sp[t] + G->v_off + 32 * h;
+            pf_one(pf);
+            const __m512i c0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)c));
+            const __m512i c1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(c + 16)));
+            const __m512 v0 = _mm512_permutexvar_ps(c0, lut), v1 = _mm512_permutexvar_ps(_mm512_srli_epi32(c0, 4), lut);
+            const __m512 v2 = _mm512_permutexvar_ps(c1, lut), v3 = _mm512_permutexvar_ps(_mm512_srli_epi32(c1, 4), lut);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const __m512 p0 = _mm512_set1_ps(pp[r]), p1 = _mm512_set1_ps(pp[4 + r]);
+                a[r][0] = _mm512_fmadd_ps(p0, v0, a[r][0]);
+                a[r][1] = _mm512_fmadd_ps(p0, v1, a[r][1]);
+                a[r][2] = _mm512_fmadd_ps(p1, v2, a[r][2]);
+                a[r][3] = _mm512_fmadd_ps(p1, v3, a[r][3]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) _mm512_storeu_ps(acc[r] + 64 * h + 16 * k, a[r][k]);
+    }
+}
+
+static void run_task_uq512(const lofp_attn_geom *G, const lofp_attn_task *t, void *raw)
+{
+    const size_t D = G->D, T = G->tile, g = G->g, Hq = G->Hq, ng = D / 32;
+    const size_t R = (size_t)t->qn * g, Rp = (R + 3) & ~(size_t)3; /* rows per KV head, padded */
+    const size_t nh = t->h1 - t->h0;
+    scratch_t s;
+    scratch_split(G, raw, R, &s);
+    /* the fp32 tile area is free here: P' [T][ng][4], 4 dummy records, the unpermute buffer */
+    float *Pp = s.Kf, *dummy = Pp + T * ng * 4, *tmp = dummy + 4 * (D + 16);
+    const __m512i ctl = UQ5_CTL;
+    memset(dummy, 0, 4 * (D + 16) * sizeof(float));
+
+    /* q rows of every head in chunk order (zero rows up to Rp); records start empty */
+    for (size_t hk = 0; hk < nh; hk++)
+        for (size_t r = 0; r < Rp; r++) {
+            float *dst = s.qb + (hk * Rp + r) * D;
+            if (r >= R) { memset(dst, 0, D * sizeof(float)); continue; }
+            size_t i = r / g, h = (t->h0 + hk) * g + r % g;
+            const float *q = t->q + i * t->q_tok_stride + h * D;
+            for (size_t c = 0; c < D; c += 128)
+                for (size_t p = 0; p < 128; p++) dst[c + p] = q[c + 8 * (p % 16) + p / 16];
+            float *rec = t->part + (i * Hq + h) * t->part_stride;
+            memset(rec, 0, D * sizeof(float));
+            rec[D] = -INFINITY;
+            rec[D + 1] = 0.0f;
+        }
+
+    size_t maxlim = t->start;
+    for (uint32_t i = 0; i < t->qn; i++) {
+        size_t l = t->limit[i] < t->end ? t->limit[i] : t->end;
+        if (l > maxlim) maxlim = l;
+    }
+
+    for (size_t ts = t->start; ts < maxlim; ts += T) {
+        const size_t tn = maxlim - ts < T ? maxlim - ts : T, t4 = (tn + 3) & ~(size_t)3;
+        token_ptrs(G, t->block_table, ts, tn, s.tokp);
+        const size_t tn_next = ts + T >= maxlim ? 0 : (maxlim - ts - T < T ? maxlim - ts - T : T);
+        pfq_t pf;
+        pf.rows = tn_next;
+        pf.rowb = nh * G->slot;
+        pf.i = pf.o = 0;
+        if (pf.rows) {
+            token_ptrs(G, t->block_table, ts + T, tn_next, s.sp); /* borrowed for a moment */
+            for (size_t j = 0; j < tn_next; j++) pf.row[j] = (const char *)s.sp[j] + t->h0 * G->slot;
+        }
+        for (size_t hk = 0; hk < nh; hk++) {
+            for (size_t j = 0; j < t4; j++) s.sp[j] = j < tn ? s.tokp[j] + (t->h0 + hk) * G->slot : zero_slot;
+            for (size_t rb = 0; rb < Rp; rb += 4) {
+                float *P = s.P + rb * T;
+                uq5_scores(s.sp, G, t4, s.qb + (hk * Rp + rb) * D, P, &pf);
+                /* online softmax of the block's 4 rows, 16 (token, row) lanes per vector */
+                float *rec[4], visf[4], mold[4];
+                for (int r = 0; r < 4; r++) {
+                    size_t row = rb + (size_t)r;
+                    if (row < R) {
+                        size_t i = row / g, h = (t->h0 + hk) * g + row % g;
+                        rec[r] = t->part + (i * Hq + h) * t->part_stride;
+                        size_t vis = t->limit[i] <= ts ? 0 : t->limit[i] - ts;
+                        visf[r] = (float)(vis > tn ? tn : vis);
+                    } else {
+                        rec[r] = dummy + (size_t)r * (D + 16);
+                        visf[r] = 0.0f;
+                    }
+                    mold[r] = rec[r][D];
+                }
+                const __m512 vis = _mm512_broadcast_f32x4(_mm_loadu_ps(visf));
+                const __m512 m0 = _mm512_broadcast_f32x4(_mm_loadu_ps(mold));
+                const __m512 ninf = _mm512_set1_ps(-INFINITY);
+                __m512 tok = _mm512_set_ps(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+                __m512 mx = ninf;
+                for (size_t j = 0; j < t4; j += 4) {
+                    __mmask16 in = _mm512_cmp_ps_mask(tok, vis, _CMP_LT_OQ);
+                    __m512 x = _mm512_mask_blend_ps(in, ninf, _mm512_load_ps(P + 4 * j));
+                    _mm512_store_ps(P + 4 * j, x);
+                    mx = _mm512_max_ps(mx, x);
+                    tok = _mm512_add_ps(tok, _mm512_set1_ps(4.0f));
+                }
+                mx = lanes4_max(mx);
+                /* rows with nothing visible keep their record: m stays, p = 0, alpha = 1 */
+                const __mmask16 live = _mm512_cmp_ps_mask(_mm512_setzero_ps(), vis, _CMP_LT_OQ);
+                const __m512 mnew = _mm512_mask_blend_ps(live, m0, _mm512_max_ps(m0, mx));
+                const __m512 alpha = _mm512_mask_blend_ps(live, _mm512_set1_ps(1.0f),
+                                                          exp512(_mm512_sub_ps(m0, mnew)));
+                __m512 sum = _mm512_setzero_ps();
+                for (size_t j = 0; j < t4; j += 4) {
+                    __m512 e = _mm512_maskz_mov_ps(live, exp512(_mm512_sub_ps(_mm512_load_ps(P + 4 * j), mnew)));
+                    _mm512_store_ps(P + 4 * j, e);
+                    sum = _mm512_add_ps(sum, e);
+                }
+                sum = lanes4_sum(sum);
+                float mn[16], al[16], sm[16];
+                _mm512_storeu_ps(mn, mnew);
+                _mm512_storeu_ps(al, alpha);
+                _mm512_storeu_ps(sm, sum);
+                for (int r = 0; r < 4; r++) {
+                    if (!(visf[r] > 0.0f)) continue;
+                    rec[r][D + 1] = rec[r][D + 1] * al[r] + sm[r];
+                    rec[r][D] = mn[r];
+                }
+                /* P' = p * 2^(e - 127) per (token, V group, row) */
+                for (size_t j = 0; j < tn; j++) {
+                    const __m512 pj = _mm512_broadcast_f32x4(_mm_load_ps(P + 4 * j));
+                    for (size_t c = 0; c < ng; c += 4)
+                        _mm512_store_ps(Pp + (j * ng + c) * 4, _mm512_mul_ps(pj, scales4(s.sp[j] + G->vs_off + c, ctl)));
+                }
+                uq5_pv(s.sp, G, tn, rec, al, Pp, &pf);
+            }
+        }
+    }
+    /* accumulators back to the natural element order */
+    for (size_t hk = 0; hk < nh; hk++)
+        for (size_t r = 0; r < R; r++) {
+            size_t i = r / g, h = (t->h0 + hk) * g + r % g;
+            float *rec = t->part + (i * Hq + h) * t->part_stride;
+            for (size_t b = 0; b < D; b += 64)
+                for (size_t k = 0; k < 4; k++)
+                    for (size_t w = 0; w < 16; w++) tmp[b + 32 * (k >> 1) + 2 * w + (k & 1)] = rec[b + 16 * k + w];
+            memcpy(rec, tmp, D * sizeof(float));
+        }
+}
+
 #pragma GCC pop_options
 
 static const kern_t k_avx512 = { decode_all512, scores512, pv512, perm64, 64, uq_scores512, uq_pv512 };
@@ -810,6 +1100,7 @@ static const kern_t k_avx512 = { decode_all512, scores512, pv512, perm64, 64, uq
 void lofp_attn_task_avx512(const lofp_attn_geom *G, const lofp_attn_task *t, void *raw)
 {
     if (G->D < 64) run_task(&k_avx2, G, t, raw); /* one group per head: nothing to pair */
+    else if (G->dtype == LOFP_KV_ULTRAQUANT && G->D >= 128) run_task_uq512(G, t, raw);
     else run_task(&k_avx512, G, t, raw);
 }
 
