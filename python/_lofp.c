@@ -4,8 +4,10 @@
  * liblofp only.
  *
  * Arrays reach C through the buffer protocol (numpy, bytes, bytearray, memoryview, mmap) or
- * DLPack (`__dlpack__`: torch CPU and CUDA tensors, and any other producer). The DLPack structs
- * are declared below from the public specification. Nothing here allocates an output: every
+ * DLPack (`__dlpack__`: torch CPU and CUDA tensors, JAX, CuPy and any other producer, CPU or CUDA,
+ * versioned or legacy capsules; a consumed capsule is renamed and its deleter run once, as the
+ * specification asks of a consumer). The DLPack structs are declared below from the public
+ * specification. Nothing here allocates an output: every
  * output buffer is allocated by the Python layer in the caller's framework and only filled here,
  * after its byte size has been checked against the library's sizing helpers. Non-contiguous
  * arrays are refused (the Python layer copies them once first). The GIL is released around every
@@ -69,6 +71,7 @@ typedef struct DLManagedTensorVersioned {
     DLTensor dl_tensor;
 } DLManagedTensorVersioned;
 #define DL_FLAG_READ_ONLY 1ull
+#define DL_FLAG_IS_COPIED 2ull
 
 /* ------------------------------------------------------------------------------------------ */
 /* Errors                                                                                      */
@@ -176,9 +179,12 @@ static int mul_ok(size_t a, size_t b, size_t *out)
     return 1;
 }
 
-/* Calls obj.__dlpack__(stream=..., max_version=(1, 1)); falls back to the legacy call for
- * producers that do not take max_version. Returns a new reference to the capsule. */
-static PyObject *call_dlpack(PyObject *obj, PyObject *stream)
+/* Calls obj.__dlpack__(stream=..., max_version=(1, 1)[, copy=False]) as the DLPack Python
+ * specification describes: `stream` (NULL: not passed) only for CUDA producers, and copy=False for
+ * arrays lofp writes into (a copy would lose the writes). Producers older than max_version (the
+ * 2023.12 API) raise TypeError on the new keywords and are called again with `stream` alone.
+ * Returns a new reference to the capsule. */
+static PyObject *call_dlpack(PyObject *obj, PyObject *stream, int writable)
 {
     PyObject *meth = PyObject_GetAttrString(obj, "__dlpack__");
     if (!meth) return NULL;
@@ -188,10 +194,12 @@ static PyObject *call_dlpack(PyObject *obj, PyObject *stream)
     PyObject *ver = Py_BuildValue("(ii)", 1, 1);
     if (!ver || PyDict_SetItemString(kw, "max_version", ver) < 0) { Py_XDECREF(ver); goto out; }
     Py_DECREF(ver);
+    if (writable && PyDict_SetItemString(kw, "copy", Py_False) < 0) goto out;
     cap = PyObject_Call(meth, args, kw);
     if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
         PyErr_Clear();
         PyDict_DelItemString(kw, "max_version");
+        if (writable) PyDict_DelItemString(kw, "copy");
         cap = PyObject_Call(meth, args, kw);
     }
 out:
@@ -199,6 +207,246 @@ out:
     Py_XDECREF(kw);
     Py_DECREF(meth);
     return cap;
+}
+
+/* lofp._lofp.DLTensor: a DLPack tensor taken over from its producer. The capsule is renamed
+ * "used_dltensor[_versioned]" as the specification asks of a consumer, so the producer's capsule
+ * destructor no longer frees it; this object calls the tensor's deleter when it dies instead.
+ * The Python layer makes one (from_dlpack) to learn a foreign array's shape, dtype and device
+ * with a single __dlpack__ call, then passes it to the functions below like any array. */
+typedef struct {
+    PyObject_HEAD
+    void *managed;   /* DLManagedTensorVersioned or DLManagedTensor; NULL once released */
+    int versioned;
+    DLTensor *t;
+    uint64_t flags;  /* versioned only */
+    size_t nbytes;
+    int contiguous;
+} dlheld_t;
+
+static PyTypeObject *DLHeldType;
+
+static void dlheld_free_managed(dlheld_t *h)
+{
+    void *m = h->managed;
+    h->managed = NULL;
+    h->t = NULL;
+    if (!m) return;
+    /* The deleter may run Python code (a producer's Py_DECREF): keep a pending error out of it. */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (h->versioned) {
+        DLManagedTensorVersioned *mv = m;
+        if (mv->deleter) mv->deleter(mv);
+    } else {
+        DLManagedTensor *ml = m;
+        if (ml->deleter) ml->deleter(ml);
+    }
+    PyErr_Restore(et, ev, tb);
+}
+
+static void dlheld_dealloc(PyObject *self)
+{
+    dlheld_free_managed((dlheld_t *)self);
+    PyTypeObject *tp = Py_TYPE(self);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *dlheld_live(dlheld_t *h)
+{
+    if (!h->t) { PyErr_SetString(PyExc_ValueError, "this DLPack tensor was released"); return NULL; }
+    return (PyObject *)h;
+}
+
+static PyObject *dlheld_shape(PyObject *self, void *c)
+{
+    dlheld_t *h = (dlheld_t *)self;
+    if (!dlheld_live(h)) return NULL;
+    PyObject *r = PyTuple_New(h->t->ndim);
+    for (int i = 0; r && i < h->t->ndim; i++) {
+        PyObject *d = PyLong_FromLongLong(h->t->shape[i]);
+        if (!d || PyTuple_SetItem(r, i, d) < 0) { Py_CLEAR(r); }
+    }
+    return r;
+}
+
+static PyObject *dlheld_dtype(PyObject *self, void *c)
+{
+    dlheld_t *h = (dlheld_t *)self;
+    if (!dlheld_live(h)) return NULL;
+    return Py_BuildValue("(iii)", (int)h->t->dtype.code, (int)h->t->dtype.bits, (int)h->t->dtype.lanes);
+}
+
+static PyObject *dlheld_device(PyObject *self, void *c)
+{
+    dlheld_t *h = (dlheld_t *)self;
+    if (!dlheld_live(h)) return NULL;
+    return Py_BuildValue("(ii)", (int)h->t->device.device_type, (int)h->t->device.device_id);
+}
+
+static PyObject *dlheld_info(PyObject *self, void *c)
+{
+    dlheld_t *h = (dlheld_t *)self;
+    if (!dlheld_live(h)) return NULL;
+    return Py_BuildValue("{s:n,s:O,s:O,s:O,s:K}", "nbytes", (Py_ssize_t)h->nbytes, "contiguous", h->contiguous ? Py_True : Py_False,
+                         "versioned", h->versioned ? Py_True : Py_False,
+                         "readonly", (h->flags & DL_FLAG_READ_ONLY) ? Py_True : Py_False, "flags", (unsigned long long)h->flags);
+}
+
+static PyObject *dlheld_release(PyObject *self, PyObject *unused)
+{
+    dlheld_free_managed((dlheld_t *)self);
+    Py_RETURN_NONE;
+}
+
+static PyGetSetDef dlheld_getset[] = {
+    {"shape", dlheld_shape, NULL, "the shape, a tuple of ints", NULL},
+    {"dtype", dlheld_dtype, NULL, "(DLPack type code, bits, lanes)", NULL},
+    {"device", dlheld_device, NULL, "(DLPack device type, device id)", NULL},
+    {"info", dlheld_info, NULL, "dict: nbytes, contiguous, versioned, readonly, flags", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef dlheld_methods[] = {
+    {"release", dlheld_release, METH_NOARGS, "release(): runs the producer's deleter now (the object is unusable after)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot dlheld_slots[] = {
+    {Py_tp_dealloc, (void *)dlheld_dealloc},
+    {Py_tp_getset, dlheld_getset},
+    {Py_tp_methods, dlheld_methods},
+    {Py_tp_doc, (void *)"A DLPack tensor consumed from its producer (lofp._lofp.from_dlpack); the producer's deleter runs "
+                        "when this object dies."},
+    {0, NULL}};
+
+#ifdef Py_TPFLAGS_DISALLOW_INSTANTIATION
+#define DLHELD_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION)
+#else
+#define DLHELD_FLAGS Py_TPFLAGS_DEFAULT
+#endif
+static PyType_Spec dlheld_spec = {"lofp._lofp.DLTensor", sizeof(dlheld_t), 0, DLHELD_FLAGS, dlheld_slots};
+
+/* Consumes obj's DLPack capsule into a DLTensor object. `stream`: the consumer stream for CUDA
+ * producers (NULL otherwise). Refusals before consuming (not a capsule, an unknown major version)
+ * leave the capsule to its producer's destructor. */
+static PyObject *dl_import(PyObject *obj, const char *name, int writable, PyObject *stream)
+{
+    PyObject *cap = call_dlpack(obj, stream, writable);
+    if (!cap) return NULL;
+    void *m = NULL;
+    int versioned = 0;
+    uint64_t flags = 0;
+    DLTensor *t = NULL;
+    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        DLManagedTensorVersioned *mv = PyCapsule_GetPointer(cap, "dltensor_versioned");
+        if (!mv) { Py_DECREF(cap); return NULL; }
+        if (mv->version.major != 1) {
+            Py_DECREF(cap);
+            return raise_error(LOFP_ERR_UNSUPPORTED, -1, "%s: DLPack major version %u (this build reads 1)", name, mv->version.major);
+        }
+        m = mv, versioned = 1, flags = mv->flags, t = &mv->dl_tensor;
+    } else if (PyCapsule_IsValid(cap, "dltensor")) {
+        DLManagedTensor *ml = PyCapsule_GetPointer(cap, "dltensor");
+        if (!ml) { Py_DECREF(cap); return NULL; }
+        m = ml, t = &ml->dl_tensor;
+    } else {
+        Py_DECREF(cap);
+        return raise_error(LOFP_ERR_INVALID_ARG, -1, "%s: __dlpack__ returned something that is not an unconsumed DLPack capsule", name);
+    }
+    dlheld_t *h = (dlheld_t *)PyType_GenericAlloc(DLHeldType, 0);
+    if (!h) { Py_DECREF(cap); return NULL; }
+    if (PyCapsule_SetName(cap, versioned ? "used_dltensor_versioned" : "used_dltensor") < 0) {
+        Py_DECREF(h);
+        Py_DECREF(cap);
+        return NULL;
+    }
+    /* From here the tensor is ours: h frees it (its deleter) whatever happens next. */
+    h->managed = m, h->versioned = versioned, h->flags = flags, h->t = t;
+    Py_DECREF(cap);
+    size_t numel = 1;
+    int64_t expect = 1;
+    int contiguous = 1;
+    if (t->ndim < 0 || (t->ndim > 0 && !t->shape)) {
+        Py_DECREF(h);
+        return raise_error(LOFP_ERR_INVALID_ARG, -1, "%s: DLPack tensor with ndim %d and no shape", name, (int)t->ndim);
+    }
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] < 0 || !mul_ok(numel, (size_t)t->shape[i], &numel)) {
+            Py_DECREF(h);
+            return raise_error(LOFP_ERR_SIZE_OVERFLOW, -1, "%s: bad shape", name);
+        }
+        if (t->strides && t->shape[i] != 1 && t->strides[i] != expect) contiguous = 0;
+        expect *= t->shape[i];
+    }
+    size_t bits = (size_t)t->dtype.bits * (t->dtype.lanes ? t->dtype.lanes : 1), total;
+    if (!mul_ok(numel, bits, &total)) {
+        Py_DECREF(h);
+        return raise_error(LOFP_ERR_SIZE_OVERFLOW, -1, "%s: size overflows", name);
+    }
+    h->nbytes = (total + 7) / 8;
+    h->contiguous = contiguous || numel == 0;
+    return (PyObject *)h;
+}
+
+/* Fills `a` from a consumed DLPack tensor, checking device, writability and contiguity. */
+static int held_get(PyObject *o, const char *name, int writable, int want, arr_t *a)
+{
+    dlheld_t *h = (dlheld_t *)o;
+    if (!h->t) {
+        raise_error(LOFP_ERR_INVALID_ARG, -1, "%s: the DLPack tensor was released", name);
+        return -1;
+    }
+    DLTensor *t = h->t;
+    int dev = t->device.device_type;
+    int is_cuda = dev == DL_CUDA || dev == DL_CUDA_MANAGED;
+    int is_cpu = dev == DL_CPU || dev == DL_CUDA_HOST;
+    if (want == WANT_CUDA ? !is_cuda : !is_cpu) {
+        raise_error(LOFP_ERR_INVALID_ARG, -1, "%s is on DLPack device type %d, expected %s", name, dev,
+                    want == WANT_CUDA ? "CUDA" : "the CPU");
+        return -1;
+    }
+    if (writable && (h->flags & DL_FLAG_READ_ONLY)) {
+        raise_error(LOFP_ERR_INVALID_ARG, -1, "%s is read-only", name);
+        return -1;
+    }
+    if (writable && (h->flags & DL_FLAG_IS_COPIED)) {
+        raise_error(LOFP_ERR_INVALID_ARG, -1, "%s was copied by its DLPack producer; lofp fills outputs in place", name);
+        return -1;
+    }
+    if (!h->contiguous) {
+        raise_error(LOFP_ERR_INVALID_ARG, -1, "%s is not C-contiguous", name);
+        return -1;
+    }
+    a->nbytes = h->nbytes;
+    a->ptr = (char *)t->data + t->byte_offset;
+    a->cuda = is_cuda;
+    a->device_id = t->device.device_id;
+    a->capsule = Py_NewRef(o);
+    return 0;
+}
+
+/* The DLPack device type obj reports (__dlpack_device__), or 0 when it has no such method. */
+static int dl_device_type(PyObject *obj, const char *name, int *type)
+{
+    *type = 0;
+    PyObject *meth = PyObject_GetAttrString(obj, "__dlpack_device__");
+    if (!meth) { PyErr_Clear(); return 0; }
+    PyObject *r = PyObject_CallNoArgs(meth);
+    Py_DECREF(meth);
+    if (!r) return -1;
+    PyObject *d0 = PySequence_Check(r) && PySequence_Size(r) == 2 ? PySequence_GetItem(r, 0) : NULL;
+    int ok = d0 != NULL;
+    long v = ok ? PyLong_AsLong(d0) : -1;
+    Py_XDECREF(d0);
+    Py_DECREF(r);
+    if (!ok || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        raise_error(LOFP_ERR_INVALID_ARG, -1, "%s: __dlpack_device__() did not return (device_type, device_id)", name);
+        return -1;
+    }
+    *type = (int)v;
+    return 0;
 }
 
 static int torch_get(PyObject *o, const char *name, int want, arr_t *a)
@@ -248,6 +496,7 @@ static int arr_get(PyObject *o, const char *name, int writable, int want, PyObje
         raise_error(LOFP_ERR_INVALID_ARG, -1, "%s is missing", name);
         return -1;
     }
+    if (Py_TYPE(o) == DLHeldType) return held_get(o, name, writable, want, a);
     if (PyObject_CheckBuffer(o)) {
         if (want != WANT_CPU) {
             raise_error(LOFP_ERR_INVALID_ARG, -1, "%s is a host buffer (%s) but the other operands are on CUDA", name, type_name(o));
@@ -273,70 +522,24 @@ static int arr_get(PyObject *o, const char *name, int writable, int want, PyObje
         raise_error(LOFP_ERR_INVALID_ARG, -1, "%s: expected an array (buffer protocol or DLPack), got %s", name, type_name(o));
         return -1;
     }
-    PyObject *cap = call_dlpack(o, want == WANT_CUDA ? stream : NULL);
-    if (!cap) return -1;
-    DLTensor *t = NULL;
-    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
-        DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
-        if (!m) { Py_DECREF(cap); return -1; }
-        if (m->version.major != 1) {
-            Py_DECREF(cap);
-            raise_error(LOFP_ERR_UNSUPPORTED, -1, "%s: DLPack major version %u (this build reads 1)", name, m->version.major);
+    /* Ask for the device first (the specification's order): the stream goes only to CUDA
+     * producers, and an array on the wrong device is refused before anything is exported. */
+    int dev;
+    if (dl_device_type(o, name, &dev)) return -1;
+    if (dev) {
+        int is_cuda = dev == DL_CUDA || dev == DL_CUDA_MANAGED;
+        int is_cpu = dev == DL_CPU || dev == DL_CUDA_HOST;
+        if (want == WANT_CUDA ? !is_cuda : !is_cpu) {
+            raise_error(LOFP_ERR_INVALID_ARG, -1, "%s is on DLPack device type %d, expected %s", name, dev,
+                        want == WANT_CUDA ? "CUDA" : "the CPU");
             return -1;
         }
-        if (writable && (m->flags & DL_FLAG_READ_ONLY)) {
-            Py_DECREF(cap);
-            raise_error(LOFP_ERR_INVALID_ARG, -1, "%s is read-only", name);
-            return -1;
-        }
-        t = &m->dl_tensor;
-    } else if (PyCapsule_IsValid(cap, "dltensor")) {
-        DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
-        if (!m) { Py_DECREF(cap); return -1; }
-        t = &m->dl_tensor;
-    } else {
-        Py_DECREF(cap);
-        raise_error(LOFP_ERR_INVALID_ARG, -1, "%s: __dlpack__ returned something that is not a DLPack capsule", name);
-        return -1;
     }
-    a->capsule = cap;
-    int dev = t->device.device_type;
-    int is_cuda = dev == DL_CUDA || dev == DL_CUDA_MANAGED;
-    int is_cpu = dev == DL_CPU || dev == DL_CUDA_HOST;
-    if (want == WANT_CUDA ? !is_cuda : !is_cpu) {
-        arr_release(a);
-        raise_error(LOFP_ERR_INVALID_ARG, -1, "%s is on DLPack device type %d, expected %s", name, dev,
-                    want == WANT_CUDA ? "CUDA" : "the CPU");
-        return -1;
-    }
-    size_t numel = 1;
-    int64_t expect = 1;
-    int contiguous = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] < 0 || !mul_ok(numel, (size_t)t->shape[i], &numel)) {
-            arr_release(a);
-            raise_error(LOFP_ERR_SIZE_OVERFLOW, -1, "%s: bad shape", name);
-            return -1;
-        }
-        if (t->strides && t->shape[i] != 1 && t->strides[i] != expect) contiguous = 0;
-        expect *= t->shape[i];
-    }
-    if (!contiguous && numel > 0) {
-        arr_release(a);
-        raise_error(LOFP_ERR_INVALID_ARG, -1, "%s is not C-contiguous", name);
-        return -1;
-    }
-    size_t bits = (size_t)t->dtype.bits * (t->dtype.lanes ? t->dtype.lanes : 1), total;
-    if (!mul_ok(numel, bits, &total)) {
-        arr_release(a);
-        raise_error(LOFP_ERR_SIZE_OVERFLOW, -1, "%s: size overflows", name);
-        return -1;
-    }
-    a->nbytes = (total + 7) / 8;
-    a->ptr = (char *)t->data + t->byte_offset;
-    a->cuda = is_cuda;
-    a->device_id = t->device.device_id;
-    return 0;
+    PyObject *h = dl_import(o, name, writable, want == WANT_CUDA ? stream : NULL);
+    if (!h) return -1;
+    int r = held_get(h, name, writable, want, a);
+    Py_DECREF(h); /* a->capsule holds it for the call when held_get succeeded */
+    return r;
 }
 
 static int arr_need(const arr_t *a, const char *name, size_t want)
@@ -435,6 +638,21 @@ static PyObject *py_tensor_path(PyObject *self, PyObject *args)
         else return raise_error(LOFP_ERR_NOT_FOUND, -1, "tensor path is 'direct' or 'dlpack'");
     }
     return PyUnicode_FromString(prev);
+}
+
+/* from_dlpack(obj, name, stream|None, writable) -> DLTensor: consumes obj's DLPack capsule (one
+ * __dlpack__ call, with `stream` for a CUDA producer) so that Python can read its shape, dtype
+ * and device; the DLTensor is then passed wherever an array is expected. */
+static PyObject *py_from_dlpack(PyObject *self, PyObject *args)
+{
+    PyObject *o, *stream = Py_None;
+    const char *name;
+    int writable = 0;
+    if (!PyArg_ParseTuple(args, "Os|Op", &o, &name, &stream, &writable)) return NULL;
+    if (Py_TYPE(o) == DLHeldType) return Py_NewRef(o);
+    if (!PyObject_HasAttrString(o, "__dlpack__"))
+        return raise_error(LOFP_ERR_INVALID_ARG, -1, "%s: expected a DLPack producer, got %s", name, type_name(o));
+    return dl_import(o, name, writable, stream == Py_None ? NULL : stream);
 }
 
 static PyObject *py_version(PyObject *self, PyObject *args) { return PyUnicode_FromString(lofp_version()); }
@@ -2091,6 +2309,7 @@ static PyMethodDef methods[] = {
     {"noop", py_noop, METH_VARARGS, "noop(*args) -> None: does nothing (binding-overhead baseline)."},
     {"register_tensor_type", py_register_tensor_type, METH_VARARGS, "register_tensor_type(torch.Tensor)"},
     {"tensor_path", py_tensor_path, METH_VARARGS, "tensor_path(mode=None) -> previous mode ('direct' or 'dlpack')"},
+    {"from_dlpack", py_from_dlpack, METH_VARARGS, "from_dlpack(obj, name, stream=None, writable=False) -> DLTensor (the capsule consumed)"},
     {"version", py_version, METH_NOARGS, "version() -> str: the C library's version."},
     {"kernel_name", py_kernel_name, METH_VARARGS, "kernel_name(scheme, op) -> str: the CPU kernel variant that runs."},
     {"scheme", py_scheme, METH_VARARGS, "scheme(name, rounding, scale_rule, block, two_level, pad, propagate, c, rotate, hadamard, seed) -> bytes"},
@@ -2154,6 +2373,8 @@ PyMODINIT_FUNC PyInit__lofp(void)
         "and e.index the flat index it concerns, or None.",
         PyExc_ValueError, NULL);
     if (!LofpError || PyModule_AddObjectRef(m, "Error", LofpError) < 0) { Py_DECREF(m); return NULL; }
+    DLHeldType = (PyTypeObject *)PyType_FromSpec(&dlheld_spec);
+    if (!DLHeldType || PyModule_AddObjectRef(m, "DLTensor", (PyObject *)DLHeldType) < 0) { Py_DECREF(m); return NULL; }
     PyObject *ver = Py_BuildValue("(iii)", LOFP_VERSION_MAJOR, LOFP_VERSION_MINOR, LOFP_VERSION_PATCH);
 #ifdef LOFP_PY_CUDA
     PyModule_AddIntConstant(m, "HAVE_CUDA", 1);

@@ -66,6 +66,7 @@ class Scheme:
 
     @property
     def codes_per_byte(self) -> int:
+        """2 for the 4-bit element types (two codes per byte), else 1."""
         return 2 if self.elem_bits == 4 else 1
 
     @property
@@ -172,6 +173,7 @@ class QTensor:
 
     @property
     def padded_k(self) -> int:
+        """K as stored: k rounded up to the block when the tensor was quantized with pad=True."""
         return self.spec.padded_k(self.k)
 
     @property
@@ -191,7 +193,10 @@ class QTensor:
     @property
     def device(self) -> str:
         """'cpu', or the torch device string ('cuda:0')."""
-        return str(self.codes.device) if _fw.is_torch(self.codes) else "cpu"
+        if _fw.is_torch(self.codes):
+            return str(self.codes.device)
+        d = _fw.dl_device(self.codes)  # codes filled in place in another producer's CUDA array (out=)
+        return f"cuda:{d[1]}" if d is not None and d[0] in _fw._DL_CUDA_TYPES else "cpu"
 
     @property
     def bits_per_value(self) -> float:
@@ -202,7 +207,7 @@ class QTensor:
         sb = _nbytes(self.scales)
         return (8 * (cb + sb) + extra) / n
 
-    def dequantize(self, dtype: Any = None, **kw):
+    def dequantize(self, dtype: Any = None, **kw: Any) -> Any:
         """Same as lofp.dequantize(self, dtype, **kw)."""
         return dequantize(self, dtype, **kw)
 
@@ -210,7 +215,9 @@ class QTensor:
         def desc(a):
             if _fw.is_torch(a):
                 return f"{str(a.dtype).replace('torch.', '')}{list(a.shape)} torch {a.device}"
-            return f"{a.dtype}{list(a.shape)} numpy"
+            if isinstance(a, np.ndarray):
+                return f"{a.dtype}{list(a.shape)} numpy"
+            return f"{type(a).__name__} (DLPack)"  # a caller's out= array of another framework
         g = self.global_scale
         gs = f"{float(g):.9g}" if isinstance(g, (float, int, np.floating)) else f"tensor on {getattr(g, 'device', '?')}"
         extra = f", profile={self.profile!r}" if self.profile else ""
@@ -244,7 +251,6 @@ def _scales_shape(lead: Tuple[int, ...], rows: int, cols: int, block: int, layou
     return (groups, nbytes // 4 // groups), "uint32"
 
 
-_FAST: dict = {}  # preset name -> (Scheme, codes per byte, block, numpy scale dtype)
 
 _LAYOUT_DEFAULT_PAD = {"packed-u32": 127, "packed-u32:deepgemm": 0}
 
@@ -258,6 +264,35 @@ def _resolve_scheme(sch, rounding, scale_rule, block, two_level, pad, propagate_
     return scheme(sch, rounding=rounding, scale_rule=scale_rule, block=block, two_level=two_level, pad=pad,
                   propagate_nonfinite=propagate_nonfinite, c=c, rotate=rotate, hadamard=hadamard, seed=seed,
                   profile=profile)
+
+
+_ndarray, _empty, _U8 = np.ndarray, np.empty, np.dtype(np.uint8)
+_F32, _BF16, _F16 = _fw._NP_OF[_fw.DT_F32], _fw._NP_OF[_fw.DT_BF16], _fw._NP_OF[_fw.DT_F16]
+_quantize_c, _dequantize_c = _lofp.quantize, _lofp.dequantize
+
+# (scheme name, shape, dtype code, threads) -> what the common quantize call needs, or False when
+# that call takes the general path (an unknown name, K not a multiple of the block, ...).
+_QUICK: dict = {}
+
+
+def _quick_entry(scheme: str, shape: Tuple[int, ...], dt: int, threads: Optional[int]):
+    try:
+        sch = _make_scheme(scheme, None, None, None, None, None, None, None, None, None, None)
+        k = shape[-1] if shape else 0
+        rows = math.prod(shape[:-1])
+        e = False
+        if k and rows and k % sch.block == 0:
+            lead = shape[:-1]
+            fields = {"codes": None, "scales": None, "global_scale": None, "scheme": sch.name, "shape": shape,
+                      "layout": "linear", "profile": None, "spec": sch, "dtype": _fw.dtype_name(dt), "pad_byte": 0}
+            e = (sch.blob, lead + (k // sch.codes_per_byte,), lead + (k // sch.block,), _fw.NP_VIEW[sch.scale_view],
+                 rows, k, _threads(threads, rows * k), fields)
+    except (TypeError, ValueError):
+        e = False
+    if len(_QUICK) >= 512:
+        _QUICK.clear()
+    _QUICK[(scheme, shape, dt, threads)] = e
+    return e
 
 
 def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional[str] = None,
@@ -294,26 +329,41 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
     >>> q.codes.shape, q.scales.dtype
     ((4, 16), dtype(float8_e8m0fnu))
     """
-    if (out is None and type(x) is _fw._ndarray and scale_layout == "linear" and type(scheme) is str
-            and rounding is None and scale_rule is None and block is None and two_level is None and rotate is None
-            and c is None and hadamard is None and pad is None and pad_byte is None and propagate_nonfinite is None
-            and global_scale is None and profile is None and seed is None and x.dtype is _fw._F32
-            and x.flags.c_contiguous and x.ndim):
-        # the common call, without the general path's bookkeeping (same results)
-        fast = _FAST.get(scheme)
-        if fast is None:
-            sch = _make_scheme(scheme, None, None, None, None, None, None, None, None, None, None)
-            fast = _FAST[scheme] = (sch, sch.codes_per_byte, sch.block, _fw.NP_VIEW[sch.scale_view])
-        sch, cpb, blk, sdt = fast
-        shape = x.shape
-        k = shape[-1]
-        lead = shape[:-1]
-        rows = math.prod(lead)
-        if k and rows and k % blk == 0:
-            codes = np.empty(lead + (k // cpb,), np.uint8)
-            scales = np.empty(lead + (k // blk,), np.uint8)
-            g = _lofp.quantize(sch.blob, 1, x, rows, k, codes, scales, None, _threads(threads, rows * k))[0]
-            return _qtensor(codes, scales.view(sdt), g, sch.name, shape, "linear", None, sch, "float32", 0)
+    if (type(x) is _ndarray and type(scheme) is str and scale_layout == "linear" and rounding is None
+            and scale_rule is None and block is None and two_level is None and rotate is None and c is None
+            and hadamard is None and pad is None and pad_byte is None and propagate_nonfinite is None
+            and global_scale is None and profile is None and seed is None):
+        # The common call (a numpy array, a preset, linear scales): everything that depends only on
+        # (scheme, shape, dtype, threads) comes from a cache and the extension checks the arrays.
+        # Any failure falls through to the general path, which repeats the call and raises the
+        # error with its usual message (outputs are fresh, or the caller's to be overwritten).
+        xd = x.dtype
+        dt = 1 if xd is _F32 else 2 if xd is _BF16 else 3 if xd is _F16 else 0
+        if dt:
+            e = _QUICK.get((scheme, x.shape, dt, threads))
+            if e is None:
+                e = _quick_entry(scheme, x.shape, dt, threads)
+            if e:
+                blob, cshape, sshape, sdt, rows, k, nt, fields = e
+                try:
+                    if out is None:
+                        codes = _empty(cshape, _U8)
+                        scales = _empty(sshape, sdt)
+                    else:
+                        codes, scales = out
+                    g = _quantize_c(blob, dt, x, rows, k, codes, scales, None, nt)[0]
+                except (TypeError, ValueError):
+                    pass
+                else:
+                    # the QTensor without the frozen dataclass's __init__ (one object.__setattr__
+                    # per field): the same instance dict, filled from the cached fields
+                    q = _QT_NEW(QTensor)
+                    d = q.__dict__
+                    d.update(fields)
+                    d["codes"] = codes
+                    d["scales"] = scales
+                    d["global_scale"] = g
+                    return q
     if isinstance(scheme, str) and rounding is None and scale_rule is None and block is None and two_level is None \
             and pad is None and propagate_nonfinite is None and c is None and rotate is None and hadamard is None \
             and seed is None and profile is None:
@@ -404,7 +454,26 @@ def _linear_scales(q: QTensor):
     return lin
 
 
-def dequantize(q: QTensor, dtype: Any = None, *, threads: Optional[int] = None, out: Any = None):
+_DT_QUICK = _fw._DT_CODES
+_NP_OF = _fw._NP_OF
+# (shape, threads) -> (rows, k, threads for C), or False for the general path.
+_DQUICK: dict = {}
+
+
+def _dquick_entry(shape, threads):
+    try:
+        k = int(shape[-1]) if len(shape) else 0
+        rows = math.prod(shape[:-1])
+        e = (rows, k, _threads(threads, rows * k)) if rows and k else False
+    except (TypeError, ValueError):
+        e = False
+    if len(_DQUICK) >= 512:
+        _DQUICK.clear()
+    _DQUICK[(shape, threads)] = e
+    return e
+
+
+def dequantize(q: QTensor, dtype: Any = None, *, threads: Optional[int] = None, out: Any = None) -> Any:
     """Dequantizes a QTensor back to its logical shape (padding dropped).
 
     dtype: 'float32', 'bfloat16', 'float16' (or a numpy / torch dtype); None gives the dtype q was
@@ -414,6 +483,21 @@ def dequantize(q: QTensor, dtype: Any = None, *, threads: Optional[int] = None, 
     stays in the rotated basis (apply lofp.hadamard to undo it). Bit-identical to the C library,
     on CPU and CUDA.
     """
+    if type(q) is QTensor and type(q.codes) is _ndarray and q.layout == "linear":
+        # The common call (numpy codes, linear scales, the dtype as a name): the extension checks
+        # the arrays; any failure falls through to the general path and its error message.
+        try:
+            code = _DT_QUICK.get(q.dtype if dtype is None else dtype) if dtype is None or type(dtype) is str else None
+            e = _DQUICK.get((q.shape, threads)) if code else False
+            if e is None:
+                e = _dquick_entry(q.shape, threads)
+            if e:
+                res = _empty(q.shape, _NP_OF[code]) if out is None else out
+                _dequantize_c(q.spec.blob, q.codes, q.scales, q.global_scale if q.scheme == "nvfp4" else 1.0, e[0], e[1],
+                              code, res, e[2])
+                return res
+        except (TypeError, ValueError, AttributeError):
+            pass
     if not isinstance(q, QTensor):
         raise Error(f"invalid argument: dequantize takes a lofp.QTensor, got {type(q).__name__}")
     code = _fw.dtype_code(q.dtype if dtype is None else dtype)
@@ -456,7 +540,7 @@ def _elem_info_cached(elem: str) -> dict:
     return _lofp.elem_info(elem)
 
 
-def encode(x: Any, elem: str, *, rounding: str = "rne", overflow: str = "saturate", rbits: Any = None):
+def encode(x: Any, elem: str, *, rounding: str = "rne", overflow: str = "saturate", rbits: Any = None) -> Any:
     """Encodes float32 values one by one as codes of element type `elem`.
 
     elem: e2m1 (fp4), e2m3, e3m2, e4m3, e5m2, e8m0, ue4m3, mxint8, bf16, fp16.
@@ -490,7 +574,7 @@ def encode(x: Any, elem: str, *, rounding: str = "rne", overflow: str = "saturat
     return out
 
 
-def decode(codes: Any, elem: str):
+def decode(codes: Any, elem: str) -> Any:
     """Decodes codes of element type `elem` to float32 (exact). FP4/FP6 codes are one per byte
     (unpacked); bits above the type's width are ignored; E8M0 0x00 decodes to 2^-127."""
     info = _elem_info(elem)
@@ -528,7 +612,7 @@ def nvfp4_global_scale(x: Any) -> Tuple[float, float]:
     return _lofp.nvfp4_scales(dt, xr)
 
 
-def hadamard(x: Any, *, dense: bool = False):
+def hadamard(x: Any, *, dense: bool = False) -> Any:
     """The normalised Walsh-Hadamard transform of each row (last dimension a power of two) as
     UltraQuant applies it (butterfly; dense=True: the reference's x @ H.T). Returns a new float32
     array (its own inverse: hadamard(hadamard(x)) undoes the rotation up to rounding)."""
@@ -555,6 +639,6 @@ def kernel_name(scheme_: Union[str, Scheme], op: str = "quantize") -> str:
     return _lofp.kernel_name(sch.blob, ops[op])
 
 
-def replace(q: QTensor, **changes) -> QTensor:
+def replace(q: QTensor, **changes: Any) -> QTensor:
     """A copy of q with some fields replaced (dataclasses.replace)."""
     return dataclasses.replace(q, **changes)

@@ -124,11 +124,17 @@ def dense_in(x: Any, what: str = "x"):
             x = x.contiguous()
         return x, code, tuple(x.shape)
     if not isinstance(x, np.ndarray):
-        if hasattr(x, "__dlpack__") and not isinstance(x, (bytes, bytearray, memoryview, list, tuple)):
-            dev = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else 1
-            if dev not in (1, 3):
-                raise Error(f"unsupported: {what} is a non-torch array on DLPack device type {dev}; pass a torch tensor for CUDA")
-            x = np.from_dlpack(x)
+        if type(x) is DLTensor or (hasattr(x, "__dlpack__")
+                                   and not isinstance(x, (bytes, bytearray, memoryview, list, tuple))):
+            held = _dense_dlpack(x, what)
+            if held is not None:
+                return held
+            try:
+                x = np.from_dlpack(x)  # a CPU array lofp cannot read as it is: numpy converts / copies it
+            except (TypeError, ValueError, BufferError, RuntimeError) as e:
+                raise Error(f"invalid argument: {what} ({type(x).__name__}) is a CPU DLPack array lofp cannot read in "
+                            f"place (not C-contiguous, or not float32 / bfloat16 / float16) and numpy cannot convert "
+                            f"it: {e}") from None
         else:
             x = np.asarray(x)
     if x.dtype == np.float64:
@@ -141,6 +147,91 @@ def dense_in(x: Any, what: str = "x"):
     if code == DT_BF16:
         return x.view(np.uint16), code, x.shape
     return x, code, x.shape
+
+
+# DLPack device types (the specification's DLDeviceType) and the dense dtypes as (code, bits, lanes).
+DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
+_DL_CUDA_TYPES = (DL_CUDA, DL_CUDA_MANAGED)
+_DL_CPU_TYPES = (DL_CPU, DL_CUDA_HOST)
+_DL_DENSE = {(2, 32, 1): DT_F32, (4, 16, 1): DT_BF16, (2, 16, 1): DT_F16}
+DLTensor = _lofp.DLTensor
+
+
+def dl_device(x: Any):
+    """(DLPack device type, device id) of an array that is neither numpy nor torch but speaks
+    DLPack (JAX, CuPy, ...), or None. Producers without __dlpack_device__ count as CPU."""
+    if type(x) is DLTensor:
+        return x.device
+    if isinstance(x, (np.ndarray, bytes, bytearray, memoryview)) or not hasattr(x, "__dlpack__") or is_torch(x):
+        return None
+    if not hasattr(x, "__dlpack_device__"):
+        return (DL_CPU, 0)
+    d = x.__dlpack_device__()
+    return (int(d[0]), int(d[1]))
+
+
+def is_foreign_cuda(x: Any) -> bool:
+    """A CUDA array of another DLPack producer (not torch)."""
+    d = dl_device(x)
+    return d is not None and d[0] in _DL_CUDA_TYPES
+
+
+def torch_for_cuda(what: str):
+    """torch, which allocates the outputs of CUDA arrays from other producers (imported here when
+    the caller has not)."""
+    t = _torch()
+    if t is None:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise Error(f"unsupported: {what} is a CUDA array of a DLPack producer other than torch; lofp allocates "
+                        "CUDA outputs with torch, which is not installed") from None
+        t = _torch()
+    return t
+
+
+def dlpack_stream(device) -> int:
+    """The consumer stream to give __dlpack__ for work on `device`: torch's current stream there,
+    with the legacy default stream (handle 0) spelled 1 as the DLPack specification asks."""
+    h = cuda_stream(device)
+    return 1 if h == 0 else h
+
+
+def _dense_dlpack(x: Any, what: str):
+    """A DLPack producer's array (not numpy, not torch) consumed once: (DLTensor, dtype code, shape)
+    when lofp reads it as it is, None for a CPU array numpy has to convert first."""
+    if type(x) is DLTensor:
+        held, dev = x, x.device
+    else:
+        dev = dl_device(x)
+        if dev[0] in _DL_CUDA_TYPES:
+            t = torch_for_cuda(what)
+            held = _lofp.from_dlpack(x, what, dlpack_stream(t.device("cuda", dev[1])))
+        elif dev[0] in _DL_CPU_TYPES:
+            held = _lofp.from_dlpack(x, what)
+        else:
+            raise Error(f"unsupported: {what} is on DLPack device type {dev[0]}; lofp reads CPU and CUDA arrays")
+    code = _DL_DENSE.get(held.dtype)
+    if code is not None and held.info["contiguous"]:
+        return held, code, held.shape
+    if held.device[0] in _DL_CPU_TYPES and type(x) is not DLTensor:
+        held.release()
+        return None
+    c, b, lanes = held.dtype
+    if code is None:
+        raise Error(f"invalid argument: {what} (a CUDA array from {type(x).__name__}) has DLPack dtype code {c} with {b} "
+                    f"bits x {lanes}; lofp takes float32, bfloat16 and float16")
+    raise Error(f"invalid argument: {what} (a CUDA array from {type(x).__name__}) is not C-contiguous; lofp reads other "
+                "producers' CUDA arrays in place (make it contiguous, or pass a torch tensor)")
+
+
+def foreign_cuda_as_torch(x: Any):
+    """A CUDA array of another DLPack producer as a torch tensor (torch.from_dlpack: zero-copy, on
+    torch's current stream); anything else unchanged. For the paths whose Python code reads
+    torch attributes (GEMM, KV cache)."""
+    if is_foreign_cuda(x):
+        return torch_for_cuda("the array").from_dlpack(x)
+    return x
 
 
 def raw_out(a: Any, what: str):
@@ -180,6 +271,8 @@ def raw_in(a: Any):
             return a.view(t.uint8) if a.dim() else a.reshape(1).view(t.uint8)
         return a
     if not isinstance(a, np.ndarray):
+        if type(a) is DLTensor or (hasattr(a, "__dlpack__") and not isinstance(a, (list, tuple))):
+            return a  # the extension reads DLPack producers' bytes itself
         a = np.asarray(a)
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
@@ -196,12 +289,21 @@ class Alloc:
     __slots__ = ("torch", "device")
 
     def __init__(self, like: Any):
-        if is_torch(like):
+        if type(like) is _ndarray or like is None:
+            self.torch = None
+            self.device = None
+        elif is_torch(like):
             self.torch = _torch()
             self.device = like.device
         else:
-            self.torch = None
-            self.device = None
+            d = dl_device(like)
+            if d is not None and d[0] in _DL_CUDA_TYPES:
+                # a CUDA array of another producer: its outputs are torch tensors on the same GPU
+                self.torch = torch_for_cuda("the input")
+                self.device = self.torch.device("cuda", d[1])
+            else:
+                self.torch = None
+                self.device = None
 
     @property
     def cuda(self) -> bool:

@@ -64,7 +64,7 @@ def _b_tuple(b):
 
 
 def gemm(a: Any, b: Union[QTensor, PackedWeight], *, a_quant: Union[None, str, Scheme] = None,
-         threads: Optional[int] = None, out: Any = None, out_dtype: Any = None):
+         threads: Optional[int] = None, out: Any = None, out_dtype: Any = None) -> Any:
     """C = A . B^T in float32, B quantized weights [n, k] (a QTensor or a PackedWeight).
 
     a: dense [..., k] float32 / bfloat16 / float16 (W4A16: fp32 accumulation), or a QTensor
@@ -77,6 +77,7 @@ def gemm(a: Any, b: Union[QTensor, PackedWeight], *, a_quant: Union[None, str, S
     scales, k % 128 == 0, n % 16 == 0), the W4A16 GEMV/GEMM kernels run on torch's current stream
     (a is cast to bfloat16; out_dtype float32 (default) or bfloat16). Returns [..., n].
     """
+    a = _fw.foreign_cuda_as_torch(a)
     if _fw.is_cuda(a) or (isinstance(b, QTensor) and b.device != "cpu"):
         return _gemm_cuda(a, b, out=out, out_dtype=out_dtype)
     bt, n, k = _b_tuple(b)
@@ -138,7 +139,7 @@ class CudaWeight:
     """NVFP4 / MXFP4 weights pre-arranged on the GPU for the W4A16 kernels (lofp_cuda_w4).
     Build once with lofp.cuda_weight(q) and reuse: lofp.gemm(a, w) then only launches."""
 
-    def __init__(self, q: QTensor):
+    def __init__(self, q: QTensor) -> None:
         _need_2d(q, "weight")
         if not _lofp.HAVE_CUDA:
             raise Error("unsupported: this lofp build has no CUDA backend")

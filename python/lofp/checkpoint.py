@@ -61,7 +61,7 @@ class Checkpoint:
     convention for quantized tensors, whatever the file stores, else a numpy array) and
     `dequantize(name, dtype)` (as the format's consumers decode it)."""
 
-    def __init__(self, path: PathLike):
+    def __init__(self, path: PathLike) -> None:
         self.path = os.fspath(path)
         self._h, self.format, self.description, self._n = _lofp.ckpt_open(self.path)
         self._index: Optional[Dict[str, int]] = None
@@ -73,6 +73,7 @@ class Checkpoint:
 
     @property
     def names(self) -> List[str]:
+        """The logical tensor names (a quantized weight and its scales are one name)."""
         return list(self._idx())
 
     def __len__(self) -> int:
@@ -102,7 +103,9 @@ class Checkpoint:
         d["scheme"] = _lofp.scheme_info(d["scheme"])["name"] if d["quantized"] else None
         return d
 
-    def get(self, name: Union[str, int]):
+    def get(self, name: Union[str, int]) -> Any:
+        """Tensor `name` (or its index) in lofp's convention: a QTensor for a quantized weight,
+        a numpy array otherwise."""
         i = self._i(name)
         d = _lofp.ckpt_tensor(self._h, i, None, None, None)
         shape = tuple(d["shape"])

@@ -19,6 +19,8 @@ import numpy as np
 from . import _core, _fw, _lofp
 from ._lofp import Error
 
+__all__ = ["StoreReport", "Cache"]
+
 
 @dataclass(frozen=True)
 class StoreReport:
@@ -31,6 +33,7 @@ class StoreReport:
 
 def _ints(a: Any, dtype, what: str, alloc: Optional[_fw.Alloc] = None):
     """An integer index array as a contiguous array of `dtype` (copied when needed)."""
+    a = _fw.foreign_cuda_as_torch(a)
     if _fw.is_torch(a):
         import torch
         tdt = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64}[np.dtype(dtype)]
@@ -63,7 +66,7 @@ class Cache:
 
     def __init__(self, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int, *,
                  dtype: str = "ultraquant", c: float = 0.156, hadamard: str = "butterfly", rotate_k: bool = True,
-                 device: Any = None):
+                 device: Any = None) -> None:
         self.num_blocks, self.block_size = int(num_blocks), int(block_size)
         self.num_kv_heads, self.head_dim = int(num_kv_heads), int(head_dim)
         self.dtype, self.c, self.hadamard, self.rotate_k = dtype, float(c), hadamard, bool(rotate_k)
@@ -92,6 +95,7 @@ class Cache:
 
     @property
     def device(self) -> str:
+        """'cpu', or the torch device string of the cache ('cuda:0')."""
         return str(self.data.device) if _fw.is_torch(self.data) else "cpu"
 
     def __repr__(self) -> str:
@@ -99,7 +103,7 @@ class Cache:
                 f"head_dim={self.head_dim}, slot={self.slot_bytes} B, device={self.device})")
 
     def _dense(self, x, what, tokens_dim=True):
-        xr, dt, shape = _fw.dense_in(x, what)
+        xr, dt, shape = _fw.dense_in(_fw.foreign_cuda_as_torch(x), what)
         if self._alloc.cuda:
             if not _fw.is_cuda(xr) or xr.device != self._alloc.device:
                 raise Error(f"invalid argument: {what} must be a CUDA tensor on {self._alloc.device}")
@@ -155,7 +159,7 @@ class Cache:
 
     def decode(self, q: Any, block_tables: Any, seq_lens: Any, *, scale: Optional[float] = None, sinks: Any = None,
                path: str = "auto", threads: int = 1, split_tokens: int = 0, max_seq_len: Optional[int] = None,
-               num_splits: int = 0, out: Any = None):
+               num_splits: int = 0, out: Any = None) -> Any:
         """Decode attention, one query token per sequence: q [seqs, Hq, D] (raw, unrotated;
         Hq a multiple of Hk: GQA), block_tables int [seqs, max_blocks], seq_lens int [seqs].
         scale defaults to 1/sqrt(D); sinks [Hq] float32 logits join the softmax denominator only.
@@ -166,7 +170,7 @@ class Cache:
                             num_splits, out)
 
     def prefill(self, q: Any, query_start_loc: Any, block_tables: Any, seq_lens: Any, *, scale: Optional[float] = None,
-                sinks: Any = None, path: str = "auto", threads: int = 1, split_tokens: int = 0, out: Any = None):
+                sinks: Any = None, path: str = "auto", threads: int = 1, split_tokens: int = 0, out: Any = None) -> Any:
         """Causal attention of several query tokens per sequence (CPU): sequence b owns the rows
         [query_start_loc[b], query_start_loc[b+1]) of q [T, Hq, D], its last positions, whose K
         and V must already be stored. Returns fp32 [T, Hq, D]."""
@@ -192,6 +196,7 @@ class Cache:
         scale = 1.0 / math.sqrt(self.head_dim) if scale is None else float(scale)
         sk = None
         if sinks is not None:
+            sinks = _fw.foreign_cuda_as_torch(sinks)
             if _fw.is_torch(sinks):
                 sk = sinks.detach().float().contiguous()
                 if not self._alloc.cuda:

@@ -20,6 +20,8 @@ from ._lofp import Error
 
 LAYOUTS = _core.LAYOUTS
 
+__all__ = ["required_bytes", "convert_scales", "convert", "Diagnosis", "diagnose", "repack_fp4", "LAYOUTS"]
+
 
 def required_bytes(rows: int, k: int, block: int, layout: str) -> int:
     """Bytes a scale buffer of `layout` needs for a [rows, k] tensor with one scale per `block`

@@ -67,12 +67,12 @@ def as_float4(q: QTensor) -> torch.Tensor:
     return codes.view(torch.float4_e2m1fn_x2)
 
 
-def quantize(x: torch.Tensor, scheme: str = "nvfp4", **kw) -> QTensor:
+def quantize(x: torch.Tensor, scheme: str = "nvfp4", **kw: Any) -> QTensor:
     """lofp.quantize (the same function; here for symmetry)."""
     return _core.quantize(x, scheme, **kw)
 
 
-def dequantize(q: QTensor, dtype: Any = None, **kw) -> torch.Tensor:
+def dequantize(q: QTensor, dtype: Any = None, **kw: Any) -> torch.Tensor:
     """lofp.dequantize."""
     return _core.dequantize(q, dtype, **kw)
 
@@ -222,7 +222,7 @@ class W4A16Linear(torch.nn.Module):
     tensor cores) on CUDA. The forward pass is one lofp::w4a16_gemm custom op, so torch.compile
     keeps it in the graph. Build one with from_linear(), from_qtensor() or from_checkpoint()."""
 
-    def __init__(self, q: QTensor, bias: Optional[torch.Tensor] = None):
+    def __init__(self, q: QTensor, bias: Optional[torch.Tensor] = None) -> None:
         super().__init__()
         if len(q.shape) != 2:
             raise Error(f"invalid argument: the weight must be 2-D [out, in], got {q.shape}")
@@ -246,7 +246,7 @@ class W4A16Linear(torch.nn.Module):
         return cls(q, bias)
 
     @classmethod
-    def from_linear(cls, linear: torch.nn.Linear, scheme: str = "nvfp4", **kw) -> "W4A16Linear":
+    def from_linear(cls, linear: torch.nn.Linear, scheme: str = "nvfp4", **kw: Any) -> "W4A16Linear":
         """Quantizes linear.weight with lofp.quantize(scheme, **kw) (on its device)."""
         w = linear.weight.detach()
         q = _core.quantize(w, scheme, **kw)
@@ -323,7 +323,7 @@ class W4A16Linear(torch.nn.Module):
 
 
 def quantize_model(model: torch.nn.Module, scheme: str = "nvfp4", *, exclude: Iterable[str] = (),
-                   include: Optional[Iterable[str]] = None, **kw) -> torch.nn.Module:
+                   include: Optional[Iterable[str]] = None, **kw: Any) -> torch.nn.Module:
     """Replaces every nn.Linear of `model` (in place) by a W4A16Linear with `scheme` weights,
     except those whose qualified name matches a glob of `exclude` (or, when `include` is given,
     does not match one of it) and those whose in_features is not a multiple of the block (left
@@ -375,7 +375,7 @@ def torchao_fields(q: QTensor) -> Dict[str, Any]:
             "block_size": q.spec.block, "orig_dtype": getattr(torch, q.dtype), "is_swizzled_scales": sw}
 
 
-def to_torchao(q: QTensor):
+def to_torchao(q: QTensor) -> Any:
     """A torchao NVFP4Tensor / MXTensor holding q's numbers (needs torchao); see torchao_fields."""
     f = torchao_fields(q)
     try:

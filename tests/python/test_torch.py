@@ -276,3 +276,115 @@ def test_cuda_custom_op_overhead_report():
         ref(a)
     torch.cuda.synchronize()
     print(f"torch bf16 nn.Linear same shape: {1e6 * (time.perf_counter() - t0) / n:.1f} us per call")
+
+
+# CUDA arrays of other DLPack producers (JAX, CuPy): neither installs on the GPU machine, so a
+# stand-in exposes a torch CUDA tensor through the DLPack protocol only. lofp must ask for the
+# device, pass its stream to __dlpack__, read the array in place and give bit-identical results.
+
+
+class ForeignCuda:
+    """Only __dlpack__ / __dlpack_device__ (no torch attributes, no buffer protocol), over the
+    capsules of a torch CUDA tensor; `legacy` refuses max_version like a pre-2023.12 producer."""
+
+    def __init__(self, t, legacy=False):
+        self._t = t
+        self.legacy = legacy
+        self.streams = []  # the stream argument of every successful __dlpack__ call
+
+    def __dlpack_device__(self):
+        d = self._t.__dlpack_device__()
+        return (int(d[0]), int(d[1]))
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if self.legacy and max_version is not None:
+            raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
+        cap = self._t.__dlpack__(stream=stream) if max_version is None else \
+            self._t.__dlpack__(stream=stream, max_version=max_version)
+        self.streams.append(stream)
+        return cap
+
+
+def _dl_stream(s):
+    return 1 if s.cuda_stream == 0 else s.cuda_stream  # DLPack spells the legacy default stream 1
+
+
+@needs_cuda
+@pytest.mark.parametrize("legacy", [False, True])
+@pytest.mark.parametrize("scheme", ["nvfp4", "mxfp4", "mxfp8-e4m3", "ultraquant"])
+def test_foreign_cuda_quantize_bit_identical(rng, legacy, scheme):
+    x = layer(rng, (6, 512))
+    ref = lofp.quantize(x, scheme)
+    p = ForeignCuda(torch.from_numpy(x).cuda(), legacy=legacy)
+    q = lofp.quantize(p, scheme)
+    assert p.streams == [_dl_stream(torch.cuda.current_stream())]
+    assert q.codes.device.type == "cuda" and q.device == "cuda:0"   # outputs: torch on the same GPU
+    np.testing.assert_array_equal(_np(q.codes), ref.codes)
+    np.testing.assert_array_equal(_np(q.scales), ref.scales.view(np.uint8))
+    assert float(q.global_scale) == ref.global_scale
+    y = lofp.dequantize(q, "float32")
+    np.testing.assert_array_equal(_np(y).view(np.uint32), lofp.dequantize(ref, "float32").view(np.uint32))
+
+
+@needs_cuda
+def test_foreign_cuda_bfloat16_and_outputs_in_place(rng):
+    x = layer(rng, (4, 256)).astype(ml_dtypes.bfloat16)
+    ref = lofp.quantize(x, "nvfp4")
+    t = lt.from_numpy(x, "cuda")
+    codes = torch.zeros((4, 128), dtype=torch.uint8, device="cuda")
+    scales = torch.zeros((4, 16), dtype=torch.uint8, device="cuda")
+    pc, ps = ForeignCuda(codes), ForeignCuda(scales)
+    q = lofp.quantize(ForeignCuda(t), "nvfp4", out=(pc, ps))
+    assert q.codes is pc and q.dtype == "bfloat16" and q.device == "cuda:0"
+    np.testing.assert_array_equal(_np(codes), ref.codes)
+    np.testing.assert_array_equal(_np(scales), ref.scales.view(np.uint8))
+    y = torch.empty((4, 256), dtype=torch.bfloat16, device="cuda")
+    py = ForeignCuda(y)
+    assert lofp.dequantize(q, out=py) is py   # codes, scales and out all read through DLPack
+    np.testing.assert_array_equal(_np(y).view(np.uint16), lofp.dequantize(ref).view(np.uint16))
+    assert py.streams == [_dl_stream(torch.cuda.current_stream())]
+
+
+@needs_cuda
+def test_foreign_cuda_side_stream_is_passed_and_ordered(rng):
+    x = torch.from_numpy(layer(rng, (2048, 4096))).cuda()
+    ref = lofp.quantize(x.cpu(), "nvfp4")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        p = ForeignCuda(x * 1.0)           # produced on the side stream
+        q = lofp.quantize(p, "nvfp4")      # lofp's stream is the current one: the side stream
+        d = lofp.dequantize(q, "float32")
+    torch.cuda.current_stream().wait_stream(s)
+    assert p.streams == [s.cuda_stream] and s.cuda_stream not in (0, 1)
+    np.testing.assert_array_equal(_np(q.codes), ref.codes.numpy())
+    np.testing.assert_array_equal(_np(d), lofp.dequantize(ref).numpy())
+
+
+@needs_cuda
+def test_foreign_cuda_refusals(rng):
+    x = torch.from_numpy(layer(rng, (4, 256))).cuda()
+    with pytest.raises(lofp.Error, match=r"x \(a CUDA array from ForeignCuda\) is not C-contiguous"):
+        lofp.quantize(ForeignCuda(x.t().contiguous().t()), "mxfp4")  # column-major: strides (1, 4)
+    with pytest.raises(lofp.Error, match="has DLPack dtype code 2 with 64 bits x 1; lofp takes float32"):
+        lofp.quantize(ForeignCuda(x.double()), "mxfp4")
+    q = lofp.quantize(x, "mxfp4")
+    with pytest.raises(lofp.Error, match="out has 2048 bytes, expected 4096"):
+        lofp.dequantize(q, out=ForeignCuda(torch.empty((4, 256), dtype=torch.float16, device="cuda")), dtype="float32")
+
+
+@needs_cuda
+def test_foreign_cuda_gemm_and_kv(rng):
+    w = lofp.quantize(torch.from_numpy(layer(rng, (256, 512))), "nvfp4")
+    wc = lt.to_device(w, "cuda")
+    a = torch.randn(3, 512, dtype=torch.bfloat16, device="cuda")
+    ref = _np(lofp.gemm(a, wc))
+    np.testing.assert_allclose(_np(lofp.gemm(ForeignCuda(a), wc)), ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    Hk, D = 2, 128
+    k = torch.randn(10, Hk, D, device="cuda")
+    v = torch.randn(10, Hk, D, device="cuda")
+    c1 = lofp.kv.Cache(4, 16, Hk, D, device="cuda")
+    c2 = lofp.kv.Cache(4, 16, Hk, D, device="cuda")
+    slots = torch.arange(10, device="cuda")
+    c1.store(k, v, slots)
+    c2.store(ForeignCuda(k), ForeignCuda(v), ForeignCuda(slots))
+    np.testing.assert_array_equal(_np(c1.data), _np(c2.data))

