@@ -1,16 +1,15 @@
-/* mx_avx512.c -- MX row kernels at 512 bits for the two element kinds that matter for speed:
- * MXFP4 (any tie rule) and MXINT8 (round to nearest even), block 32, not stochastic; every
- * other MX case runs the AVX2 row kernel this file replaces in the table. Same three passes as
- * mx_avx2.c, 16 blocks at a time: the block maxima (integer max of magnitude bits, a 16 x 16
- * transpose-reduce), the scale rule of 16 blocks (v_mx_scale8 on each half, the AVX2 kernel's
- * integer steps), then the encodes, two blocks (64 values) per step:
+/* mx_avx512.c -- MX row kernels at 512 bits, block 32, not stochastic: MXFP4 (any tie rule),
+ * MXFP6 / MXFP8 (any tie rule) and MXINT8 (round to nearest even) quantize, and the dequantize
+ * of every block-32 element kind; every other MX case runs the AVX2 row kernel this file
+ * replaces in the table. Same three passes as mx_avx2.c, 16 blocks at a time: the block maxima
+ * (integer max of magnitude bits, a 16 x 16 transpose-reduce), the scale rule of 16 blocks
+ * (v_mx_scale8 on each half, the AVX2 kernel's integer steps), then the encodes, two blocks (64
+ * values) per step:
  *
- * - E2M1: the byte-domain keys of simd_avx2.h (floor key F and ceiling key C of |e|, minus 999,
- *   saturated) clamped to 50 and summed, K = F + C in [0, 100]: C is F or F + 1, so K names the
- *   pair (F, C) exactly below 50, and from 50 on every midpoint (the largest key is 35) is
- *   passed. One vpermi2b looks the code magnitude up in a 128-byte table built from the same
- *   seven compares the AVX2 kernel makes; a vpermb puts the 64 codes in element order and a
- *   multiply-add joins nibble pairs. Bit for bit the AVX2 (and the reference's) codes.
+ * - E2M1: the byte-domain keys summed and looked up in a 128-byte table by one vpermi2b
+ *   (v512_e2m1_pack64, simd_avx512.h). Bit for bit the AVX2 (and the reference's) codes.
+ * - FP6 / FP8: kq_mf_mag's integer rounding on 16 lanes (v512_mf_code, the AVX2 kernel's
+ *   v_mf_code step for step), saturated, sign bit added, truncated to bytes.
  * - MXINT8: e * 64 is exact (a power-of-two multiply of e = x * 2^-s), vcvtps2dq rounds it to
  *   nearest even (the MXCSR default, which lofp never changes), saturation to +-127 and |e| >=
  *   128 -> +-127 as kq_mxint8.
@@ -18,79 +17,24 @@
  * Needs AVX-512 F/BW/VL and VBMI (installed by kernels_avx512.c only then). */
 #include <pthread.h>
 
-#include "simd_avx2.h"
+#include "simd_avx512.h"
 #include "quant/generic_kernels.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VBMI__)
 
-#define V16I(x) _mm512_set1_epi32((int)(x))
-
 static lofp_kquant_row_fn g_avx2_quant;
 static lofp_kdequant_row_fn g_avx2_dequant;
 
-/* Code magnitude tables indexed by K = min(F, 50) + min(C, 50) (see above), per tie rule. */
+/* E2M1 code magnitude tables (simd_avx512.h), per tie rule. */
 static uint8_t g_e2m1_lut[3][128] __attribute__((aligned(64)));
 
-static int e2m1_count(lofp_rounding mode, int F, int C)
-{
-    if (mode == LOFP_TIES_TO_ZERO)
-        return (C > 1) + (C > 13) + (C > 19) + (C > 23) + (C > 27) + (C > 31) + (C > 35);
-    if (mode == LOFP_TIES_AWAY)
-        return (F > 0) + (F > 12) + (F > 18) + (F > 22) + (F > 26) + (F > 30) + (F > 34);
-    return (C > 1) + (F > 12) + (C > 19) + (F > 22) + (C > 27) + (F > 30) + (C > 35);
-}
+static void build_luts(void) { v512_e2m1_luts(g_e2m1_lut); }
 
-static void build_luts(void)
-{
-    static const lofp_rounding modes[3] = { LOFP_RNE, LOFP_TIES_TO_ZERO, LOFP_TIES_AWAY };
-    for (int m = 0; m < 3; m++)
-        for (int K = 0; K < 128; K++) {
-            int F = K >> 1, C = F + (K & 1);
-            g_e2m1_lut[m][K] = (uint8_t)(K >= 100 ? 7 : e2m1_count(modes[m], F, C));
-        }
-}
-
-static inline int lut_index(lofp_rounding mode) { return mode == LOFP_TIES_TO_ZERO ? 1 : mode == LOFP_TIES_AWAY ? 2 : 0; }
-
-/* 16-bit keys of 32 values (two zmm of fp32) in pack order, magnitude part minus 999,
- * saturated, clamped to 50; *sgn the sign bits (bit 11 of the raw key). */
-static inline __attribute__((always_inline)) __m512i keys16(__m512i k0, __m512i k1, __m512i *sgn)
-{
-    __m512i a = _mm512_packus_epi32(k0, k1);
-    if (sgn) *sgn = _mm512_srli_epi16(a, 11);
-    __m512i r = _mm512_subs_epu16(_mm512_and_si512(a, _mm512_set1_epi16(0x7FF)), _mm512_set1_epi16(999));
-    return _mm512_min_epu16(r, _mm512_set1_epi16(50));
-}
-
-/* E2M1 codes of 64 values e0..e3 (16 each, in element order) -> 32 bytes, element 2i in the low
- * nibble. */
-static inline __attribute__((always_inline)) __m256i e2m1_pack64(const uint8_t *lut, __m512 e0, __m512 e1,
-                                                                 __m512 e2, __m512 e3)
-{
-    const __m512i c20 = V16I(0xFFFFF);
-    __m512i u0 = _mm512_castps_si512(e0), u1 = _mm512_castps_si512(e1);
-    __m512i u2 = _mm512_castps_si512(e2), u3 = _mm512_castps_si512(e3);
-    __m512i sa, sb;
-    __m512i Fa = keys16(_mm512_srli_epi32(u0, 20), _mm512_srli_epi32(u1, 20), &sa);
-    __m512i Fb = keys16(_mm512_srli_epi32(u2, 20), _mm512_srli_epi32(u3, 20), &sb);
-    __m512i Ca = keys16(_mm512_srli_epi32(_mm512_add_epi32(u0, c20), 20),
-                        _mm512_srli_epi32(_mm512_add_epi32(u1, c20), 20), NULL);
-    __m512i Cb = keys16(_mm512_srli_epi32(_mm512_add_epi32(u2, c20), 20),
-                        _mm512_srli_epi32(_mm512_add_epi32(u3, c20), 20), NULL);
-    __m512i K = _mm512_packus_epi16(_mm512_add_epi16(Fa, Ca), _mm512_add_epi16(Fb, Cb));
-    __m512i s8 = _mm512_packus_epi16(sa, sb);
-    const __m512i t0 = _mm512_load_si512((const void *)lut), t1 = _mm512_load_si512((const void *)(lut + 64));
-    __m512i c = _mm512_permutex2var_epi8(t0, K, t1);
-    c = _mm512_or_si512(c, _mm512_slli_epi16(s8, 3));
-    /* pack order (byte 16L + 4q + r holds element 16q + 4L + r) -> element order */
-    const __m512i ord = _mm512_set_epi8(63, 62, 61, 60, 47, 46, 45, 44, 31, 30, 29, 28, 15, 14, 13, 12,
-                                        59, 58, 57, 56, 43, 42, 41, 40, 27, 26, 25, 24, 11, 10, 9, 8,
-                                        55, 54, 53, 52, 39, 38, 37, 36, 23, 22, 21, 20, 7, 6, 5, 4,
-                                        51, 50, 49, 48, 35, 34, 33, 32, 19, 18, 17, 16, 3, 2, 1, 0);
-    c = _mm512_permutexvar_epi8(ord, c);
-    __m512i w = _mm512_maddubs_epi16(c, _mm512_set1_epi16(0x1001)); /* lo + 16 * hi */
-    return _mm512_cvtepi16_epi8(w);
-}
+/* What the encodes need: the E2M1 table of the tie rule, or the FP6/FP8 rounding parameters. */
+typedef struct {
+    const uint8_t *lut;
+    v512_mf V;
+} mx512_ctx;
 
 /* MXINT8 codes of 16 values (RNE), as bytes. */
 static inline __attribute__((always_inline)) __m128i int8_code16(__m512 e)
@@ -103,21 +47,6 @@ static inline __attribute__((always_inline)) __m128i int8_code16(__m512 e)
                                   V16I(127), V16I(-127));
     c = _mm512_mask_blend_epi32(big, c, sat);
     return _mm512_cvtepi32_epi8(c);
-}
-
-/* Lane j = max over the 16 lanes of m[j]. */
-static inline __attribute__((always_inline)) __m512i reduce16_max_u32(const __m512i m[16])
-{
-    __m512i a[8], u[4];
-    for (int k = 0; k < 8; k++)
-        a[k] = _mm512_max_epu32(_mm512_unpacklo_epi32(m[2 * k], m[2 * k + 1]),
-                                _mm512_unpackhi_epi32(m[2 * k], m[2 * k + 1]));
-    for (int k = 0; k < 4; k++)
-        u[k] = _mm512_max_epu32(_mm512_unpacklo_epi64(a[2 * k], a[2 * k + 1]),
-                                _mm512_unpackhi_epi64(a[2 * k], a[2 * k + 1]));
-    __m512i v01 = _mm512_max_epu32(_mm512_shuffle_i32x4(u[0], u[1], 0x88), _mm512_shuffle_i32x4(u[0], u[1], 0xDD));
-    __m512i v23 = _mm512_max_epu32(_mm512_shuffle_i32x4(u[2], u[3], 0x88), _mm512_shuffle_i32x4(u[2], u[3], 0xDD));
-    return _mm512_max_epu32(_mm512_shuffle_i32x4(v01, v23, 0x88), _mm512_shuffle_i32x4(v01, v23, 0xDD));
 }
 
 static inline __attribute__((always_inline)) __m512i absbits16(const float *p)
@@ -153,14 +82,19 @@ static inline __attribute__((always_inline)) int scale8(const kq_mx *p, __m256i 
 }
 
 /* Codes of blocks b, b + 1 (32 values each at x) given their reciprocal scales. */
-static inline __attribute__((always_inline)) void code_pair(kq_mx_kind kind, const uint8_t *lut, const float *x,
+static inline __attribute__((always_inline)) void code_pair(kq_mx_kind kind, const mx512_ctx *c, const float *x,
                                                             float r0, float r1, uint8_t *dst)
 {
     __m512 s0 = _mm512_set1_ps(r0), s1 = _mm512_set1_ps(r1);
     __m512 e0 = _mm512_mul_ps(_mm512_loadu_ps(x), s0), e1 = _mm512_mul_ps(_mm512_loadu_ps(x + 16), s0);
     __m512 e2 = _mm512_mul_ps(_mm512_loadu_ps(x + 32), s1), e3 = _mm512_mul_ps(_mm512_loadu_ps(x + 48), s1);
     if (kind == KQ_MX_FP4) {
-        _mm256_storeu_si256((__m256i *)(void *)dst, e2m1_pack64(lut, e0, e1, e2, e3));
+        _mm256_storeu_si256((__m256i *)(void *)dst, v512_e2m1_pack64(c->lut, e0, e1, e2, e3));
+    } else if (kind == KQ_MX_MINIFLOAT) {
+        _mm_storeu_si128((__m128i *)(void *)dst, _mm512_cvtepi32_epi8(v512_mf_code(&c->V, e0)));
+        _mm_storeu_si128((__m128i *)(void *)(dst + 16), _mm512_cvtepi32_epi8(v512_mf_code(&c->V, e1)));
+        _mm_storeu_si128((__m128i *)(void *)(dst + 32), _mm512_cvtepi32_epi8(v512_mf_code(&c->V, e2)));
+        _mm_storeu_si128((__m128i *)(void *)(dst + 48), _mm512_cvtepi32_epi8(v512_mf_code(&c->V, e3)));
     } else {
         _mm_storeu_si128((__m128i *)(void *)dst, int8_code16(e0));
         _mm_storeu_si128((__m128i *)(void *)(dst + 16), int8_code16(e1));
@@ -170,18 +104,18 @@ static inline __attribute__((always_inline)) void code_pair(kq_mx_kind kind, con
 }
 
 /* One block alone (a zero-padded copy of a pair): codes, or zeros for a non-finite block. */
-static inline void code_one(kq_mx_kind kind, const uint8_t *lut, const float *x, float r, uint8_t *dst)
+static inline void code_one(kq_mx_kind kind, const mx512_ctx *c, const float *x, float r, uint8_t *dst)
 {
     const size_t cb = kind == KQ_MX_FP4 ? 16 : 32;
     if (r == 0.0f) { memset(dst, 0, cb); return; }
     float t[64] = { 0 };
     uint8_t o[64];
     memcpy(t, x, 32 * sizeof(float));
-    code_pair(kind, lut, t, r, 1.0f, o);
+    code_pair(kind, c, t, r, 1.0f, o);
     memcpy(dst, o, cb);
 }
 
-static inline __attribute__((always_inline)) size_t mx_row512(const kq_mx *p, kq_mx_kind kind, const uint8_t *lut,
+static inline __attribute__((always_inline)) size_t mx_row512(const kq_mx *p, kq_mx_kind kind, const mx512_ctx *c,
                                                               const float *x, size_t kp, uint8_t *codes,
                                                               uint8_t *scales)
 {
@@ -192,7 +126,7 @@ static inline __attribute__((always_inline)) size_t mx_row512(const kq_mx *p, kq
         for (int l = 0; l < 32; l++) _mm_prefetch((const char *)(xb + 16 * l + V_PREFETCH_FLOATS), _MM_HINT_T0);
         __m512i m[16];
         for (int j = 0; j < 16; j++) m[j] = _mm512_max_epu32(absbits16(xb + 32 * j), absbits16(xb + 32 * j + 16));
-        __m512i amv = reduce16_max_u32(m);
+        __m512i amv = v512_reduce16_max_u32(m);
         float rs[16];
         for (int h = 0; h < 2; h++) {
             __m256i am8 = h ? _mm512_extracti64x4_epi64(amv, 1) : _mm512_castsi512_si256(amv);
@@ -205,11 +139,11 @@ static inline __attribute__((always_inline)) size_t mx_row512(const kq_mx *p, kq
         for (int j = 0; j < 16; j += 2) {
             uint8_t *dst = codes + (b + j) * cb;
             if (LOFP_LIKELY(rs[j] != 0.0f && rs[j + 1] != 0.0f)) {
-                code_pair(kind, lut, xb + 32 * j, rs[j], rs[j + 1], dst);
+                code_pair(kind, c, xb + 32 * j, rs[j], rs[j + 1], dst);
             } else {
                 bad += (rs[j] == 0.0f) + (rs[j + 1] == 0.0f);
-                code_one(kind, lut, xb + 32 * j, rs[j], dst);
-                code_one(kind, lut, xb + 32 * j + 32, rs[j + 1], dst + cb);
+                code_one(kind, c, xb + 32 * j, rs[j], dst);
+                code_one(kind, c, xb + 32 * j + 32, rs[j + 1], dst + cb);
             }
         }
     }
@@ -217,7 +151,7 @@ static inline __attribute__((always_inline)) size_t mx_row512(const kq_mx *p, kq
         uint32_t am = (uint32_t)_mm512_reduce_max_epu32(_mm512_max_epu32(absbits16(x + b * 32), absbits16(x + b * 32 + 16)));
         float r = mx_scale1(p, am, b, scales);
         bad += r == 0.0f;
-        code_one(kind, lut, x + b * 32, r, codes + b * cb);
+        code_one(kind, c, x + b * 32, r, codes + b * cb);
     }
     return bad;
 }
@@ -227,35 +161,73 @@ static size_t mx_quant_row_avx512(const lofp_scheme *s, const float *x, size_t k
 {
     kq_mx p;
     kq_mx_init(s, &p);
-    if (s->block != 32 || s->rounding == LOFP_STOCHASTIC || p.kind == KQ_MX_MINIFLOAT ||
-        (p.kind == KQ_MX_INT8 && s->rounding != LOFP_RNE))
+    if (s->block != 32 || s->rounding == LOFP_STOCHASTIC || (p.kind == KQ_MX_INT8 && s->rounding != LOFP_RNE))
         return g_avx2_quant(s, x, kp, global, base, codes, scales, scratch);
-    if (p.kind == KQ_MX_INT8) return mx_row512(&p, KQ_MX_INT8, NULL, x, kp, codes, scales);
-    return mx_row512(&p, KQ_MX_FP4, g_e2m1_lut[lut_index(s->rounding)], x, kp, codes, scales);
+    mx512_ctx c;
+    c.lut = g_e2m1_lut[v512_lut_index(s->rounding)];
+    v512_mf_init(p.mf, p.sign_bit, s->rounding, &c.V);
+    if (p.kind == KQ_MX_INT8) return mx_row512(&p, KQ_MX_INT8, &c, x, kp, codes, scales);
+    if (p.kind == KQ_MX_MINIFLOAT) return mx_row512(&p, KQ_MX_MINIFLOAT, &c, x, kp, codes, scales);
+    return mx_row512(&p, KQ_MX_FP4, &c, x, kp, codes, scales);
 }
 
-/* ---- dequantize: E2M1 and MXINT8 at 512 bits, the rest by the AVX2 kernel ---- */
+/* ---- dequantize: block 32 at 512 bits, the rest by the AVX2 kernel ---- */
 
-/* 16 floats to o: streamed when asked and o is 64-byte aligned (then every 16-float group is),
- * else through the AVX2 store rule of 8-float halves. */
-static inline __attribute__((always_inline)) void store16(float *o, __m512 v, int st)
+/* The FP6/FP8 decode of mx_avx2.c (v_mf_decode: element.c decode_minifloat from the fields) on
+ * 16 lanes. */
+typedef struct {
+    __m512i code_mask, sign_bit, mag_mask, mant_mask, exp_add, nan_lo, inf_code;
+    __m512 sub_scale;
+    int mbits, has_nan, has_inf;
+} mfdec512;
+
+static void mfdec512_init(lofp_elem t, mfdec512 *d)
 {
-    if (st == 3) {
-        _mm512_stream_ps(o, v);
-    } else {
-        v_store8(o, _mm512_castps512_ps256(v), st);
-        v_store8(o + 8, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), st);
-    }
+    const lofp_elem_traits_t *tr = &lofp_elem_traits[t];
+    const int mb = (int)tr->info.mbits, bias = tr->info.bias;
+    d->code_mask = V16I((tr->sign_bit << 1) - 1);
+    d->sign_bit = V16I(tr->sign_bit);
+    d->mag_mask = V16I(tr->sign_bit - 1);
+    d->mant_mask = V16I((1u << mb) - 1);
+    d->exp_add = V16I(127 - bias);
+    d->sub_scale = _mm512_set1_ps(lofp_bits_f32((uint32_t)(127 + 1 - bias - mb) << 23));
+    d->mbits = mb;
+    /* NaN: mag == nan_code, or (with Inf) mag > overflow_code; Inf: mag == overflow_code */
+    d->has_nan = tr->nan_code != 0;
+    d->has_inf = tr->info.has_inf;
+    d->nan_lo = V16I(tr->info.has_inf ? tr->overflow_code : tr->nan_code - 1); /* NaN iff mag > nan_lo */
+    d->inf_code = V16I(tr->overflow_code);
+}
+
+static inline __attribute__((always_inline)) __m512 mf_decode16(const mfdec512 *d, __m512i c)
+{
+    c = _mm512_and_si512(c, d->code_mask);
+    __m512i mag = _mm512_and_si512(c, d->mag_mask);
+    __m512i e = _mm512_srl_epi32(mag, _mm_cvtsi32_si128(d->mbits));
+    __m512i mt = _mm512_and_si512(mag, d->mant_mask);
+    __m512 normal = _mm512_castsi512_ps(_mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(e, d->exp_add), 23),
+                                                        _mm512_sll_epi32(mt, _mm_cvtsi32_si128(23 - d->mbits))));
+    __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(mt), d->sub_scale);
+    __m512 v = _mm512_mask_blend_ps(_mm512_testn_epi32_mask(e, e), normal, sub);
+    if (d->has_nan)
+        v = _mm512_mask_blend_ps(_mm512_cmpgt_epi32_mask(mag, d->nan_lo), v, _mm512_castsi512_ps(V16I(0x7FC00000)));
+    if (d->has_inf)
+        v = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(mag, d->inf_code), v, _mm512_castsi512_ps(V16I(0x7F800000)));
+    __m512i vi = _mm512_castps_si512(v);
+    return _mm512_castsi512_ps(_mm512_mask_or_epi32(vi, _mm512_test_epi32_mask(c, d->sign_bit), vi, V16I(0x80000000u)));
 }
 
 static void mx_dequant_row_avx512(const lofp_scheme *s, const uint8_t *codes, const uint8_t *scales, float global,
                                   size_t kp, float *out, unsigned flags)
 {
-    const int int8 = s->elem == LOFP_ELEM_MXINT8;
-    if (s->block != 32 || (s->elem != LOFP_ELEM_E2M1 && !int8)) {
+    const int int8 = s->elem == LOFP_ELEM_MXINT8, fp4 = s->elem == LOFP_ELEM_E2M1;
+    if (s->block != 32) {
         g_avx2_dequant(s, codes, scales, global, kp, out, flags);
         return;
     }
+    mfdec512 d;
+    memset(&d, 0, sizeof d);
+    if (!int8 && !fp4) mfdec512_init(s->elem, &d);
     int st = v_stream_ok(flags, out);
     if (st == 2 && ((uintptr_t)out & 63) == 0) st = 3;
     const float *e8m0 = lofp_decode_table(LOFP_ELEM_E8M0);
@@ -266,8 +238,8 @@ static void mx_dequant_row_avx512(const lofp_scheme *s, const uint8_t *codes, co
     for (size_t b = 0; b < kp / 32; b++) {
         float *o = out + b * 32;
         if (LOFP_UNLIKELY(scales[b] == 0xFF)) { /* the whole block is the scale's NaN */
-            store16(o, _mm512_set1_ps(e8m0[0xFF]), st);
-            store16(o + 16, _mm512_set1_ps(e8m0[0xFF]), st);
+            v512_store16(o, _mm512_set1_ps(e8m0[0xFF]), st);
+            v512_store16(o + 16, _mm512_set1_ps(e8m0[0xFF]), st);
             continue;
         }
         const __m512 sc = _mm512_set1_ps(e8m0[scales[b]]);
@@ -276,14 +248,19 @@ static void mx_dequant_row_avx512(const lofp_scheme *s, const uint8_t *codes, co
             __m128i c0 = _mm_loadu_si128((const __m128i *)(const void *)(codes + b * 32));
             __m128i c1 = _mm_loadu_si128((const __m128i *)(const void *)(codes + b * 32 + 16));
             /* (float)(int8_t)code * 2^-6 (exact), then * scale: the reference's two products */
-            store16(o, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c0)), u), sc), st);
-            store16(o + 16, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c1)), u), sc), st);
+            v512_store16(o, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c0)), u), sc), st);
+            v512_store16(o + 16, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c1)), u), sc), st);
+        } else if (!fp4) { /* FP6 / FP8: v * scale, the element value first as mx_avx2.c */
+            __m128i c0 = _mm_loadu_si128((const __m128i *)(const void *)(codes + b * 32));
+            __m128i c1 = _mm_loadu_si128((const __m128i *)(const void *)(codes + b * 32 + 16));
+            v512_store16(o, _mm512_mul_ps(mf_decode16(&d, _mm512_cvtepu8_epi32(c0)), sc), st);
+            v512_store16(o + 16, _mm512_mul_ps(mf_decode16(&d, _mm512_cvtepu8_epi32(c1)), sc), st);
         } else {
             __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(codes + b * 16));
             __m128i l = _mm_and_si128(v, m4), h = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
             __m128i lo = _mm_unpacklo_epi8(l, h), hi = _mm_unpackhi_epi8(l, h);
-            store16(o, _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(lo), tab), sc), st);
-            store16(o + 16, _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(hi), tab), sc), st);
+            v512_store16(o, _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(lo), tab), sc), st);
+            v512_store16(o + 16, _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(hi), tab), sc), st);
         }
     }
     if (st) _mm_sfence();
