@@ -8,7 +8,9 @@
  * table lookup of simd_avx512.h (the reference's clamp of e to +-6 changes no code: the count
  * saturates at 7 and the sign is kept). Stochastic rounding: the same e, clamped, through the
  * reference's scalar encoder. Every rounding mode and both levels (the global is an argument)
- * run here; nothing falls back.
+ * run here; nothing falls back. The batches are software-pipelined (the scales of the next batch
+ * before the codes of this one): one batch's scale chain is long (maxima, two divisions, the
+ * encoder) and held the kernel to 1.37x the AVX2 speed; overlapped with the encodes, 1.7x.
  *
  * Dequantize: (E2M1(c) * UE4M3(sb)) / global for the 16 codes of a scale byte is one zmm row of a
  * table built once per global per thread (the reference expression on the same operands), and a
@@ -27,11 +29,9 @@ static uint8_t g_e2m1_lut[3][128] __attribute__((aligned(64)));
 
 static void build_luts(void) { v512_e2m1_luts(g_e2m1_lut); }
 
-/* One batch of 16 blocks at xb (256 floats, readable). Returns the non-finite block count.
- * `stochastic` is a compile-time constant in each caller. */
-static inline __attribute__((always_inline)) size_t
-nvfp4_batch16(const lofp_scheme *s, int stochastic, const uint8_t *lut, const v512_mf *ue4m3, const float *xb,
-              __m512 vg, uint64_t base, uint8_t *codes, uint8_t *scales)
+/* Scale bytes of the 16 blocks at xb, their bq (bqs) and max |g| bits (returned). */
+static inline __attribute__((always_inline)) __m512i
+nvfp4_scales16(const v512_mf *ue4m3, const float *xb, __m512 vg, uint8_t *scales, float *bqs)
 {
     /* max |g| = max |x| * global: global > 0 and rounding is monotone, so the product of the
      * largest |x| is the largest product (Inf when one overflows, NaN bits when x has a NaN) */
@@ -50,9 +50,16 @@ nvfp4_batch16(const lofp_scheme *s, int stochastic, const uint8_t *lut, const v5
     __m512 bq = _mm512_mask_blend_ps(_mm512_testn_epi32_mask(e, e), normal, sub);
     bq = _mm512_mask_blend_ps(_mm512_testn_epi32_mask(sb, sb), bq, _mm512_set1_ps(0x1p-9f));
     _mm_storeu_si128((__m128i *)(void *)scales, _mm512_cvtepi32_epi8(sb));
-    float bqs[16]; /* broadcast from memory below: a load, not a shuffle */
-    _mm512_storeu_ps(bqs, bq);
+    _mm512_storeu_ps(bqs, bq); /* broadcast from memory by the encodes: a load, not a shuffle */
+    return mx;
+}
 
+/* Codes of the 16 blocks at xb given their bq; returns the non-finite block count (mx: max |g|
+ * bits). `stochastic` is a compile-time constant in each caller. */
+static inline __attribute__((always_inline)) size_t
+nvfp4_codes16(const lofp_scheme *s, int stochastic, const uint8_t *lut, const float *xb, __m512 vg,
+              const float *bqs, __m512i mx, uint64_t base, uint8_t *codes, uint8_t *scales)
+{
     if (stochastic) {
         float e16[16];
         for (int j = 0; j < 16; j++) {
@@ -64,7 +71,7 @@ nvfp4_batch16(const lofp_scheme *s, int stochastic, const uint8_t *lut, const v5
     } else {
         for (int j = 0; j < 16; j += 4) {
             __m512 v[4];
-            for (int i = 0; i < 4; i++) /* g again (the same product), divided by its block's bq */
+            for (int i = 0; i < 4; i++) /* g = x * global, divided by its block's bq */
                 v[i] = _mm512_div_ps(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * (j + i)), vg), _mm512_set1_ps(bqs[j + i]));
             _mm256_storeu_si256((__m256i *)(void *)(codes + 8 * j), v512_e2m1_pack64(lut, v[0], v[1], v[2], v[3]));
         }
@@ -95,11 +102,21 @@ nvfp4_row512(const lofp_scheme *s, int stochastic, const float *x, size_t kp, fl
     v512_mf_init(p, 0, LOFP_RNE, &ue4m3);
     const uint8_t *lut = g_e2m1_lut[v512_lut_index(stochastic ? LOFP_RNE : s->rounding)];
     const __m512 vg = _mm512_set1_ps(global);
-    const size_t nb = kp / 16;
+    const size_t nb = kp / 16, nfull = nb / 16 * 16;
     size_t b = 0, bad = 0;
-    for (; b + 16 <= nb; b += 16) {
+    /* software-pipelined: the scales of batch b + 16 are computed before the codes of batch b,
+     * so the long dependency chain of one (maxima, two divisions, the encoder) overlaps the
+     * independent encodes of the other */
+    float bqs[2][16];
+    __m512i mx = _mm512_setzero_si512();
+    if (nfull) mx = nvfp4_scales16(&ue4m3, x, vg, scales, bqs[0]);
+    for (; b < nfull; b += 16) {
+        const int cur = (int)(b / 16) & 1;
+        __m512i mx_next = mx;
         v_prefetch(x + b * 16, 256);
-        bad += nvfp4_batch16(s, stochastic, lut, &ue4m3, x + b * 16, vg, base + b * 16, codes + b * 8, scales + b);
+        if (b + 16 < nfull) mx_next = nvfp4_scales16(&ue4m3, x + (b + 16) * 16, vg, scales + b + 16, bqs[cur ^ 1]);
+        bad += nvfp4_codes16(s, stochastic, lut, x + b * 16, vg, bqs[cur], mx, base + b * 16, codes + b * 8, scales + b);
+        mx = mx_next;
     }
     if (b < nb) {
         /* the last 1..15 blocks go through the same code on a zero-padded copy */
@@ -108,7 +125,8 @@ nvfp4_row512(const lofp_scheme *s, int stochastic, const float *x, size_t kp, fl
         size_t n = nb - b;
         memset(tmp, 0, sizeof tmp);
         memcpy(tmp, x + b * 16, n * 16 * sizeof(float));
-        bad += nvfp4_batch16(s, stochastic, lut, &ue4m3, tmp, vg, base + b * 16, tc, ts);
+        mx = nvfp4_scales16(&ue4m3, tmp, vg, ts, bqs[0]);
+        bad += nvfp4_codes16(s, stochastic, lut, tmp, vg, bqs[0], mx, base + b * 16, tc, ts);
         memcpy(codes + b * 8, tc, n * 8);
         memcpy(scales + b, ts, n);
     }
