@@ -7,12 +7,23 @@
 2. Large-tensor throughput: lofp.quantize on a [4096, 4096] float32 tensor against the C library
    running the same call (the lofp command's `bench quant`, reported separately) is not
    comparable line by line, so the C side is timed here through the same extension call with
-   the Python layer removed: raw call vs public call, same thread count.
+   the Python layer removed: raw call vs public call, same thread count. Dequantize is also
+   timed as the C call into a fresh output each time (np.empty inside the timed call), the fair
+   comparison for the allocating lofp.dequantize: a fresh output is page-faulted in by whoever
+   writes it first, and the C call with a reused buffer never pays that.
 
-    PYTHONPATH=<pkg dir> python scripts/bench_python.py [--threads N] [--quick]
+    PYTHONPATH=<pkg dir> python scripts/bench_python.py [--threads N] [--quick] [--no-hugepage]
+                                                        [--only overhead|large]
+
+--no-hugepage turns off numpy's madvise(MADV_HUGEPAGE) of large allocations (on by default where
+the kernel has transparent huge pages in "madvise" mode) to show what it is worth. glibc serves
+allocations above 32 MiB with a fresh mmap each time (zero-filled pages, faulted in by the first
+write); MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=4294967296 in the environment makes it keep and
+reuse them instead (BENCHMARKS.md "Python binding").
 """
 import argparse
 import importlib
+import os
 import time
 
 import numpy as np
@@ -47,7 +58,23 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-hugepage", action="store_true")
+    ap.add_argument("--only", choices=("overhead", "large"))
     a = ap.parse_args()
+    try:
+        from numpy._core import multiarray as _ma
+    except ImportError:  # numpy 1.x
+        from numpy.core import multiarray as _ma
+    if a.no_hugepage:
+        _ma._set_madvise_hugepage(False)
+    try:
+        thp = open("/sys/kernel/mm/transparent_hugepage/enabled").read().strip()
+    except OSError:
+        thp = "unknown"
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    malloc = " ".join(f"{k}={v}" for k, v in os.environ.items() if k.startswith("MALLOC_")) or "glibc defaults"
+    print(f"transparent huge pages: {thp}; numpy madvise(MADV_HUGEPAGE): {_ma._get_madvise_hugepage()}; "
+          f"malloc: {malloc}; load average {load}")
     n = 20000 if a.quick else 100000
     x = np.ones((1, 32), np.float32)
     sch = lofp.scheme("mxfp4")
@@ -55,6 +82,13 @@ def main():
     scales = np.empty((1, 1), np.uint8)
     q = lofp.quantize(x, "mxfp4")
     out = np.empty((1, 32), np.float32)
+    if a.only != "large":
+        overhead(n, x, sch, codes, scales, q, out)
+    if a.only != "overhead":
+        large(a)
+
+
+def overhead(n, x, sch, codes, scales, q, out):
     print(f"lofp {lofp.__version__}, numpy {np.__version__}; tiny tensor [1, 32] mxfp4; best of 5 x {n} calls")
     rows = [
         ("no-op extension call  _lofp.noop()", lambda: _lofp.noop()),
@@ -88,6 +122,8 @@ def main():
     except ImportError:
         print("torch not installed: torch rows skipped")
 
+
+def large(a):
     reps = 5 if a.quick else 15
     for rows_, k_ in ((512, 4096), (4096, 4096)):
         big = np.random.default_rng(0).standard_normal((rows_, k_)).astype(np.float32)
@@ -107,10 +143,15 @@ def main():
             lin = qq.scales.view(np.uint8)
             rawd = throughput(lambda: _lofp.dequantize(sc.blob, qq.codes, lin, qq.global_scale, rows_, k_, 1, o, a.threads),
                               big.nbytes, reps)
+            fresh = throughput(lambda: _lofp.dequantize(sc.blob, qq.codes, lin, qq.global_scale, rows_, k_, 1,
+                                                        np.empty_like(big), a.threads), big.nbytes, reps)
             poutd = throughput(lambda: lofp.dequantize(qq, "float32", threads=a.threads, out=o), big.nbytes, reps)
             pubd = throughput(lambda: lofp.dequantize(qq, "float32", threads=a.threads), big.nbytes, reps)
             print(f"  dequantize {s:<11s} C call {rawd[0]:6.2f}   lofp.dequantize(out=) {poutd[0]:6.2f} ({poutd[0] / rawd[0]:.3f})"
-                  f"   lofp.dequantize {pubd[0]:6.2f} ({pubd[0] / rawd[0]:.3f})")
+                  f"   C call, fresh output {fresh[0]:6.2f}   lofp.dequantize {pubd[0]:6.2f} ({pubd[0] / rawd[0]:.3f} "
+                  f"of the C call, {pubd[0] / fresh[0]:.3f} of the C call into a fresh output)")
+        touch = throughput(lambda: np.empty_like(big).fill(0), big.nbytes, reps)
+        print(f"  first touch of a fresh output (np.empty_like + fill(0)): {touch[0]:6.2f} GB/s ({touch[1]:.2f} ms)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python package on a GPU machine: builds the extension with the CUDA backend (build-pygpu),
-# runs tests/python (numpy, torch CPU and CUDA, custom ops, torch.compile, the stream contract),
-# then the binding benchmark. Needs python3 with numpy, ml_dtypes, torch and pytest (and
+# runs tests/python (numpy, torch CPU and CUDA, custom ops, torch.compile, the stream contract,
+# CUDA arrays of other DLPack producers), then the binding benchmark. Needs python3 with numpy, ml_dtypes, torch and pytest (and
 # safetensors for one test); no network.
 #   scripts/gpu_python.sh [--no-bench] [pytest args...]
 set -euo pipefail
@@ -24,4 +24,6 @@ $py -c "import lofp; print('lofp', lofp.__version__, 'CUDA backend', lofp.HAVE_C
 $py -m pytest -q -rs -s -p no:cacheprovider tests/python "$@"
 if [ $bench = 1 ]; then
   $py scripts/bench_python.py --quick
+  # the allocating dequantize with glibc keeping large blocks (BENCHMARKS.md "Python binding")
+  MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=4294967296 $py scripts/bench_python.py --quick --only large
 fi
