@@ -598,11 +598,11 @@ size_t lofp_attn_task_scratch_bytes(const lofp_attn_geom *G, size_t max_rows)
     size_t T = G->tile, D = G->D;
     const size_t H = LOFP_ATTN_TASK_HEADS;
     size_t floats = 2 * H * T * D  /* K and V tiles of every head of a task (fp32/bf16 caches) */
-                  + (max_rows + 3) * T   /* scores / probabilities (rows padded to 4) */
+                  + (max_rows + 3) * 64  /* scores / probabilities (rows padded to 4, tiles <= 64) */
                   + (max_rows + 3) * H * D /* q rows of every head of a task (AVX2, AVX-512) */
                   + 256 + D        /* scale table, unpermute buffer */
                   + 16 * 4;        /* alignment slack */
-    return floats * sizeof(float) + (2 * T + max_rows) * sizeof(void *) + 64;
+    return floats * sizeof(float) + (2 * 64 + max_rows) * sizeof(void *) + 64;
 }
 
 static void init_records(const lofp_attn_geom *G, const lofp_attn_task *t)

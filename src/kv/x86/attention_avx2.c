@@ -118,13 +118,13 @@ static void scratch_split(const lofp_attn_geom *G, void *raw, size_t max_rows, s
     s->Kf = f;                               /* [head][T][D] */
     s->Vf = s->Kf + H * T * D;
     const size_t rows = (max_rows + 3) & ~(size_t)3; /* the AVX-512 UltraQuant kernel pads to 4 */
-    s->P = s->Vf + H * T * D;
-    s->qb = s->P + rows * T;
+    s->P = s->Vf + H * T * D;                 /* [rows][64]: the AVX-512 UltraQuant tile is 64 */
+    s->qb = s->P + rows * 64;
     s->slut = s->qb + rows * H * D;
     s->tmp = s->slut + 256;
     s->tokp = (const uint8_t **)(void *)(s->tmp + D + 16);
-    s->sp = s->tokp + T;
-    s->acc = (float **)(void *)(s->sp + T);
+    s->sp = s->tokp + 64;
+    s->acc = (float **)(void *)(s->sp + 64);
 }
 
 /* ---- tile widening (fp32 / bf16 caches) ------------------------------------------------- *
@@ -551,8 +551,9 @@ void lofp_attn_task_avx2(const lofp_attn_geom *G, const lofp_attn_task *t, void 
 
 /* ---- AVX-512 helpers --------------------------------------------------------------------------
  * The same tile algorithm with 512-bit registers (CMake builds this file with -mavx2 -mfma -mf16c
- * only, so these functions carry their own target). UltraQuant decodes two groups (32 code bytes)
- * per step: the bytes are broadcast to both 256-bit halves, the low half keeps the low nibbles,
+ * only, so these functions carry their own target), for fp32 / bf16 caches and UltraQuant at
+ * D = 64 (D >= 128 has its own kernels at the end of this section). UltraQuant decodes two groups
+ * (32 code bytes) per step: the bytes are broadcast to both 256-bit halves, the low half keeps the low nibbles,
  * the high half the high ones; each 128-bit lane then holds one group's evens or odds, so the
  * group scale is a blend of two broadcasts. 32 registers allow 4 rows x 4 tokens of score
  * accumulators and 4 rows x 64 values of P.V accumulators next to a decoded block. Needs D >= 64.
@@ -806,29 +807,35 @@ static void uq_pv512(const uint8_t *const *sp, const lofp_attn_geom *G, size_t t
 }
 
 
-/* ---- AVX-512 UltraQuant kernels, second form (D >= 128) ----------------------------------------
- * Cheaper decode, scales after the dot products, one reduction tree for 4 rows x 4 tokens:
+/* ---- AVX-512 UltraQuant kernels for D >= 128 ---------------------------------------------------
+ * 512-bit work issues on two ports here (p0, p5; shuffles on p5 only), so every decode, shuffle or
+ * multiply takes an FMA slot. These kernels spend as few as possible per value:
  *
- * - K: the D/2 code bytes are read 64 at a time (a chunk of 128 elements, 4 groups). Dword lane w
- *   holds elements 8w..8w+7; shifting it right by 4k brings element 8w+k to the low nibble, and
- *   vpermps, which reads only the low 4 bits of each index, looks up its E2M1 value: 2 uops per
- *   16 values, unscaled. Q is stored in that order (position 16k + w of a chunk = element 8w + k),
- *   so the dot products need no shuffle, and lanes 4q..4q+3 of every product vector belong to
- *   group q of the chunk.
- * - Scores: per token, the 4 rows' product vectors are folded (two permute + blend + add steps)
- *   into one vector whose lane 4q + r is row r's partial sum over group q; one multiply by the
- *   group scales (lane 4q + r = 2^(e_q - 127), built from the 4 scale bytes with a vpshufb and a
- *   shift; byte 0 gives 0) applies all four scales of the token to all four rows. Two more fold
- *   steps over 4 tokens give lane 4j + r = score of token j, row r: one 512-bit store to a
- *   token-major probability block P[t][4].
- * - Softmax on those blocks, 16 (token, row) lanes per vector.
- * - V: each group's 16 code bytes are widened to dwords (vpmovzxbd); the low nibble gives the even
- *   elements, a shift by 4 the odd ones, each through one vpermps. The group scale is folded into
- *   the probability instead: P'[t][group][row] = p * 2^(e - 127) (exact: a power of two), one
- *   multiply per token and 4 groups, and P.V broadcasts P' straight from memory in the FMAs.
+ * - Scores, 16 tokens per step with one token per lane (no horizontal sums): the 64 code bytes of
+ *   a K chunk (128 elements, 4 groups) of 16 tokens are transposed as a 16 x 16 dword matrix, so
+ *   vector w holds dword w (elements 8w..8w+7) of every token. A right shift by 4b brings element
+ *   8w + b to the low nibble, and vpermps, which reads only the low 4 bits of each index, looks up
+ *   its E2M1 value: 2 instructions per 16 values, unscaled. Each decoded vector feeds one FMA per
+ *   row with q[row][8w + b] broadcast from memory. The group scale is a power of two, so it
+ *   factors out of the group's partial sum: after the 32 elements of group q, one FMA per row
+ *   adds partial * 2^(e - 127) (byte q of each token's scale dword moved to bits 23..30 by a
+ *   vpshufb and a shift; byte 0 gives 0).
+ * - Softmax on rows of 16 tokens per vector.
+ * - P.V: each V group's 16 code bytes are widened to dwords (vpmovzxbd); the low nibble gives the
+ *   even elements, a shift by 4 the odd ones, each through one vpermps. V's group scale is folded
+ *   into the probability, P'[row][group][t] = p * 2^(e - 127) (exact), 16 tokens per multiply,
+ *   and the FMAs broadcast P' from memory. The accumulators are in the order position 64h + 16k
+ *   + w = element 64h + 32(k >> 1) + 2w + (k & 1), restored once per task.
  *
- * Rows go in blocks of 4 (a GQA group of 4 is one block; other counts are padded with zero rows
- * that write to a dummy record). */
+ * Rows go in blocks of 4 (one GQA group of 4); other counts are padded with zero rows that write
+ * to dummy records. Tiles are 64 tokens. */
+
+#define UQT_TILE 64u
+/* vpshufb control moving byte 0 of each dword to its byte 3, zeros elsewhere; adding g << 24
+ * picks byte g instead */
+#define UQT_CTL0 _mm512_set_epi32(0x0C808080, 0x08808080, 0x04808080, 0x00808080, 0x0C808080, 0x08808080, \
+                                  0x04808080, 0x00808080, 0x0C808080, 0x08808080, 0x04808080, 0x00808080, \
+                                  0x0C808080, 0x08808080, 0x04808080, 0x00808080)
 
 static inline __m512 exp512(__m512 x)
 {
@@ -854,89 +861,98 @@ static inline __m512 exp512(__m512 x)
     return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
 }
 
-/* The max / sum of the 4 lanes r, r+4, r+8, r+12 in every one of them. */
-static inline __m512 lanes4_max(__m512 v)
+/* 16 x 16 dword transpose: y[w] lane j = x[j] lane w. */
+static inline void transpose16(const __m512i *x, __m512i *y)
 {
-    v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));
-    return _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));
-}
-
-static inline __m512 lanes4_sum(__m512 v)
-{
-    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));
-    return _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));
-}
-
-/* lane 4q + r = 2^(s[q] - 127) (0 for byte 0) for the 4 scale bytes at s */
-static inline __m512 scales4(const uint8_t *s, __m512i ctl)
-{
-    uint32_t w;
-    memcpy(&w, s, 4);
-    return _mm512_castsi512_ps(_mm512_srli_epi32(_mm512_shuffle_epi8(_mm512_set1_epi32((int)w), ctl), 1));
-}
-
-#define UQ5_CTL _mm512_set_epi32(0x03808080, 0x03808080, 0x03808080, 0x03808080, 0x02808080, 0x02808080, \
-                                 0x02808080, 0x02808080, 0x01808080, 0x01808080, 0x01808080, 0x01808080, \
-                                 0x00808080, 0x00808080, 0x00808080, 0x00808080)
-
-/* Scores of 4 rows (q: [4][D], chunk order) x tokens [0, t4) into P[t][4], times scale. */
-static void uq5_scores(const uint8_t *const *sp, const lofp_attn_geom *G, size_t t4, const float *q,
-                       float *P, pfq_t *pf)
-{
-    const size_t D = G->D, nc = D / 128;
-    const __m512 lut = _mm512_loadu_ps(lofp_e2m1_values), vs = _mm512_set1_ps(G->scale);
-    const __m512i ctl = UQ5_CTL;
-    const __m512i ia = _mm512_set_epi32(30, 15, 28, 13, 26, 11, 24, 9, 22, 7, 20, 5, 18, 3, 16, 1);
-    const __m512i ib = _mm512_set_epi32(29, 28, 15, 14, 25, 24, 11, 10, 21, 20, 7, 6, 17, 16, 3, 2);
-    const __m512i ic = _mm512_set_epi32(27, 26, 25, 24, 15, 14, 13, 12, 19, 18, 17, 16, 7, 6, 5, 4);
-    const __m512i id = _mm512_set_epi32(23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8);
-    for (size_t t = 0; t < t4; t += 4) {
-        __m512 W[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
-        pf_one(pf);
+    __m512i a[16], b[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
+        a[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
+    }
+    /* a[2m] lane (L, 0..3) = x[2m][4L], x[2m+1][4L], x[2m][4L+1], x[2m+1][4L+1] */
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            const uint8_t *s = sp[t + (size_t)j];
-            for (size_t c = 0; c < nc; c++) {
-                const __m512i x = _mm512_loadu_si512((const void *)(s + G->k_off + 64 * c));
-                __m512 k[8];
-                k[0] = _mm512_permutexvar_ps(x, lut);
-#pragma GCC unroll 7
-                for (int b = 1; b < 8; b++) k[b] = _mm512_permutexvar_ps(_mm512_srli_epi32(x, (unsigned)(4 * b)), lut);
-                __m512 a[4];
-                const float *qc = q + 128 * c;
+    for (int i = 0; i < 16; i += 4) {
+        b[i] = _mm512_unpacklo_epi64(a[i], a[i + 2]);
+        b[i + 1] = _mm512_unpackhi_epi64(a[i], a[i + 2]);
+        b[i + 2] = _mm512_unpacklo_epi64(a[i + 1], a[i + 3]);
+        b[i + 3] = _mm512_unpackhi_epi64(a[i + 1], a[i + 3]);
+    }
+    /* b[4m + i] lane (L, jj) = x[4m + jj][4L + i] */
 #pragma GCC unroll 4
-                for (int r = 0; r < 4; r++) {
-                    const float *qr = qc + (size_t)r * D;
-                    __m512 u = _mm512_mul_ps(_mm512_loadu_ps(qr), k[0]);
-                    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(qr + 16), k[1]);
-                    u = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 32), k[2], u);
-                    v = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 48), k[3], v);
-                    u = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 64), k[4], u);
-                    v = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 80), k[5], v);
-                    u = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 96), k[6], u);
-                    v = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 112), k[7], v);
-                    a[r] = _mm512_add_ps(u, v);
-                }
-                /* lane 2m + s: row s (z01) / 2 + s (z23), lanes 2m, 2m+1 summed */
-                __m512 z01 = _mm512_add_ps(_mm512_mask_blend_ps(0xAAAA, a[0], a[1]), _mm512_permutex2var_ps(a[0], ia, a[1]));
-                __m512 z23 = _mm512_add_ps(_mm512_mask_blend_ps(0xAAAA, a[2], a[3]), _mm512_permutex2var_ps(a[2], ia, a[3]));
-                /* lane 4q + r: row r, group q */
-                __m512 w = _mm512_add_ps(_mm512_mask_blend_ps(0xCCCC, z01, z23), _mm512_permutex2var_ps(z01, ib, z23));
-                __m512 sc = scales4(s + G->ks_off + 4 * c, ctl);
-                W[j] = _mm512_fmadd_ps(w, sc, W[j]);
-            }
-        }
-        __m512 x01 = _mm512_add_ps(_mm512_mask_blend_ps(0xF0F0, W[0], W[1]), _mm512_permutex2var_ps(W[0], ic, W[1]));
-        __m512 x23 = _mm512_add_ps(_mm512_mask_blend_ps(0xF0F0, W[2], W[3]), _mm512_permutex2var_ps(W[2], ic, W[3]));
-        __m512 y = _mm512_add_ps(_mm512_mask_blend_ps(0xFF00, x01, x23), _mm512_permutex2var_ps(x01, id, x23));
-        _mm512_store_ps(P + 4 * t, _mm512_mul_ps(y, vs));
+    for (int i = 0; i < 4; i++) {
+        __m512i c0 = _mm512_shuffle_i32x4(b[i], b[4 + i], 0x44);      /* L0 L1 of m=0 | L0 L1 of m=1 */
+        __m512i c1 = _mm512_shuffle_i32x4(b[i], b[4 + i], 0xEE);      /* L2 L3 | L2 L3 */
+        __m512i c2 = _mm512_shuffle_i32x4(b[8 + i], b[12 + i], 0x44);
+        __m512i c3 = _mm512_shuffle_i32x4(b[8 + i], b[12 + i], 0xEE);
+        y[i] = _mm512_shuffle_i32x4(c0, c2, 0x88);      /* L0 of m = 0,1,2,3 */
+        y[4 + i] = _mm512_shuffle_i32x4(c0, c2, 0xDD);  /* L1 */
+        y[8 + i] = _mm512_shuffle_i32x4(c1, c3, 0x88);  /* L2 */
+        y[12 + i] = _mm512_shuffle_i32x4(c1, c3, 0xDD); /* L3 */
     }
 }
 
-/* acc[r] (4 rows, rescaled by alpha[r] first) += sum over t < tn of P'[t][group][r] * V[t], V in
- * the group-pair order: position 64h + 16k + w = element 64h + 32(k >> 1) + 2w + (k & 1). */
-static void uq5_pv(const uint8_t *const *sp, const lofp_attn_geom *G, size_t tn, float *const *acc,
-                   const float *alpha, const float *Pp, pfq_t *pf)
+/* Scores of 4 rows (q: [4][D], natural order) x tokens [0, t16) into P[r][UQT_TILE], times
+ * scale: 16 tokens per step, one token per lane, so no horizontal sums. */
+static void uqt_scores(const uint8_t *const *tp, size_t hoff, const lofp_attn_geom *G, size_t t16,
+                       const float *q, float *P, pfq_t *pf)
+{
+    const size_t D = G->D, nc = D / 128;
+    const __m512 lut = _mm512_loadu_ps(lofp_e2m1_values), vs = _mm512_set1_ps(G->scale);
+    /* vpshufb control: byte g of each dword to its byte 3, zeros elsewhere (g added per group) */
+    const __m512i ctl0 = UQT_CTL0;
+    __m512i y[16];
+    _Alignas(64) uint32_t yb[256]; /* the transposed codes: 16 vectors */
+    for (size_t t = 0; t < t16; t += 16) {
+        __m512 s[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+        for (size_t c = 0; c < nc; c++) {
+            __m512i x[16];
+            uint32_t sb[16];
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) {
+                const uint8_t *sl = tp[t + (size_t)j] + hoff;
+                x[j] = _mm512_loadu_si512((const void *)(sl + G->k_off + 64 * c));
+                memcpy(&sb[j], sl + G->ks_off + 4 * c, 4);
+            }
+            transpose16(x, y);
+            for (int w = 0; w < 16; w++) _mm512_store_si512((void *)(yb + 16 * w), y[w]);
+            const __m512i S = _mm512_loadu_si512((const void *)sb);
+            const float *qc = q + 128 * c;
+#pragma GCC unroll 1
+            for (int g = 0; g < 4; g++) {
+                if (g == 0) { pf_one(pf); pf_one(pf); }
+                /* 16 independent FMA chains: 2 FMA ports x 4 cycles latency x 2 */
+                __m512 a[4][4];
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) {
+                    const int w = 4 * g + i;
+                    const __m512i yw = _mm512_load_si512((const void *)(yb + 16 * w));
+#pragma GCC unroll 8
+                    for (int b = 0; b < 8; b++) {
+                        const __m512 k = _mm512_permutexvar_ps(b ? _mm512_srli_epi32(yw, (unsigned)(4 * b)) : yw, lut);
+#pragma GCC unroll 4
+                        for (int r = 0; r < 4; r++)
+                            a[r][b & 3] = _mm512_fmadd_ps(_mm512_set1_ps(qc[(size_t)r * D + 8 * (size_t)w + (size_t)b]), k, a[r][b & 3]);
+                    }
+                }
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) a[r][0] = _mm512_add_ps(_mm512_add_ps(a[r][0], a[r][2]), _mm512_add_ps(a[r][1], a[r][3]));
+                /* byte g of each token's scale dword to bits 23..30: 2^(e - 127), byte 0 -> 0 */
+                const __m512i ctl = _mm512_add_epi32(ctl0, _mm512_set1_epi32((int)((uint32_t)g << 24)));
+                const __m512 sc = _mm512_castsi512_ps(_mm512_srli_epi32(_mm512_shuffle_epi8(S, ctl), 1));
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) s[r] = _mm512_fmadd_ps(a[r][0], sc, s[r]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) _mm512_store_ps(P + (size_t)r * UQT_TILE + t, _mm512_mul_ps(s[r], vs));
+    }
+}
+
+static void uqt_pv(const uint8_t *const *tp, size_t hoff, const lofp_attn_geom *G, size_t tn,
+                   float *const *acc, const float *alpha, const float *Pp, pfq_t *pf)
 {
     const size_t D = G->D, ng = D / 32;
     const __m512 lut = _mm512_loadu_ps(lofp_e2m1_values);
@@ -948,9 +964,13 @@ static void uq5_pv(const uint8_t *const *sp, const lofp_attn_geom *G, size_t tn,
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) a[r][k] = _mm512_mul_ps(_mm512_loadu_ps(acc[r] + 64 * h + 16 * k), al);
         }
-        const float *pp = Pp + 8 * h;
-        for (size_t t = 0; t < tn; t++, pp += 4 * ng) {
-            const uint8_t *c = sp[t] + G->v_off + 32 * h;
+        const float *pp0[4], *pp1[4];
+        for (int r = 0; r < 4; r++) {
+            pp0[r] = Pp + ((size_t)r * ng + 2 * h) * UQT_TILE;
+            pp1[r] = pp0[r] + UQT_TILE;
+        }
+        for (size_t t = 0; t < tn; t++) {
+            const uint8_t *c = tp[t] + hoff + G->v_off + 32 * h;
             pf_one(pf);
             const __m512i c0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)c));
             const __m512i c1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(c + 16)));
@@ -958,7 +978,7 @@ static void uq5_pv(const uint8_t *const *sp, const lofp_attn_geom *G, size_t tn,
             const __m512 v2 = _mm512_permutexvar_ps(c1, lut), v3 = _mm512_permutexvar_ps(_mm512_srli_epi32(c1, 4), lut);
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
-                const __m512 p0 = _mm512_set1_ps(pp[r]), p1 = _mm512_set1_ps(pp[4 + r]);
+                const __m512 p0 = _mm512_set1_ps(pp0[r][t]), p1 = _mm512_set1_ps(pp1[r][t]);
                 a[r][0] = _mm512_fmadd_ps(p0, v0, a[r][0]);
                 a[r][1] = _mm512_fmadd_ps(p0, v1, a[r][1]);
                 a[r][2] = _mm512_fmadd_ps(p1, v2, a[r][2]);
@@ -974,25 +994,22 @@ static void uq5_pv(const uint8_t *const *sp, const lofp_attn_geom *G, size_t tn,
 
 static void run_task_uq512(const lofp_attn_geom *G, const lofp_attn_task *t, void *raw)
 {
-    const size_t D = G->D, T = G->tile, g = G->g, Hq = G->Hq, ng = D / 32;
-    const size_t R = (size_t)t->qn * g, Rp = (R + 3) & ~(size_t)3; /* rows per KV head, padded */
+    const size_t D = G->D, TT = UQT_TILE, g = G->g, Hq = G->Hq, ng = D / 32;
+    const size_t R = (size_t)t->qn * g, Rp = (R + 3) & ~(size_t)3;
     const size_t nh = t->h1 - t->h0;
     scratch_t s;
     scratch_split(G, raw, R, &s);
-    /* the fp32 tile area is free here: P' [T][ng][4], 4 dummy records, the unpermute buffer */
-    float *Pp = s.Kf, *dummy = Pp + T * ng * 4, *tmp = dummy + 4 * (D + 16);
-    const __m512i ctl = UQ5_CTL;
+    /* the fp32 tile area is free here: P' [4][ng][TT], 4 dummy records, the unpermute buffer */
+    float *Pp = s.Kf, *dummy = Pp + TT * ng * 4, *tmp = dummy + 4 * (D + 16);
+    const __m512i ctl0 = UQT_CTL0;
     memset(dummy, 0, 4 * (D + 16) * sizeof(float));
 
-    /* q rows of every head in chunk order (zero rows up to Rp); records start empty */
     for (size_t hk = 0; hk < nh; hk++)
         for (size_t r = 0; r < Rp; r++) {
             float *dst = s.qb + (hk * Rp + r) * D;
             if (r >= R) { memset(dst, 0, D * sizeof(float)); continue; }
             size_t i = r / g, h = (t->h0 + hk) * g + r % g;
-            const float *q = t->q + i * t->q_tok_stride + h * D;
-            for (size_t c = 0; c < D; c += 128)
-                for (size_t p = 0; p < 128; p++) dst[c + p] = q[c + 8 * (p % 16) + p / 16];
+            memcpy(dst, t->q + i * t->q_tok_stride + h * D, D * sizeof(float));
             float *rec = t->part + (i * Hq + h) * t->part_stride;
             memset(rec, 0, D * sizeof(float));
             rec[D] = -INFINITY;
@@ -1005,83 +1022,81 @@ static void run_task_uq512(const lofp_attn_geom *G, const lofp_attn_task *t, voi
         if (l > maxlim) maxlim = l;
     }
 
-    for (size_t ts = t->start; ts < maxlim; ts += T) {
-        const size_t tn = maxlim - ts < T ? maxlim - ts : T, t4 = (tn + 3) & ~(size_t)3;
+    for (size_t ts = t->start; ts < maxlim; ts += TT) {
+        const size_t tn = maxlim - ts < TT ? maxlim - ts : TT, t16 = (tn + 15) & ~(size_t)15;
         token_ptrs(G, t->block_table, ts, tn, s.tokp);
-        const size_t tn_next = ts + T >= maxlim ? 0 : (maxlim - ts - T < T ? maxlim - ts - T : T);
+        for (size_t j = tn; j < t16; j++) s.tokp[j] = s.tokp[0]; /* any real slot: masked below */
+        const size_t tn_next = ts + TT >= maxlim ? 0 : (maxlim - ts - TT < TT ? maxlim - ts - TT : TT);
         pfq_t pf;
         pf.rows = tn_next;
         pf.rowb = nh * G->slot;
         pf.i = pf.o = 0;
         if (pf.rows) {
-            token_ptrs(G, t->block_table, ts + T, tn_next, s.sp); /* borrowed for a moment */
+            token_ptrs(G, t->block_table, ts + TT, tn_next, s.sp); /* borrowed for a moment */
             for (size_t j = 0; j < tn_next; j++) pf.row[j] = (const char *)s.sp[j] + t->h0 * G->slot;
         }
         for (size_t hk = 0; hk < nh; hk++) {
-            for (size_t j = 0; j < t4; j++) s.sp[j] = j < tn ? s.tokp[j] + (t->h0 + hk) * G->slot : zero_slot;
+            const size_t hoff = (t->h0 + hk) * G->slot;
             for (size_t rb = 0; rb < Rp; rb += 4) {
-                float *P = s.P + rb * T;
-                uq5_scores(s.sp, G, t4, s.qb + (hk * Rp + rb) * D, P, &pf);
-                /* online softmax of the block's 4 rows, 16 (token, row) lanes per vector */
-                float *rec[4], visf[4], mold[4];
+                float *P = s.P + rb * TT;
+                uqt_scores(s.tokp, hoff, G, t16, s.qb + (hk * Rp + rb) * D, P, &pf);
+                float *rec[4], al[4];
                 for (int r = 0; r < 4; r++) {
-                    size_t row = rb + (size_t)r;
+                    size_t row = rb + (size_t)r, vis = 0;
+                    float *Pr = P + (size_t)r * TT;
                     if (row < R) {
                         size_t i = row / g, h = (t->h0 + hk) * g + row % g;
                         rec[r] = t->part + (i * Hq + h) * t->part_stride;
-                        size_t vis = t->limit[i] <= ts ? 0 : t->limit[i] - ts;
-                        visf[r] = (float)(vis > tn ? tn : vis);
+                        vis = t->limit[i] <= ts ? 0 : t->limit[i] - ts;
+                        if (vis > tn) vis = tn;
                     } else {
                         rec[r] = dummy + (size_t)r * (D + 16);
-                        visf[r] = 0.0f;
                     }
-                    mold[r] = rec[r][D];
+                    al[r] = 1.0f;
+                    if (vis == 0) {
+                        for (size_t j = 0; j < t16; j += 16) _mm512_store_ps(Pr + j, _mm512_setzero_ps());
+                        continue;
+                    }
+                    __m512 mx = _mm512_set1_ps(-INFINITY);
+                    for (size_t j = 0; j < t16; j += 16) {
+                        __mmask16 in = vis >= j + 16 ? (__mmask16)0xFFFF : vis <= j ? (__mmask16)0 : (__mmask16)((1u << (vis - j)) - 1);
+                        __m512 x = _mm512_mask_blend_ps(in, _mm512_set1_ps(-INFINITY), _mm512_load_ps(Pr + j));
+                        _mm512_store_ps(Pr + j, x);
+                        mx = _mm512_max_ps(mx, x);
+                    }
+                    float mt = _mm512_reduce_max_ps(mx), m_old = rec[r][D], m_new = m_old > mt ? m_old : mt;
+                    al[r] = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+                    const __m512 vm = _mm512_set1_ps(m_new);
+                    __m512 sum = _mm512_setzero_ps();
+                    for (size_t j = 0; j < t16; j += 16) {
+                        __m512 e = exp512(_mm512_sub_ps(_mm512_load_ps(Pr + j), vm));
+                        _mm512_store_ps(Pr + j, e);
+                        sum = _mm512_add_ps(sum, e);
+                    }
+                    rec[r][D + 1] = rec[r][D + 1] * al[r] + _mm512_reduce_add_ps(sum);
+                    rec[r][D] = m_new;
                 }
-                const __m512 vis = _mm512_broadcast_f32x4(_mm_loadu_ps(visf));
-                const __m512 m0 = _mm512_broadcast_f32x4(_mm_loadu_ps(mold));
-                const __m512 ninf = _mm512_set1_ps(-INFINITY);
-                __m512 tok = _mm512_set_ps(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-                __m512 mx = ninf;
-                for (size_t j = 0; j < t4; j += 4) {
-                    __mmask16 in = _mm512_cmp_ps_mask(tok, vis, _CMP_LT_OQ);
-                    __m512 x = _mm512_mask_blend_ps(in, ninf, _mm512_load_ps(P + 4 * j));
-                    _mm512_store_ps(P + 4 * j, x);
-                    mx = _mm512_max_ps(mx, x);
-                    tok = _mm512_add_ps(tok, _mm512_set1_ps(4.0f));
+                /* P'[r][group][t] = p * 2^(e - 127), 16 tokens per vector */
+                for (size_t j = 0; j < tn; j += 16) {
+                    for (size_t c = 0; c < ng; c += 4) {
+                        uint32_t sb[16];
+                        for (int u = 0; u < 16; u++) memcpy(&sb[u], s.tokp[j + (size_t)u] + hoff + G->vs_off + c, 4);
+                        const __m512i S = _mm512_loadu_si512((const void *)sb);
+#pragma GCC unroll 4
+                        for (int gg = 0; gg < 4; gg++) {
+                            const __m512 sc = _mm512_castsi512_ps(_mm512_srli_epi32(
+                                _mm512_shuffle_epi8(S, _mm512_add_epi32(ctl0, _mm512_set1_epi32((int)((uint32_t)gg << 24)))), 1));
+#pragma GCC unroll 4
+                            for (int r = 0; r < 4; r++)
+                                _mm512_store_ps(Pp + ((size_t)r * ng + c + (size_t)gg) * TT + j,
+                                                _mm512_mul_ps(_mm512_load_ps(P + (size_t)r * TT + j), sc));
+                        }
+                    }
                 }
-                mx = lanes4_max(mx);
-                /* rows with nothing visible keep their record: m stays, p = 0, alpha = 1 */
-                const __mmask16 live = _mm512_cmp_ps_mask(_mm512_setzero_ps(), vis, _CMP_LT_OQ);
-                const __m512 mnew = _mm512_mask_blend_ps(live, m0, _mm512_max_ps(m0, mx));
-                const __m512 alpha = _mm512_mask_blend_ps(live, _mm512_set1_ps(1.0f),
-                                                          exp512(_mm512_sub_ps(m0, mnew)));
-                __m512 sum = _mm512_setzero_ps();
-                for (size_t j = 0; j < t4; j += 4) {
-                    __m512 e = _mm512_maskz_mov_ps(live, exp512(_mm512_sub_ps(_mm512_load_ps(P + 4 * j), mnew)));
-                    _mm512_store_ps(P + 4 * j, e);
-                    sum = _mm512_add_ps(sum, e);
-                }
-                sum = lanes4_sum(sum);
-                float mn[16], al[16], sm[16];
-                _mm512_storeu_ps(mn, mnew);
-                _mm512_storeu_ps(al, alpha);
-                _mm512_storeu_ps(sm, sum);
-                for (int r = 0; r < 4; r++) {
-                    if (!(visf[r] > 0.0f)) continue;
-                    rec[r][D + 1] = rec[r][D + 1] * al[r] + sm[r];
-                    rec[r][D] = mn[r];
-                }
-                /* P' = p * 2^(e - 127) per (token, V group, row) */
-                for (size_t j = 0; j < tn; j++) {
-                    const __m512 pj = _mm512_broadcast_f32x4(_mm_load_ps(P + 4 * j));
-                    for (size_t c = 0; c < ng; c += 4)
-                        _mm512_store_ps(Pp + (j * ng + c) * 4, _mm512_mul_ps(pj, scales4(s.sp[j] + G->vs_off + c, ctl)));
-                }
-                uq5_pv(s.sp, G, tn, rec, al, Pp, &pf);
+                uqt_pv(s.tokp, hoff, G, tn, rec, al, Pp, &pf);
             }
         }
     }
-    /* accumulators back to the natural element order */
     for (size_t hk = 0; hk < nh; hk++)
         for (size_t r = 0; r < R; r++) {
             size_t i = r / g, h = (t->h0 + hk) * g + r % g;
