@@ -16,7 +16,11 @@ static void convert_usage(FILE *f)
             "IN is a model directory (config.json, model.safetensors or shards + index, tokenizer\n"
             "files) or one .safetensors file; for --to gguf a .gguf file. OUT is a new directory\n"
             "(a .gguf file for --to gguf). docs/CHECKPOINTS.md describes each format.\n\n"
-            "  --to F              modelopt | compressed-tensors | gpt-oss | gguf\n"
+            "An already-quantized IN (modelopt, compressed-tensors, gpt-oss, lofp files) is cast exactly,\n"
+            "never requantized: codes and block scales copied under the target's names, the NVFP4\n"
+            "per-tensor scale converted to the target's convention, MXFP4 -> NVFP4 by the closed form;\n"
+            "pairs with no exact path are refused (docs/CHECKPOINTS.md \"Exact casts\").\n\n"
+            "  --to F              modelopt | compressed-tensors | gpt-oss | gguf | lofp (quantized IN only)\n"
             "  --scheme S          modelopt: nvfp4 (default), mxfp8; compressed-tensors: nvfp4 (default),\n"
             "                      mxfp4; gpt-oss: mxfp4; gguf: mxfp4 (default, type 39), nvfp4 (type 40)\n"
             "  --include GLOB      quantize matching tensors even when a default leaves them out (repeatable)\n"
@@ -26,6 +30,8 @@ static void convert_usage(FILE *f)
             "  --pad               zero-pad K to a whole block instead of refusing the tensor\n"
             "  --input-scales F    NVFP4: JSON {\"module\": activation amax}; gives quant_algo NVFP4 with\n"
             "                      input scales (default: weight-only, W4A16_NVFP4 / NVFP4A16)\n"
+            "  --requantize-unfit  MXFP4 -> NVFP4: requantize the blocks that do not fit exactly (listed\n"
+            "                      in the notes) instead of refusing the input\n"
             "  --jobs N            convert N shards at once\n"
             "  --threads N         quantize threads per shard\n"
             "  --shard I/N         convert only slice I (1..N) of the shard list, shard files only\n"
@@ -64,6 +70,7 @@ int lofp_cmd_convert(int argc, char **argv)
         else if (!strcmp(a, "--pad")) o.pad = 1;
         else if (!strcmp(a, "--input-scales") && i + 1 < argc) o.input_scales = argv[++i];
         else if (!strcmp(a, "--merge-index")) o.merge_index = 1;
+        else if (!strcmp(a, "--requantize-unfit")) o.requantize_unfit = 1;
         else if (!strcmp(a, "--shard") && i + 1 < argc) {
             unsigned si = 0, sn = 0;
             if (sscanf(argv[++i], "%u/%u", &si, &sn) != 2 || si < 1 || sn < 1 || si > sn) {
@@ -80,7 +87,7 @@ int lofp_cmd_convert(int argc, char **argv)
     if (!to || !in || !out) { convert_usage(stderr); free(inc); free(exc); return cli_error("convert", "need --to FORMAT, IN and OUT"); }
     if (lofp_ckpt_format_from_name(to, &o.to) != LOFP_OK) {
         free(inc); free(exc);
-        return cli_error("convert", "unknown format '%s' (modelopt, compressed-tensors, gpt-oss, gguf)", to);
+        return cli_error("convert", "unknown format '%s' (modelopt, compressed-tensors, gpt-oss, gguf, lofp)", to);
     }
     o.include = inc;
     o.n_include = ni;

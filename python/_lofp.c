@@ -1729,23 +1729,24 @@ static const char **str_array(PyObject *list, size_t *n)
 }
 
 /* ckpt_convert(in, out, to, scheme|None, include[list], exclude[list], no_fuse, pad, input_scales|None,
- *              jobs, threads) -> notes */
+ *              jobs, threads[, requantize_unfit]) -> notes */
 static PyObject *py_ckpt_convert(PyObject *self, PyObject *args)
 {
     PyObject *ino, *outo, *inc, *exc, *isc;
     const char *to, *scheme;
     int nofuse, pad;
     unsigned jobs, threads;
+    int requant_unfit = 0;
     PyObject *scheme_o;
-    if (!PyArg_ParseTuple(args, "O&O&sOO!O!ppOII", PyUnicode_FSConverter, &ino, PyUnicode_FSConverter, &outo, &to, &scheme_o,
-                          &PyList_Type, &inc, &PyList_Type, &exc, &nofuse, &pad, &isc, &jobs, &threads))
+    if (!PyArg_ParseTuple(args, "O&O&sOO!O!ppOII|p", PyUnicode_FSConverter, &ino, PyUnicode_FSConverter, &outo, &to, &scheme_o,
+                          &PyList_Type, &inc, &PyList_Type, &exc, &nofuse, &pad, &isc, &jobs, &threads, &requant_unfit))
         return NULL;
     PyObject *ret = NULL, *isc_b = NULL;
     const char **ia = NULL, **ea = NULL;
     lofp_ckpt_options o;
     lofp_ckpt_options_init(&o);
     if (lofp_ckpt_format_from_name(to, &o.to) != LOFP_OK) {
-        raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown checkpoint format '%s' (modelopt, compressed-tensors, gpt-oss, gguf)", to);
+        raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown checkpoint format '%s' (modelopt, compressed-tensors, gpt-oss, gguf, lofp)", to);
         goto out;
     }
     if (opt_str(scheme_o, &scheme)) goto out;
@@ -1761,6 +1762,7 @@ static PyObject *py_ckpt_convert(PyObject *self, PyObject *args)
     }
     o.jobs = jobs;
     o.threads = threads;
+    o.requantize_unfit = requant_unfit;
     notes_t notes = {0};
     o.note = notes_add;
     o.ctx = &notes;
@@ -2339,7 +2341,7 @@ static PyMethodDef methods[] = {
     {"file_open", py_file_open, METH_VARARGS, "file_open(path) -> (handle, format, tensors, metadata)"},
     {"file_read", py_file_read, METH_VARARGS, "file_read(handle, index, out)"},
     {"file_write", py_file_write, METH_VARARGS, "file_write(path, tensors, metadata)"},
-    {"ckpt_convert", py_ckpt_convert, METH_VARARGS, "ckpt_convert(in, out, to, scheme, include, exclude, no_fuse, pad, input_scales, jobs, threads) -> notes"},
+    {"ckpt_convert", py_ckpt_convert, METH_VARARGS, "ckpt_convert(in, out, to, scheme, include, exclude, no_fuse, pad, input_scales, jobs, threads[, requantize_unfit]) -> notes"},
     {"ckpt_import", py_ckpt_import, METH_VARARGS, "ckpt_import(in, out, dtype) -> notes"},
     {"ckpt_open", py_ckpt_open, METH_VARARGS, "ckpt_open(path) -> (handle, format, description, count)"},
     {"ckpt_tensor", py_ckpt_tensor, METH_VARARGS, "ckpt_tensor(handle, i, codes|None, scales|None, data|None) -> dict"},

@@ -42,6 +42,26 @@ LOFP_API lofp_status lofp_cast_mxfp4_to_nvfp4(const uint8_t *codes, const uint8_
                                               uint8_t *ue4m3, float *global_scale,
                                               lofp_cast_report *rep);
 
+/* The largest exponent x (scale 2^x) of the blocks of an MXFP4 tensor that hold a non-zero code
+ * and a finite scale, INT_MIN when there is none: what lofp_cast_mxfp4_to_nvfp4 derives its
+ * per-tensor scale from. Fused tensors that must share one NVFP4 per-tensor scale take the largest
+ * x over all of them and cast each with lofp_cast_mxfp4_to_nvfp4_with_global(2^(8 - x)); a tensor
+ * too large for memory may be scanned in row chunks (the maximum of the chunks' results). Returns
+ * LOFP_OK, LOFP_ERR_INVALID_ARG or LOFP_ERR_SHAPE (k not a multiple of 32). */
+LOFP_API lofp_status lofp_cast_mxfp4_max_exponent(const uint8_t *codes, const uint8_t *e8m0, size_t rows,
+                                                  size_t k, int *xmax);
+
+/* lofp_cast_mxfp4_to_nvfp4 under a given per-tensor encode multiplier `global_scale` (a power of
+ * two 2^g, 2^-126 <= G <= 2^127): a block with scale 2^x fits when all its codes are zero or
+ * -9 <= x + g <= 8, and is then carried over exactly; the others are requantized from their
+ * decoded values under G and reported, as there. Lets a caller share one G across fused tensors
+ * and convert a tensor in chunks of rows (report indices are relative to the chunk). Returns
+ * LOFP_OK, LOFP_ERR_INVALID_ARG (G not such a power of two) or LOFP_ERR_SHAPE. */
+LOFP_API lofp_status lofp_cast_mxfp4_to_nvfp4_with_global(const uint8_t *codes, const uint8_t *e8m0,
+                                                          size_t rows, size_t k, float global_scale,
+                                                          uint8_t *nv_codes, uint8_t *ue4m3,
+                                                          lofp_cast_report *rep);
+
 /* NVFP4 per-tensor scale from one producer's convention to another's (ModelOpt's decode
  * weight_scale_2 <-> compressed-tensors' encode weight_global_scale, and lofp's / torchao's), for
  * a tensor whose block scales are `scales[0..n)`: the codes and block scales are carried over

@@ -60,7 +60,8 @@ typedef void (*lofp_ckpt_progress_fn)(void *ctx, const char *shard, size_t shard
 typedef void (*lofp_ckpt_note_fn)(void *ctx, const char *line);
 
 typedef struct lofp_ckpt_options {
-    lofp_ckpt_format to;          /* convert: MODELOPT, COMPRESSED_TENSORS, GPT_OSS or GGUF */
+    lofp_ckpt_format to;          /* convert: MODELOPT, COMPRESSED_TENSORS, GPT_OSS, GGUF, or LOFP
+                                     (already-quantized inputs only) */
     const char *scheme;           /* NULL = the format's default ("nvfp4"; gpt-oss and gguf
                                      "mxfp4"); modelopt: "nvfp4", "mxfp8"; compressed-tensors:
                                      "nvfp4", "mxfp4"; gpt-oss: "mxfp4"; gguf: "mxfp4", "nvfp4" */
@@ -82,6 +83,9 @@ typedef struct lofp_ckpt_options {
     int merge_index;              /* write only what follows the slices: config files, copied
                                      files, the index (every shard must be in OUT already) */
     lofp_io_dtype import_dtype;   /* import: BF16 (0 = BF16), F16 or F32 */
+    int requantize_unfit;         /* convert of an MXFP4 checkpoint to NVFP4: requantize the blocks
+                                     that do not fit the exact cast (from their decoded values, under
+                                     the tensor's per-tensor scale) instead of refusing the input */
     lofp_ckpt_progress_fn progress;
     lofp_ckpt_note_fn note;
     void *ctx;                    /* passed to progress and note */
@@ -91,7 +95,12 @@ typedef struct lofp_ckpt_options {
 LOFP_API void lofp_ckpt_options_init(lofp_ckpt_options *o);
 
 /* Converts the model at `in` (a directory, one .safetensors file, or a .gguf file for
- * o->to == GGUF) into `out`. Safetensors formats: `out` is a directory that must not exist or be
+ * o->to == GGUF) into `out`. A dense `in` is quantized; an already-quantized one (ModelOpt,
+ * compressed-tensors, gpt-oss, lofp files; a GGUF for o->to == GGUF) is cast exactly, never
+ * requantized (docs/CHECKPOINTS.md "Exact casts in lofp convert"): codes and block scales copied,
+ * the NVFP4 per-tensor scale converted, MXFP4 -> NVFP4 by the closed form (blocks that do not
+ * fit: LOFP_ERR_UNSUPPORTED unless o->requantize_unfit), pairs with no exact path
+ * LOFP_ERR_UNSUPPORTED naming the pair and the import-then-convert alternative. Safetensors formats: `out` is a directory that must not exist or be
  * empty (with shard_count > 0 it may hold the other slices' shards); the result is staged in a
  * hidden sibling directory and renamed at the end. GGUF: `out` is the .gguf file, written
  * atomically. Returns LOFP_OK; LOFP_ERR_SHAPE (K not a multiple of the block, without pad: the

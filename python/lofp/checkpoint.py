@@ -15,7 +15,7 @@ from ._core import QTensor
 from ._io import _NP_OF_IO
 from ._lofp import Error
 
-FORMATS = ("modelopt", "compressed-tensors", "gpt-oss", "gguf")
+FORMATS = ("modelopt", "compressed-tensors", "gpt-oss", "gguf", "lofp")
 _IMPORT_DTYPES = {"bfloat16": "BF16", "bf16": "BF16", "float16": "F16", "f16": "F16", "float32": "F32", "f32": "F32"}
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -23,7 +23,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 def convert(src: PathLike, dst: PathLike, to: str = "modelopt", scheme: Optional[str] = None, *,
             include: Iterable[str] = (), exclude: Iterable[str] = (), fuse_scales: bool = True, pad: bool = False,
-            input_scales: Optional[PathLike] = None, jobs: int = 1, threads: int = 1) -> List[str]:
+            input_scales: Optional[PathLike] = None, jobs: int = 1, threads: int = 1,
+            requantize_unfit: bool = False) -> List[str]:
     """Converts the model at `src` (a directory, one .safetensors file, or a .gguf for to='gguf')
     into `dst`, as `lofp convert --to TO` does (byte-identical output).
 
@@ -31,13 +32,18 @@ def convert(src: PathLike, dst: PathLike, to: str = "modelopt", scheme: Optional
     'gpt-oss' ('mxfp4'), 'gguf' ('mxfp4', 'nvfp4'); scheme None is the format's default.
     include / exclude: fnmatch globs over tensor names (exclude wins); fuse_scales=False gives
     every NVFP4 tensor its own per-tensor scale; pad zero-pads K instead of refusing a tensor;
-    input_scales: a JSON file of activation amaxes (NVFP4 W4A4 configs). Returns the converter's
-    note lines (what was left unquantized and why)."""
+    input_scales: a JSON file of activation amaxes (NVFP4 W4A4 configs). An already-quantized
+    `src` (modelopt, compressed-tensors, gpt-oss, lofp files) is cast exactly instead of requantized
+    ('lofp' is then a target too): codes and block scales copied, the NVFP4 per-tensor scale
+    converted, MXFP4 -> NVFP4 by the closed form; blocks that do not fit raise lofp.Error unless
+    requantize_unfit=True requantizes them alone. Returns the converter's note lines (what was left
+    unquantized and why, the casts' reports)."""
     if to not in FORMATS and to != "ct":
-        raise Error(f"not found: unknown checkpoint format '{to}' (modelopt, compressed-tensors, gpt-oss, gguf)")
+        raise Error(f"not found: unknown checkpoint format '{to}' (modelopt, compressed-tensors, gpt-oss, gguf, lofp)")
     return _lofp.ckpt_convert(os.fspath(src), os.fspath(dst), to, scheme, [str(g) for g in include],
                               [str(g) for g in exclude], not fuse_scales, bool(pad),
-                              None if input_scales is None else os.fspath(input_scales), int(jobs), int(threads))
+                              None if input_scales is None else os.fspath(input_scales), int(jobs), int(threads),
+                              bool(requantize_unfit))
 
 
 def import_checkpoint(src: PathLike, dst: PathLike, dtype: str = "bfloat16") -> List[str]:

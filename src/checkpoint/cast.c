@@ -1,6 +1,7 @@
 /* cast.c -- exact casts between already-quantized formats (lofp/cast.h, docs/CHECKPOINTS.md). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "lofp/cast.h"
@@ -12,30 +13,45 @@ static void note_unfit(lofp_cast_report *rep, size_t idx)
     rep->unfit_blocks++;
 }
 
-lofp_status lofp_cast_mxfp4_to_nvfp4(const uint8_t *codes, const uint8_t *e8m0, size_t rows,
-                                     size_t k, uint8_t *nv_codes, uint8_t *ue4m3,
-                                     float *global_scale, lofp_cast_report *rep)
+/* 1 when the 16 code bytes of a 32-block hold a non-zero magnitude (+-0 codes are zeros) */
+static int block_nonzero(const uint8_t *c)
 {
-    if (rep) memset(rep, 0, sizeof *rep);
-    if (!codes || !e8m0 || !nv_codes || !ue4m3 || !global_scale || !rows || !k) return LOFP_ERR_INVALID_ARG;
+    int nz = 0;
+    for (int i = 0; i < 16; i++) nz |= (c[i] & 0x77) != 0;
+    return nz;
+}
+
+lofp_status lofp_cast_mxfp4_max_exponent(const uint8_t *codes, const uint8_t *e8m0, size_t rows, size_t k,
+                                         int *xmax)
+{
+    if (!codes || !e8m0 || !xmax || !rows || !k) return LOFP_ERR_INVALID_ARG;
     if (k % 32) return LOFP_ERR_SHAPE;
     const size_t nb = k / 32, cb = k / 2;
-    /* the largest exponent of a block that holds a non-zero code */
-    int xmax = INT32_MIN;
+    int m = INT32_MIN;
     for (size_t r = 0; r < rows; r++)
         for (size_t b = 0; b < nb; b++) {
             uint8_t e = e8m0[r * nb + b];
             if (e == 0xFF) continue;
-            const uint8_t *c = codes + r * cb + b * 16;
-            int nz = 0;
-            for (int i = 0; i < 16; i++) nz |= (c[i] & 0x77) != 0;
-            if (nz && (int)e - 127 > xmax) xmax = (int)e - 127;
+            if ((int)e - 127 > m && block_nonzero(codes + r * cb + b * 16)) m = (int)e - 127;
         }
-    int g = xmax == INT32_MIN ? 0 : 8 - xmax;
-    if (g > 127) g = 127;
-    if (g < -126) g = -126;
-    const float G = ldexpf(1.0f, g);
-    *global_scale = G;
+    *xmax = m;
+    return LOFP_OK;
+}
+
+lofp_status lofp_cast_mxfp4_to_nvfp4_with_global(const uint8_t *codes, const uint8_t *e8m0, size_t rows,
+                                                 size_t k, float global_scale, uint8_t *nv_codes,
+                                                 uint8_t *ue4m3, lofp_cast_report *rep)
+{
+    if (rep) memset(rep, 0, sizeof *rep);
+    if (!codes || !e8m0 || !nv_codes || !ue4m3 || !rows || !k) return LOFP_ERR_INVALID_ARG;
+    if (k % 32) return LOFP_ERR_SHAPE;
+    int g;
+    /* G must be an exact power of two inside fp32's normal range: then the new scales are exact */
+    if (!(global_scale > 0.0f) || !isfinite(global_scale) || frexpf(global_scale, &g) != 0.5f) return LOFP_ERR_INVALID_ARG;
+    g -= 1;
+    if (g < -126 || g > 127) return LOFP_ERR_INVALID_ARG;
+    const float G = global_scale;
+    const size_t nb = k / 32, cb = k / 2;
     if (nv_codes != codes) memcpy(nv_codes, codes, rows * cb);
     lofp_scheme nv;
     lofp_scheme_preset("nvfp4", &nv);
@@ -44,8 +60,7 @@ lofp_status lofp_cast_mxfp4_to_nvfp4(const uint8_t *codes, const uint8_t *e8m0, 
             if (rep) rep->blocks++;
             uint8_t e = e8m0[r * nb + b];
             const uint8_t *c = codes + r * cb + b * 16;
-            int nz = 0;
-            for (int i = 0; i < 16; i++) nz |= (c[i] & 0x77) != 0;
+            int nz = block_nonzero(c);
             uint8_t *s = ue4m3 + r * (k / 16) + 2 * b;
             int t = (int)e - 127 + g; /* UE4M3 scale 2^t */
             if (e != 0xFF && (!nz || (t >= -9 && t <= 8))) {
@@ -65,6 +80,23 @@ lofp_status lofp_cast_mxfp4_to_nvfp4(const uint8_t *codes, const uint8_t *e8m0, 
             note_unfit(rep, r * nb + b);
         }
     return LOFP_OK;
+}
+
+lofp_status lofp_cast_mxfp4_to_nvfp4(const uint8_t *codes, const uint8_t *e8m0, size_t rows,
+                                     size_t k, uint8_t *nv_codes, uint8_t *ue4m3,
+                                     float *global_scale, lofp_cast_report *rep)
+{
+    if (rep) memset(rep, 0, sizeof *rep);
+    if (!codes || !e8m0 || !nv_codes || !ue4m3 || !global_scale || !rows || !k) return LOFP_ERR_INVALID_ARG;
+    int xmax;
+    lofp_status st = lofp_cast_mxfp4_max_exponent(codes, e8m0, rows, k, &xmax);
+    if (st) return st;
+    /* the largest block exponent maps to UE4M3's largest power of two, 2^8 */
+    int g = xmax == INT32_MIN ? 0 : 8 - xmax;
+    if (g > 127) g = 127;
+    if (g < -126) g = -126;
+    *global_scale = ldexpf(1.0f, g);
+    return lofp_cast_mxfp4_to_nvfp4_with_global(codes, e8m0, rows, k, *global_scale, nv_codes, ue4m3, rep);
 }
 
 /* The dequantized value of code value v with block scale s under each producer's formula. */

@@ -1,9 +1,14 @@
 /* ck_gguf_conv.c -- `lofp convert --to gguf IN.gguf OUT.gguf`: requantize an existing GGUF model to
  * MXFP4 (ggml type 39) or NVFP4 (type 40, with a <name>.scale F32 tensor holding the decode-direction
  * per-tensor scale, as llama.cpp's converter writes it), keeping every key-value pair (general.file_type
- * updated) and every tensor it does not quantize byte for byte. */
+ * updated) and every tensor it does not quantize byte for byte. Tensors already in the target type
+ * are kept byte for byte (with their .scale); MXFP4 tensors go to NVFP4 by the exact cast
+ * (lofp_cast_mxfp4_to_nvfp4), never through their decoded values unless --requantize-unfit lets the
+ * blocks that do not fit be requantized. */
 #include "ck_internal.h"
+#include "lofp/cast.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +21,7 @@ typedef struct {
     const gg_tensor *src;
     int quant;           /* 1: requantize; 2: the new .scale of the previous tensor */
     const gg_tensor *src_scale; /* NVFP4 source: its old .scale */
+    int cast;            /* MXFP4 -> NVFP4 by the exact cast */
     char name[80];
     float scale_value;
 } gplan;
@@ -42,7 +48,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
     if (st) return st;
     gplan *p = calloc(2 * g.n_t + 1, sizeof *p);
     gg_out_tensor *ot = calloc(2 * g.n_t + 1, sizeof *ot);
-    size_t np = 0, nq = 0, nkeep_k = 0, nkeep_type = 0;
+    size_t np = 0, nq = 0, nkeep_k = 0, nkeep_type = 0, nsame = 0, ncast = 0, unfit_total = 0;
     if (!p || !ot) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
     for (size_t i = 0; i < g.n_t; i++) {
         const gg_tensor *t = &g.t[i];
@@ -55,7 +61,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             snprintf(base, sizeof base, "%.*s.weight", (int)(strrchr(t->name, '.') - t->name), t->name);
             const gg_tensor *w = gg_find_tensor(&g, base);
             int wq = w && w->n_dims >= 2 && !gguf_excluded(w->name) && gg_can_decode(w->type) && w->ne[0] % gblk == 0 &&
-                     !ck_globs_match(o->exclude, o->n_exclude, w->name);
+                     !ck_globs_match(o->exclude, o->n_exclude, w->name) && w->type != gtype;
             if (wq) continue;
         }
         if (want && !gg_can_decode(t->type)) {
@@ -77,9 +83,15 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             nkeep_k++;
             want = 0;
         }
+        if (want && t->type == gtype) {
+            /* already the target type: kept byte for byte (an NVFP4 weight keeps its .scale) */
+            nsame++;
+            want = 0;
+        }
         gplan *q = &p[np];
         q->src = t;
         q->quant = want;
+        q->cast = want && nv && t->type == GG_MXFP4;
         snprintf(q->name, sizeof q->name, "%s", t->name);
         gg_out_tensor *u = &ot[np];
         u->name = q->name;
@@ -118,7 +130,43 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             np++;
         }
     }
-    if (nq == 0) {
+    /* MXFP4 -> NVFP4: the blocks that do not fit the exact cast, before anything is written */
+    for (size_t i = 0; !st && i < np; i++) {
+        gplan *q = &p[i];
+        if (!q->cast) continue;
+        ncast++;
+        const gg_tensor *t = q->src;
+        size_t K = (size_t)t->ne[0], rows = (size_t)(t->ne[1] * t->ne[2] * t->ne[3]), n = K * rows;
+        uint8_t *codes = malloc(n / 2), *e8 = malloc(n / 32), *nc = malloc(n / 2), *ns = malloc(n / 16);
+        lofp_cast_report rep;
+        float G;
+        if (!codes || !e8 || !nc || !ns) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        if (!st && lofp_gguf_to_mxfp4(t->data, rows, K, codes, e8)) st = ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': bad MXFP4 blocks", in, t->name);
+        if (!st && lofp_cast_mxfp4_to_nvfp4(codes, e8, rows, K, nc, ns, &G, &rep)) st = ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: tensor '%s': cast failed", in, t->name);
+        if (!st && rep.unfit_blocks) {
+            int xmax = 0;
+            lofp_cast_mxfp4_max_exponent(codes, e8, rows, K, &xmax);
+            unfit_total += rep.unfit_blocks;
+            char line[1024];
+            size_t o2 = (size_t)snprintf(line, sizeof line, "%s: %zu of %zu blocks do not fit NVFP4 under per-tensor scale 2^%d:", t->name,
+                                         rep.unfit_blocks, rep.blocks, ilogbf(G));
+            for (size_t j = 0; j < rep.n_first && o2 < sizeof line - 160; j++) {
+                size_t bi = rep.first_unfit[j];
+                uint8_t e = e8[bi];
+                if (e == 0xFF) o2 += (size_t)snprintf(line + o2, sizeof line - o2, "%s block %zu: its scale is 0xFF (NaN)", j ? ";" : "", bi);
+                else o2 += (size_t)snprintf(line + o2, sizeof line - o2, "%s block %zu: its scale 2^%d is %d binades below the tensor's largest 2^%d (UE4M3 spans 17)",
+                                            j ? ";" : "", bi, (int)e - 127, xmax - ((int)e - 127), xmax);
+            }
+            if (o->note) o->note(o->ctx, line);
+            if (!o->requantize_unfit)
+                st = ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': %zu MXFP4 block(s) do not fit NVFP4 exactly (first: block %zu). "
+                             "Nothing written. --requantize-unfit requantizes those blocks alone from their decoded values",
+                             in, t->name, rep.unfit_blocks, rep.first_unfit[0]);
+        }
+        free(codes); free(e8); free(nc); free(ns);
+    }
+    if (st) goto done;
+    if (nq == 0 && nsame == 0) {
         st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no tensor to requantize to %s (2-D+ .weight tensors other than token_embd, output and norms, rows a multiple of %u)",
                      in, sch, gblk);
         goto done;
@@ -154,14 +202,23 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
                 size_t cb = n / 2, sb = n / s.block;
                 uint8_t *codes = malloc(cb), *split = malloc(cb), *scales = malloc(sb), *blk = malloc(rows * (K / gblk) * gbytes);
                 if (!x || !codes || !split || !scales || !blk) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
-                if (!st) st = gg_decode(t, x) ? ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': cannot decode", in, t->name) : LOFP_OK;
-                if (!st && q->src_scale && q->src_scale->type == GG_F32) {
+                if (!st && q->cast) {
+                    /* exact: codes copied, scales 2^(x+g) (lofp/cast.h) */
+                    uint8_t *e8 = malloc(n / 32);
+                    if (!e8) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+                    if (!st && lofp_gguf_to_mxfp4(t->data, rows, K, codes, e8)) st = ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': bad MXFP4 blocks", in, t->name);
+                    if (!st && lofp_cast_mxfp4_to_nvfp4(codes, e8, rows, K, codes, scales, &G, NULL))
+                        st = ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: tensor '%s': cast failed", in, t->name);
+                    free(e8);
+                }
+                if (!st && !q->cast) st = gg_decode(t, x) ? ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': cannot decode", in, t->name) : LOFP_OK;
+                if (!st && !q->cast && q->src_scale && q->src_scale->type == GG_F32) {
                     float f;
                     memcpy(&f, q->src_scale->data, 4);
                     for (size_t j = 0; j < n; j++) x[j] *= f;
                 }
                 lofp_quant_report rep;
-                if (!st) {
+                if (!st && !q->cast) {
                     lofp_status qs = lofp_quantize(&s, LOFP_DTYPE_F32, x, rows, K, codes, scales, &G, &rep);
                     if (qs == LOFP_ERR_NONFINITE) st = ck_fail(err, qs, "%s: tensor '%s': NaN or Inf at flat index %zu", in, t->name, rep.first_bad_index);
                     else if (qs) st = ck_fail(err, qs, "%s: tensor '%s': quantize failed (%s)", in, t->name, lofp_status_name(qs));
@@ -191,9 +248,12 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
         else gg_writer_abort(w);
     }
     if (!st && o->note) {
-        char line[200];
-        snprintf(line, sizeof line, "%zu tensors requantized to %s (GGUF type %u); %zu kept for their shape, %zu for their type; %zu key-value pairs kept",
-                 nq, sch, gtype, nkeep_k, nkeep_type, g.n_kv);
+        char line[400], cast_part[120] = "", same_part[80] = "";
+        if (ncast)
+            snprintf(cast_part, sizeof cast_part, ", %zu MXFP4 tensors cast to it exactly (%zu blocks requantized)", ncast, unfit_total);
+        if (nsame) snprintf(same_part, sizeof same_part, "; %zu already %s kept byte for byte", nsame, sch);
+        snprintf(line, sizeof line, "%zu tensors requantized to %s (GGUF type %u)%s%s; %zu kept for their shape, %zu for their type; %zu key-value pairs kept",
+                 nq - ncast, sch, gtype, cast_part, same_part, nkeep_k, nkeep_type, g.n_kv);
         o->note(o->ctx, line);
     }
 done:

@@ -207,9 +207,65 @@ static void test_verify(void)
     free(x); free(c); free(s); free(t); free(sw);
 }
 
+#define CHECK_EQ_I(a, b) do { long long a_ = (long long)(a), b_ = (long long)(b); \
+    CHECKF(a_ == b_, "%s = %lld, expected %lld", #a, a_, b_); } while (0)
+
+/* A shared per-tensor scale (fused tensors) and a tensor cast in row chunks give the same bytes
+ * as the whole-tensor cast where the scale agrees, and stay lossless on the blocks that fit. */
+static void test_mx_to_nv_with_global(void)
+{
+    tu_rng r = { 23 };
+    const size_t rows = 16, k = 128, n = rows * k;
+    float *x = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
+    uint8_t *c = malloc(n / 2), *e = malloc(n / 32), *n1 = malloc(n / 2), *s1 = malloc(n / 16);
+    uint8_t *n2 = malloc(n / 2), *s2 = malloc(n / 16);
+    lofp_scheme mx, nv;
+    lofp_scheme_preset("mxfp4", &mx);
+    lofp_scheme_preset("nvfp4", &nv);
+    fill(&r, x, n, 1);
+    CHECK_OK(lofp_quantize(&mx, LOFP_DTYPE_F32, x, rows, k, c, e, NULL, NULL));
+    int xmax = 0, x0 = 0, x1 = 0;
+    CHECK_OK(lofp_cast_mxfp4_max_exponent(c, e, rows, k, &xmax));
+    /* the maximum over row chunks is the whole tensor's */
+    CHECK_OK(lofp_cast_mxfp4_max_exponent(c, e, rows / 2, k, &x0));
+    CHECK_OK(lofp_cast_mxfp4_max_exponent(c + rows / 2 * k / 2, e + rows / 2 * k / 32, rows / 2, k, &x1));
+    CHECK_EQ_I(xmax, x0 > x1 ? x0 : x1);
+    float g = 0;
+    lofp_cast_report rep;
+    CHECK_OK(lofp_cast_mxfp4_to_nvfp4(c, e, rows, k, n1, s1, &g, &rep));
+    CHECKF(g == ldexpf(1.0f, 8 - xmax), "G %g, largest exponent %d", (double)g, xmax);
+    /* the same G in two chunks: the same bytes */
+    CHECK_OK(lofp_cast_mxfp4_to_nvfp4_with_global(c, e, rows / 2, k, g, n2, s2, NULL));
+    CHECK_OK(lofp_cast_mxfp4_to_nvfp4_with_global(c + rows / 2 * k / 2, e + rows / 2 * k / 32, rows / 2, k, g,
+                                                  n2 + rows / 2 * k / 2, s2 + rows / 2 * k / 16, NULL));
+    CHECK(memcmp(n1, n2, n / 2) == 0 && memcmp(s1, s2, n / 16) == 0);
+    /* a group's smaller G (a sibling's larger exponent): still exact where blocks fit */
+    float gs = g / 8;
+    CHECK_OK(lofp_cast_mxfp4_to_nvfp4_with_global(c, e, rows, k, gs, n2, s2, &rep));
+    CHECK_OK(lofp_dequantize(&mx, c, e, 1.0f, rows, k, LOFP_DTYPE_F32, a));
+    CHECK_OK(lofp_dequantize(&nv, n2, s2, gs, rows, k, LOFP_DTYPE_F32, b));
+    for (size_t blk = 0; blk < n / 32; blk++) {
+        int unfit = 0;
+        for (size_t i = 0; i < rep.n_first; i++) unfit |= rep.first_unfit[i] == blk;
+        if (!unfit && rep.unfit_blocks <= rep.n_first)
+            CHECKF(same_bits(a + blk * 32, b + blk * 32, 32), "block %zu decodes differently under G/8", blk);
+    }
+    /* G must be a power of two in fp32's normal range */
+    CHECK_EQ_I(lofp_cast_mxfp4_to_nvfp4_with_global(c, e, rows, k, 3.0f, n2, s2, NULL), LOFP_ERR_INVALID_ARG);
+    CHECK_EQ_I(lofp_cast_mxfp4_to_nvfp4_with_global(c, e, rows, k, 0.0f, n2, s2, NULL), LOFP_ERR_INVALID_ARG);
+    CHECK_EQ_I(lofp_cast_mxfp4_to_nvfp4_with_global(c, e, rows, k, ldexpf(1.0f, -130), n2, s2, NULL), LOFP_ERR_INVALID_ARG);
+    CHECK_EQ_I(lofp_cast_mxfp4_to_nvfp4_with_global(c, e, rows, 48, g, n2, s2, NULL), LOFP_ERR_SHAPE);
+    /* all codes zero: no exponent */
+    memset(n2, 0, n / 2);
+    CHECK_OK(lofp_cast_mxfp4_max_exponent(n2, e, rows, k, &xmax));
+    CHECK_EQ_I(xmax, INT32_MIN);
+    free(x); free(a); free(b); free(c); free(e); free(n1); free(s1); free(n2); free(s2);
+}
+
 int main(void)
 {
     test_mx_to_nv();
+    test_mx_to_nv_with_global();
     test_global();
     test_gguf();
     test_verify();

@@ -92,3 +92,16 @@ def test_checkpoint_errors(tmp_path, llama):
     with pytest.raises(lofp.Error) as ei:
         lofp.verify_checkpoint(tmp_path / "mo")
     assert key.rsplit(".", 1)[0] in str(ei.value)
+
+
+def test_convert_quantized_input_identical_to_cli(cli, tmp_path, llama):
+    """An already-quantized input goes through the exact casts, from Python as from the CLI."""
+    lofp.convert(llama, tmp_path / "mo", "modelopt")
+    run_cli(cli, "convert", "--to", "compressed-tensors", "--quiet", tmp_path / "mo", tmp_path / "cli")
+    notes = lofp.convert(tmp_path / "mo", tmp_path / "py", "compressed-tensors")
+    assert any("carried over exactly" in n for n in notes), notes
+    _same_tree(tmp_path / "cli", tmp_path / "py")
+    # NVFP4 -> MXFP4 has no exact path: refused, naming the way back
+    with pytest.raises(lofp.Error, match="lofp import"):
+        lofp.convert(tmp_path / "mo", tmp_path / "x", "gpt-oss")
+    assert not (tmp_path / "x").exists()
