@@ -887,8 +887,8 @@ static lofp_status cast_scales(ck_conv *c, const char *in, lofp_io_error *err)
                 u->have_G = 1;
                 u->mismatched = rep.mismatched_scales;
                 if (rep.mismatched_scales)
-                    note_line(c, "%s: per-tensor scale %.9g -> %.9g: %zu block-scale value(s) decode differently (by one rounding; "
-                              "no value within 16 ulps of the plain conversion keeps them all)", u->lname, (double)ov, (double)out,
+                    note_line(c, "%s: per-tensor scale %.9g -> %.9g: %zu block-scale value(s) decode differently (scale products "
+                              "one rounding apart; no value within 16 ulps of the plain conversion keeps them all)", u->lname, (double)ov, (double)out,
                               rep.mismatched_scales);
             }
         }
@@ -1596,7 +1596,7 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
         if (c.act->type != CKJ_OBJ) { st = ck_fail(err, LOFP_ERR_FORMAT, "%s: not a JSON object {module: amax}", o->input_scales); goto done; }
     }
     st = c.rd ? plan_cast(&c, in, err) : plan(&c, err);
-    size_t nq = 0, n_exact = 0, n_mx2nv = 0;
+    size_t nq = 0, n_exact = 0, n_mx2nv = 0, n_mismatch = 0;
     for (size_t i = 0; i < c.n_it; i++) {
         nq += c.it[i].action != A_COPY && c.it[i].action != A_SKIP;
         n_exact += c.it[i].action == A_CAST_COPY;
@@ -1632,11 +1632,15 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
         free(stage);
     }
     if (!st && o->note) {
-        char line[256];
+        char line[512];
         if (c.rd)
-            snprintf(line, sizeof line, "%s -> %s (%s): %zu tensors carried over exactly (codes and block scales copied), %zu cast "
-                     "MXFP4 -> NVFP4 by the closed form, %zu shard(s)", lofp_ckpt_format_name(c.from), lofp_ckpt_format_name(o->to), sch,
-                     n_exact, n_mx2nv, o->shard_count ? c.n_shard_list : c.m.n_shards);
+        {
+            for (size_t i = 0; i < c.n_it; i++) n_mismatch += c.it[i].mismatched != 0;
+            snprintf(line, sizeof line, "%s -> %s (%s): %zu tensors carried over with codes and block scales unchanged (%zu of them "
+                     "with block-scale values decoding one rounding apart, named above), %zu cast MXFP4 -> NVFP4 by the closed "
+                     "form, %zu shard(s)", lofp_ckpt_format_name(c.from), lofp_ckpt_format_name(o->to), sch,
+                     n_exact, n_mismatch, n_mx2nv, o->shard_count ? c.n_shard_list : c.m.n_shards);
+        }
         else
             snprintf(line, sizeof line, "%zu tensors quantized to %s (%s), %zu shard(s)", nq, lofp_ckpt_format_name(o->to), sch,
                      o->shard_count ? c.n_shard_list : c.m.n_shards);

@@ -5,6 +5,7 @@
 set -euo pipefail
 build=${1:?usage: script_convert_casts.sh <build_dir> <source_dir>}
 src=${2:?usage: script_convert_casts.sh <build_dir> <source_dir>}
+shift 2
 py="$src/.venv/bin/python"
 [ -x "$py" ] || "$src/scripts/venv.sh"
 exe="$build/lofp"
