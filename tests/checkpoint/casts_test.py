@@ -192,7 +192,8 @@ def build_ct_mxfp4(path, plant):
         m = name[:-len(".weight")]
         t[m + ".weight_scale"][r, b] = 127 - 40
         t[m + ".weight_packed"][r, b * 16:(b + 1) * 16] |= 0x11   # non-zero codes
-    cm.write_dir(path, t, [("model-00001-of-00002.safetensors", lambda n: "self_attn" in n or "embed" in n),
+    cm.write_dir(path, t, [("model-00001-of-00002.safetensors",
+                            lambda n: ("self_attn" in n and "k_proj" not in n) or "embed" in n),
                            ("model-00002-of-00002.safetensors", lambda n: True)], CT_MX_CONFIG)
     return t
 
@@ -531,6 +532,25 @@ def gguf_mxfp4_to_nvfp4():
                    "block 9", "--requantize-unfit", out=bad + ".o.gguf")
     p = run("convert", "--to", "gguf", "--scheme", "nvfp4", "--requantize-unfit", bad, bad + ".o.gguf")
     assert "block 9: its scale" in p.stderr, p.stderr
+
+
+@test
+def slices_and_jobs():
+    """--shard I/N + --merge-index and --jobs 2 give the whole conversion's files, for an MXFP4 ->
+    NVFP4 cast whose q/k/v group spans both shards (k, with the larger exponents that set the
+    group's scale, sits in shard 2)."""
+    src = tmp("ctmx_slices")
+    build_ct_mxfp4(src, plant=False)
+    whole, sliced, jobs = tmp("sl_whole"), tmp("sl_sliced"), tmp("sl_jobs")
+    run("convert", "--to", "modelopt", src, whole, "--quiet")
+    run("convert", "--to", "modelopt", "--shard", "2/2", src, sliced, "--quiet")
+    run("convert", "--to", "modelopt", "--shard", "1/2", src, sliced, "--quiet")
+    run("convert", "--to", "modelopt", "--merge-index", src, sliced, "--quiet")
+    run("convert", "--to", "modelopt", "--jobs", "2", src, jobs, "--quiet")
+    for f in sorted(os.listdir(whole)):
+        w = open(os.path.join(whole, f), "rb").read()
+        assert w == open(os.path.join(sliced, f), "rb").read(), f"--shard slices differ in {f}"
+        assert w == open(os.path.join(jobs, f), "rb").read(), f"--jobs 2 differs in {f}"
 
 
 @test
