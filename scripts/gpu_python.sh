@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Python package on a GPU machine: builds the extension with the CUDA backend (build-pygpu),
 # runs tests/python (numpy, torch CPU and CUDA, custom ops, torch.compile, the stream contract,
-# CUDA arrays of other DLPack producers), then the binding benchmark. Needs python3 with numpy, ml_dtypes, torch and pytest (and
-# safetensors for one test); no network.
+# CUDA arrays of other DLPack producers), then the binding benchmark. Needs python3 with numpy,
+# ml_dtypes, torch and pytest (and safetensors for one test); no network.
 #   scripts/gpu_python.sh [--no-bench] [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
