@@ -20,10 +20,11 @@
  * + 126)) gives e2m1 * scale * 2^-7 (NVFP4) or e2m1 * 2^(e - emax_tensor) (MXFP4), exact in bf16.
  * The epilogue multiplies by alpha = 2^7 / global (NVFP4) or 2^(emax_tensor - 127) (MXFP4).
  *
- * Kernels: gemv_kernel (m <= 64: each warp streams MT weight m16 tiles over a K range with the
- * activations read from L1/L2; WK warps split K and reduce in shared memory, deterministic) and
- * gemm_kernel (m > 64 when wgmma is unavailable or LOFP_CUDA_GEMM_IMPL=mma: 128 x 128 CTA tiles,
- * 3-stage cp.async pipeline, swizzled shared memory; gemm_wgmma.cu is the default for m > 64).
+ * Kernels: gemv_kernel (m <= 32, and m <= 64 where wgmma is unavailable: each warp streams MT
+ * weight m16 tiles over a K range with the activations read from L1/L2; WK warps split K and
+ * reduce in shared memory, deterministic) and gemm_kernel (m > 64 when wgmma is unavailable or
+ * LOFP_CUDA_GEMM_IMPL=mma: 128 x 128 CTA tiles, 3-stage cp.async pipeline, swizzled shared
+ * memory; gemm_wgmma.cu is the default for m > 32).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -505,8 +506,16 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
     p.m = (int)m; p.n = (int)w->n; p.k = (int)w->k; p.out_bf16 = out_dt == LOFP_DTYPE_BF16;
     const bool nv = w->id == LOFP_SCHEME_NVFP4;
     const char *gcfg = getenv("LOFP_CUDA_GEMV_CFG");
-    /* LOFP_CUDA_GEMV_CFG=wg sends m <= 64 to the wgmma kernel too (sweeps) */
-    if (m <= 64 && !(gcfg && strcmp(gcfg, "wg") == 0)) {
+    /* m = 33..64 goes to the wgmma kernel (device run 4: M = 64 48.8 us against 64.7 for the best
+     * GEMV configuration, NVFP4 8192^2; 46.8 against 65.6 at 14336 x 4096), back to the GEMV where
+     * wgmma does not exist. LOFP_CUDA_GEMV_CFG=wg sends m <= 32 to the wgmma kernel too, and an
+     * explicit MT,WK configuration m <= 64 to the GEMV (sweeps). */
+    const bool wg_all = gcfg && strcmp(gcfg, "wg") == 0;
+    if (m > 32 && m <= 64 && !wg_all && !gcfg) {
+        const lofp_status r = gemm_wgmma_launch(p, nv ? 1 : 0, st);
+        if (r != LOFP_ERR_UNSUPPORTED) return r;
+    }
+    if (m <= 64 && !wg_all) {
         const int n16 = p.n / 16;
         const int nt = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
         const char *cfg = getenv("LOFP_CUDA_GEMV_CFG");

@@ -586,16 +586,22 @@ LHD int uq_exponent(float s, const uint32_t *thr)
 }
 
 /* UltraQuant element code of y = x / 2^e: for y > 0 the number of midpoints strictly below |y|,
- * else the number at or below |y| (sign bit set when nonzero). One branch-free count: for
- * non-negative floats the bit patterns order like the values, and "m <= a" is "m < a + 1 ulp",
- * so the count is over bits(|y|) + (y > 0 ? 0 : 1) (NaN never reaches here). */
+ * else the number at or below |y| (sign bit set when nonzero). For non-negative floats the bit
+ * patterns order like the values, and "m <= a" is "m < a + 1 ulp", so the count is over
+ * ua = bits(|y|) + (y > 0 ? 0 : 1) (NaN never reaches here). From 1.0 on, the midpoints 1.25,
+ * 1.75, 2.5, 3.5, 5 are the patterns 0x3FA00000 + k * 2^22 (k = 0..4), so there the count is
+ * 2 + #{k : 0x3FA00000 + k 2^22 < ua} = ((ua + 0x1FFFFF) >> 22) - 252, capped at 7; below 1.0
+ * it is two compares (0.25, 0.75). Equal to the seven-compare formula on all 2^32 patterns
+ * (test_codec_host). */
 LHD uint32_t uq_code(float y)
 {
     const uint32_t neg = y > 0.0f ? 0u : 1u;
     const uint32_t ua = (f2u(y) & 0x7FFFFFFFu) + neg;
-    const uint32_t n = (ua > 0x3E800000u) + (ua > 0x3F400000u) + (ua > 0x3FA00000u) + (ua > 0x3FE00000u) +
-                       (ua > 0x40200000u) + (ua > 0x40600000u) + (ua > 0x40A00000u); /* .25 .75 1.25 1.75 2.5 3.5 5 */
-    return n ? n | (neg << 3) : 0u;
+    const uint32_t hi = ((ua + 0x1FFFFFu) >> 22) - 252u;
+    const bool nz = ua > 0x3E800000u; /* above the first midpoint: the code is not 0 */
+    const uint32_t lo = (uint32_t)nz + (uint32_t)(ua > 0x3F400000u);
+    const uint32_t n = ua >= 0x3F800000u ? (hi < 7u ? hi : 7u) : lo;
+    return n | ((nz ? neg : 0u) << 3);
 }
 
 /* 2^-e for e in [-126, 127] (exact) */

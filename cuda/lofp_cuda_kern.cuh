@@ -48,21 +48,15 @@ __device__ __forceinline__ uint32_t uq_group(const float *v, float c, const uint
                                              uint32_t *codes, int *nonfinite)
 {
     constexpr int GL = 32 / E;
-    float amax = 0.0f;
-    int fin = 1;
+    /* the largest |v| as a bit pattern: non-negative floats order like their patterns, and a
+     * pattern >= 0x7F800000 means some element is Inf or NaN (then the group encodes as zeros) */
+    uint32_t mb = 0;
 #pragma unroll
-    for (int i = 0; i < E; i++) {
-        float a = fabs_(v[i]);
-        if (!is_finite_bits(f2u(a))) fin = 0;
-        else if (a > amax) amax = a;
-    }
+    for (int i = 0; i < E; i++) mb = max(mb, f2u(v[i]) & 0x7FFFFFFFu);
 #pragma unroll
-    for (int o = 1; o < GL; o <<= 1) {
-        float a = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
-        int f = __shfl_xor_sync(0xFFFFFFFFu, fin, o);
-        amax = a > amax ? a : amax;
-        fin &= f;
-    }
+    for (int o = 1; o < GL; o <<= 1) mb = max(mb, (uint32_t)__shfl_xor_sync(0xFFFFFFFFu, mb, o));
+    const int fin = mb < 0x7F800000u;
+    const float amax = u2f(mb);
     const float s_raw = fmul(amax, c);
     *nonfinite = !fin;
     if (!fin || !(s_raw > 0.0f) || !is_finite_bits(f2u(s_raw))) {
@@ -95,11 +89,13 @@ template <int E, int LPR = 32> __device__ __forceinline__ void butterfly_warp(fl
     }
 #pragma unroll
     for (int hl = 1; hl < LPR; hl <<= 1) { /* element stride hl * E */
-        const bool upper = (lane & hl) != 0;
+        /* upper lane: o - v, lower lane: v + o, both as one fma o + s * v with s = -1 / +1 (s * v
+         * is exact, so the single rounding gives the same bits as the subtraction or addition) */
+        const float sg = (lane & hl) != 0 ? -1.0f : 1.0f;
 #pragma unroll
         for (int j = 0; j < E; j++) {
             float o = __shfl_xor_sync(0xFFFFFFFFu, v[j], hl);
-            v[j] = upper ? fmul(fsub(o, v[j]), rr) : fmul(fadd(v[j], o), rr);
+            v[j] = fmul(__fmaf_rn(v[j], sg, o), rr);
         }
     }
 }

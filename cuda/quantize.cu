@@ -1046,10 +1046,10 @@ __device__ __forceinline__ bool dq_bases_bf16(uint32_t sb, float global, uint32_
  * (and the global), so each CTA first fills a 256-entry table in shared memory, one entry per
  * thread (0 = the block takes the per-element formula); per round a lane then needs one byte
  * load, one LDS and ~30 ALU instructions for the table and its 8 outputs. */
-template <int FAM, int DEC>
+template <int FAM, int DEC, int FLAT>
 __global__ void __launch_bounds__(256) dequant_lut_kernel(DQParams p)
 {
-    constexpr int R = 4;
+    constexpr int R = FLAT ? 8 : 4;
     __shared__ uint32_t tab[256];
     const float global = FAM == 0 ? (p.global ? __ldg(p.global) : 1.0f) : 1.0f;
     {
@@ -1060,32 +1060,64 @@ __global__ void __launch_bounds__(256) dequant_lut_kernel(DQParams p)
     const size_t n8 = p.k / 8, total = p.rows * n8; /* 8-element words */
     const int lane = threadIdx.x & 31;
     const size_t nwarps = (size_t)gridDim.x * (blockDim.x >> 5);
-    /* grid-stride over warp items of 32 * R words, so the table is built once per CTA for many */
-    for (size_t wbase = ((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5) * (32 * R); wbase < total;
-         wbase += nwarps * (32 * R)) {
-        uint32_t q[R], sb[R];
-        size_t rr[R], cc[R];
-        size_t r0, c0;
-        split_gid(wbase + lane, n8, r0, c0);
+    if constexpr (FLAT != 0) {
+        /* linear scales, no padding, K a multiple of the block: word g's codes are 32-bit word g
+         * of the codes, its outputs are 16-byte word g of the output, and its scale byte is
+         * g / 2 (NVFP4, two words per block) or g / 4 (MXFP4): no row/column split, fewer
+         * registers, so 8 rounds of loads in flight per lane instead of 4. */
+        const uint32_t *codes = (const uint32_t *)p.codes;
+        uint4 *out = (uint4 *)p.out;
+        for (size_t wbase = ((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5) * (32 * R); wbase < total;
+             wbase += nwarps * (32 * R)) {
+            uint32_t q[R], sb[R];
 #pragma unroll
-        for (int it = 0; it < R; it++) {
-            const size_t gid = wbase + (size_t)it * 32 + lane;
-            if (gid >= total) break;
-            rr[it] = r0; cc[it] = c0;
-            c0 += 32;
-            while (c0 >= n8) { c0 -= n8; r0++; }
-            q[it] = __ldg((const uint32_t *)(p.codes + (rr[it] * p.kp + cc[it] * 8) / 2));
-            sb[it] = __ldg(p.scales + scale_off(p.L, rr[it], FAM == 0 ? cc[it] / 2 : cc[it] / 4));
+            for (int it = 0; it < R; it++) {
+                const size_t gid = wbase + (size_t)it * 32 + lane;
+                if (gid < total) {
+                    q[it] = __ldg(codes + gid);
+                    sb[it] = __ldg(p.scales + (gid >> (FAM == 0 ? 1 : 2)));
+                }
+            }
+#pragma unroll
+            for (int it = 0; it < R; it++) {
+                const size_t gid = wbase + (size_t)it * 32 + lane;
+                if (gid < total) {
+                    const uint32_t e = tab[sb[it]];
+                    uint4 o;
+                    if (e != 0u) o = dq_word(q[it], dq_lut(e & 0xFFFFu, e >> 16));
+                    else o = dq_slow_word<FAM, DEC>(q[it], sb[it], global);
+                    __stcs(out + gid, o);
+                }
+            }
         }
+    } else {
+        /* grid-stride over warp items of 32 * R words, so the table is built once per CTA for many */
+        for (size_t wbase = ((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5) * (32 * R); wbase < total;
+             wbase += nwarps * (32 * R)) {
+            uint32_t q[R], sb[R];
+            size_t rr[R], cc[R];
+            size_t r0, c0;
+            split_gid(wbase + lane, n8, r0, c0);
 #pragma unroll
-        for (int it = 0; it < R; it++) {
-            const size_t gid = wbase + (size_t)it * 32 + lane;
-            if (gid >= total) break;
-            const uint32_t e = tab[sb[it]];
-            uint4 o;
-            if (e != 0u) o = dq_word(q[it], dq_lut(e & 0xFFFFu, e >> 16));
-            else o = dq_slow_word<FAM, DEC>(q[it], sb[it], global);
-            __stcs((uint4 *)((uint16_t *)p.out + rr[it] * p.k + cc[it] * 8), o);
+            for (int it = 0; it < R; it++) {
+                const size_t gid = wbase + (size_t)it * 32 + lane;
+                if (gid >= total) break;
+                rr[it] = r0; cc[it] = c0;
+                c0 += 32;
+                while (c0 >= n8) { c0 -= n8; r0++; }
+                q[it] = __ldg((const uint32_t *)(p.codes + (rr[it] * p.kp + cc[it] * 8) / 2));
+                sb[it] = __ldg(p.scales + scale_off(p.L, rr[it], FAM == 0 ? cc[it] / 2 : cc[it] / 4));
+            }
+#pragma unroll
+            for (int it = 0; it < R; it++) {
+                const size_t gid = wbase + (size_t)it * 32 + lane;
+                if (gid >= total) break;
+                const uint32_t e = tab[sb[it]];
+                uint4 o;
+                if (e != 0u) o = dq_word(q[it], dq_lut(e & 0xFFFFu, e >> 16));
+                else o = dq_slow_word<FAM, DEC>(q[it], sb[it], global);
+                __stcs((uint4 *)((uint16_t *)p.out + rr[it] * p.k + cc[it] * 8), o);
+            }
         }
     }
 }
@@ -1468,11 +1500,18 @@ extern "C" lofp_status lofp_cuda_dequantize_dir(const lofp_scheme *s, const uint
     /* bf16 from FP4 (NVFP4, MXFP4 with block 32): the byte-lookup kernel */
     if (fast && out_dt == LOFP_DTYPE_BF16 && k % 32 == 0 && ((p.fam == 0 && p.block == 16) || (p.fam == 1 && p.elem == T_E2M1 && p.block == 32)) &&
         ((uintptr_t)d_codes & 3) == 0) {
-        size_t g = (n / 8 + 1023) / 1024; /* 8 warps x 32 lanes x 4 rounds per item */
-        if (g > (size_t)sm_count() * 4) g = (size_t)sm_count() * 4; /* one wave (60 registers: 4 CTAs/SM) */
-        if (p.fam == 0 && p.dec) dequant_lut_kernel<0, 1><<<(unsigned)g, 256, 0, (cudaStream_t)stream>>>(p);
-        else if (p.fam == 0) dequant_lut_kernel<0, 0><<<(unsigned)g, 256, 0, (cudaStream_t)stream>>>(p);
-        else dequant_lut_kernel<1, 0><<<(unsigned)g, 256, 0, (cudaStream_t)stream>>>(p);
+        /* flat: linear scales, one per block of each row (then word g's scale is g / (block / 8)) */
+        const bool flat = L.layout == LOFP_LAYOUT_LINEAR && L.cols * (size_t)p.block == k;
+        void (*kern)(DQParams);
+        if (p.fam == 0 && p.dec) kern = flat ? dequant_lut_kernel<0, 1, 1> : dequant_lut_kernel<0, 1, 0>;
+        else if (p.fam == 0) kern = flat ? dequant_lut_kernel<0, 0, 1> : dequant_lut_kernel<0, 0, 0>;
+        else kern = flat ? dequant_lut_kernel<1, 0, 1> : dequant_lut_kernel<1, 0, 0>;
+        /* one wave of CTAs (a grid-stride loop: each CTA fills its scale table once) */
+        int per_sm = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 256, 0) != cudaSuccess || per_sm < 1) per_sm = 4;
+        size_t g = (n / 8 + 32 * 8 * 4 - 1) / (32 * 8 * 4);
+        if (g > (size_t)sm_count() * per_sm) g = (size_t)sm_count() * per_sm;
+        kern<<<(unsigned)g, 256, 0, (cudaStream_t)stream>>>(p);
         LOFP_CU_LAUNCH();
         return LOFP_OK;
     }

@@ -473,7 +473,7 @@ static void test_nvfp4_dequant_bases(void)
     EXPECT(fast > 10000 && slow > 1000, "dequant bases: fast %ld slow %ld", fast, slow);
 }
 
-/* uq_code (branch-free bit-pattern count) against the compare-based formula it replaced, on every
+/* uq_code (bit-pattern arithmetic) against the compare-based formula of the CPU encoder, on every
  * fp32 pattern that is not NaN. */
 static uint32_t uq_code_ref(float y)
 {

@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(256) uq_store16_kernel(StoreP p)
         const uint32_t sb = uq_group<E>(v[kv], p.c, p.thr.t, codes, &nf);
         uint32_t w0 = 0, w1 = 0;
 #pragma unroll
-        for (int i = 0; i < 8; i++) { w0 |= codes[i] << (4 * i); w1 |= codes[i + 8] << (4 * i); }
+        for (int i = 0; i < 8; i++) { w0 += codes[i] << (4 * i); w1 += codes[i + 8] << (4 * i); } /* + (disjoint bits): one LEA each */
         if (active) {
             uint8_t *cb = base + (kv ? D / 2 + D / 32 : 0);
             /* Slot bytes are D + 2 D / 32 and the V codes start D / 2 + D / 32 in: D >= 128 keeps

@@ -14,9 +14,10 @@ For each model it reports
                      kernels cost once the launch overhead is gone (as in a CUDA-graph server)
               graph  replay of one CUDA graph per decode step over a StaticCache, when capture
                      works with this transformers version (otherwise the reason is printed)
-  agreement the cosine similarity and relative L2 difference of the last-token logits of the two
-            models on the same prompt (W4A16 NVFP4 against bf16: quantization error, not a bug
-            check; random weights make it larger than on a trained model)
+  agreement one layer's W4A16 output against x W^T in fp32 (the NVFP4 weight error alone), and
+            the relative L2 difference of the last token's hidden state after each layer and of the
+            logits between the two models on one prompt (how that error grows through 32 layers of
+            random weights, which amplify it more than a trained model's would)
 
   python3 scripts/gpu_llama.py [--layers 32] [--lm-head-bf16] [--json out.json]
 """
@@ -173,10 +174,16 @@ def decode_graph(model, cfg, B, P, steps, vocab):
 
 
 def last_logits(model, vocab):
+    """last-token logits and the last token's hidden state after each layer"""
     g = torch.Generator(device="cuda").manual_seed(7)
     ids = torch.randint(0, vocab, (1, 256), device="cuda", generator=g)
     with torch.no_grad():
-        return fwd(model, ids, use_cache=False).logits[0, -1].float()
+        out = fwd(model, ids, use_cache=False, output_hidden_states=True)
+        return out.logits[0, -1].float(), [h[0, -1].float() for h in out.hidden_states]
+
+
+def rel(a, b):
+    return ((a - b).norm() / b.norm()).item()
 
 
 def measure(name, model, cfg, a):
@@ -208,7 +215,11 @@ def main():
     nparam = sum(p.numel() for p in model.parameters())
     print(f"Llama {a.layers} layers, {nparam / 1e9:.2f} B parameters, random N(0, 0.02) bf16 weights "
           f"(no download possible on the GPU machine), built in {time.time() - t0:.1f} s", flush=True)
-    ref = last_logits(model, cfg.vocab_size)
+    ref, ref_h = last_logits(model, cfg.vocab_size)
+    lin = model.model.layers[0].mlp.down_proj
+    w0 = lin.weight.detach().float().clone()
+    x0 = torch.randn(16, w0.shape[1], device="cuda", generator=torch.Generator(device="cuda").manual_seed(3))
+    x0 = x0.to(torch.bfloat16)
     res = [measure("bf16", model, cfg, a)]
     t0 = time.time()
     lt.quantize_model(model, "nvfp4", exclude=["lm_head"] if a.lm_head_bf16 else [])
@@ -217,12 +228,21 @@ def main():
     nl = sum(1 for m in model.modules() if isinstance(m, torch.nn.Linear))
     print(f"quantize_model: {nq} W4A16 NVFP4 layers, {nl} nn.Linear left, {time.time() - t0:.1f} s; "
           f"GPU memory {torch.cuda.memory_allocated() / 2**30:.1f} GiB", flush=True)
-    got = last_logits(model, cfg.vocab_size)
+    with torch.no_grad():  # one layer: the W4A16 output against x W^T in fp32 (NVFP4 weight error alone)
+        y_ref = x0.float() @ w0.t()
+        one = rel(model.model.layers[0].mlp.down_proj(x0).float(), y_ref)
+        one_bf16 = rel((x0 @ w0.to(torch.bfloat16).t()).float(), y_ref)
+    print(f"layer 0 down_proj on random x [16, {w0.shape[1]}]: relative L2 vs fp32 x W^T: W4A16 NVFP4 {one:.4f}, "
+          f"bf16 nn.Linear {one_bf16:.4f}", flush=True)
+    got, got_h = last_logits(model, cfg.vocab_size)
     cos = torch.nn.functional.cosine_similarity(ref, got, dim=0).item()
-    rel = ((got - ref).norm() / ref.norm()).item()
-    print(f"last-token logits W4A16 vs bf16: cosine {cos:.4f}, relative L2 {rel:.3f}", flush=True)
+    rl = rel(got, ref)
+    depth = [round(rel(gh, rh), 3) for gh, rh in zip(got_h, ref_h)]
+    print(f"last-token logits W4A16 vs bf16: cosine {cos:.4f}, relative L2 {rl:.3f}; last-token hidden state "
+          f"relative L2 after each layer (embeddings first): {depth}", flush=True)
     res.append(measure("lofp W4A16 NVFP4", model, cfg, a))
-    res.append({"agreement": {"cosine": cos, "rel_l2": rel}, "w4a16_layers": nq, "lm_head_bf16": a.lm_head_bf16})
+    res.append({"agreement": {"cosine": cos, "rel_l2": rl, "by_depth": depth, "one_layer_w4a16": one,
+                              "one_layer_bf16": one_bf16}, "w4a16_layers": nq, "lm_head_bf16": a.lm_head_bf16})
     b, q = res[0], res[1]
     print("\n| | bf16 | lofp W4A16 NVFP4 | ratio |\n|---|---|---|---|")
     print(f"| prefill {a.prefill} tokens (ms) | {b['prefill_ms']:.1f} | {q['prefill_ms']:.1f} | "
