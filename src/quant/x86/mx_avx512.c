@@ -8,8 +8,10 @@
  *
  * - E2M1: the byte-domain keys summed and looked up in a 128-byte table by one vpermi2b
  *   (v512_e2m1_pack64, simd_avx512.h). Bit for bit the AVX2 (and the reference's) codes.
- * - FP6 / FP8: kq_mf_mag's integer rounding on 16 lanes (v512_mf_code, the AVX2 kernel's
- *   v_mf_code step for step), saturated, sign bit added, truncated to bytes.
+ * - FP6 / FP8: ties to even by rounding the fp32 pattern (normal range) or vcvtps2dq on the
+ *   fixed-point grid (subnormal range) (v512_mf_code_rne, simd_avx512.h); the other tie rules
+ *   by kq_mf_mag's integer rounding on 16 lanes (v512_mf_code, the AVX2 kernel's v_mf_code step
+ *   for step); saturated, sign bit added, truncated to bytes.
  * - MXINT8: e * 64 is exact (a power-of-two multiply of e = x * 2^-s), vcvtps2dq rounds it to
  *   nearest even (the MXCSR default, which lofp never changes), saturation to +-127 and |e| >=
  *   128 -> +-127 as kq_mxint8.
@@ -34,6 +36,8 @@ static void build_luts(void) { v512_e2m1_luts(g_e2m1_lut); }
 typedef struct {
     const uint8_t *lut;
     v512_mf V;
+    v512_mf_rne R; /* FP6/FP8 with ties to even (rne set) */
+    int rne;
 } mx512_ctx;
 
 /* MXINT8 codes of 16 values (RNE), as bytes. */
@@ -90,6 +94,11 @@ static inline __attribute__((always_inline)) void code_pair(kq_mx_kind kind, con
     __m512 e2 = _mm512_mul_ps(_mm512_loadu_ps(x + 32), s1), e3 = _mm512_mul_ps(_mm512_loadu_ps(x + 48), s1);
     if (kind == KQ_MX_FP4) {
         _mm256_storeu_si256((__m256i *)(void *)dst, v512_e2m1_pack64(c->lut, e0, e1, e2, e3));
+    } else if (kind == KQ_MX_MINIFLOAT && c->rne) {
+        _mm_storeu_si128((__m128i *)(void *)dst, _mm512_cvtepi32_epi8(v512_mf_code_rne(&c->R, e0)));
+        _mm_storeu_si128((__m128i *)(void *)(dst + 16), _mm512_cvtepi32_epi8(v512_mf_code_rne(&c->R, e1)));
+        _mm_storeu_si128((__m128i *)(void *)(dst + 32), _mm512_cvtepi32_epi8(v512_mf_code_rne(&c->R, e2)));
+        _mm_storeu_si128((__m128i *)(void *)(dst + 48), _mm512_cvtepi32_epi8(v512_mf_code_rne(&c->R, e3)));
     } else if (kind == KQ_MX_MINIFLOAT) {
         _mm_storeu_si128((__m128i *)(void *)dst, _mm512_cvtepi32_epi8(v512_mf_code(&c->V, e0)));
         _mm_storeu_si128((__m128i *)(void *)(dst + 16), _mm512_cvtepi32_epi8(v512_mf_code(&c->V, e1)));
@@ -166,6 +175,8 @@ static size_t mx_quant_row_avx512(const lofp_scheme *s, const float *x, size_t k
     mx512_ctx c;
     c.lut = g_e2m1_lut[v512_lut_index(s->rounding)];
     v512_mf_init(p.mf, p.sign_bit, s->rounding, &c.V);
+    v512_mf_rne_init(p.mf, p.sign_bit, &c.R);
+    c.rne = s->rounding == LOFP_RNE;
     if (p.kind == KQ_MX_INT8) return mx_row512(&p, KQ_MX_INT8, &c, x, kp, codes, scales);
     if (p.kind == KQ_MX_MINIFLOAT) return mx_row512(&p, KQ_MX_MINIFLOAT, &c, x, kp, codes, scales);
     return mx_row512(&p, KQ_MX_FP4, &c, x, kp, codes, scales);

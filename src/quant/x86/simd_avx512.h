@@ -155,6 +155,46 @@ static inline __attribute__((always_inline)) __m512i v512_mf_mag_raw(const v512_
     return _mm512_add_epi32(_mm512_sll_epi32(_mm512_sub_epi32(teb, V->eminb), V->m), _mm512_add_epi32(q, up));
 }
 
+/* The same code for round to nearest even in fewer steps (RNE is every MX preset's default):
+ * - |e| in the target's normal range (fp32 exponent field >= eminb): round the fp32 pattern to m
+ *   mantissa bits by adding half - 1 plus the kept lsb and shifting (a carry moves into the
+ *   exponent, as rounding up to the next binade does), then rebase the exponent:
+ *   ((a + half - 1 + lsb) >> (23 - m)) - ((eminb - 1) << m), 1 << m at the smallest normal;
+ * - below it the codes are the fixed-point grid of step 2^(emin - m): |e| * 2^(m - emin) is exact
+ *   (a power-of-two upscale) and vcvtps2dq rounds it to the nearest integer, ties to even (the
+ *   MXCSR default, which lofp never changes): 0 .. 1 << m, the last being the smallest normal.
+ * kq_mf_mag's shift-and-bias rounding gives the same integers in both ranges; then saturation at
+ * maxc and the sign bit as v512_mf_code. */
+typedef struct {
+    __m512i eminb_bits, half_m1, rebase, maxc, sign_bit;
+    __m512 sub_scale;
+    uint32_t sh; /* 23 - m */
+} v512_mf_rne;
+
+static inline void v512_mf_rne_init(kq_mf p, uint32_t sign_bit, v512_mf_rne *R)
+{
+    R->sh = 23u - p.m;
+    R->eminb_bits = V16I(p.eminb << 23);
+    R->half_m1 = V16I((1u << (R->sh - 1u)) - 1u);
+    R->rebase = V16I((p.eminb - 1u) << p.m);
+    R->maxc = V16I(p.maxc);
+    R->sign_bit = V16I(sign_bit);
+    R->sub_scale = _mm512_castsi512_ps(V16I((254u + p.m - p.eminb) << 23)); /* 2^(m - emin) */
+}
+
+static inline __attribute__((always_inline)) __m512i v512_mf_code_rne(const v512_mf_rne *R, __m512 e)
+{
+    const __m128i sh = _mm_cvtsi32_si128((int)R->sh);
+    __m512i u = _mm512_castps_si512(e);
+    __m512i a = _mm512_and_si512(u, V16I(0x7FFFFFFF));
+    __m512i lsb = _mm512_and_si512(_mm512_srl_epi32(a, sh), V16I(1));
+    __m512i nrm = _mm512_sub_epi32(_mm512_srl_epi32(_mm512_add_epi32(_mm512_add_epi32(a, R->half_m1), lsb), sh), R->rebase);
+    __m512i sub = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(a), R->sub_scale));
+    __m512i mag = _mm512_mask_blend_epi32(_mm512_cmpge_epu32_mask(a, R->eminb_bits), sub, nrm);
+    mag = _mm512_min_epu32(mag, R->maxc);
+    return _mm512_mask_or_epi32(mag, _mm512_cmplt_epi32_mask(u, _mm512_setzero_si512()), mag, R->sign_bit);
+}
+
 /* Signed minifloat code (saturating) of e: v_mf_code on 16 lanes. */
 static inline __attribute__((always_inline)) __m512i v512_mf_code(const v512_mf *V, __m512 e)
 {
