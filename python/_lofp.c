@@ -196,10 +196,16 @@ static PyObject *call_dlpack(PyObject *obj, PyObject *stream, int writable)
     Py_DECREF(ver);
     if (writable && PyDict_SetItemString(kw, "copy", Py_False) < 0) goto out;
     cap = PyObject_Call(meth, args, kw);
+    if (!cap && writable && PyErr_ExceptionMatches(PyExc_Exception)) {
+        /* a producer that takes max_version but not copy=False (or refuses it): without copy, a
+         * versioned capsule still says IS_COPIED when the producer copied, which held_get refuses */
+        PyErr_Clear();
+        PyDict_DelItemString(kw, "copy");
+        cap = PyObject_Call(meth, args, kw);
+    }
     if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
         PyErr_Clear();
         PyDict_DelItemString(kw, "max_version");
-        if (writable) PyDict_DelItemString(kw, "copy");
         cap = PyObject_Call(meth, args, kw);
     }
 out:

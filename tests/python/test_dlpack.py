@@ -157,21 +157,25 @@ def test_numpy_capsules_quantize_bit_identical(rng, legacy, scheme):
     assert sys.getrefcount(x) == before             # numpy's deleter ran: no reference leaked
 
 
-def test_numpy_capsule_outputs_filled_in_place(rng):
+@pytest.mark.parametrize("legacy", [False, True])
+def test_numpy_capsule_outputs_filled_in_place(rng, legacy):
     x = layer(rng, (8, 128))
     codes, scales = np.zeros((8, 64), np.uint8), np.zeros((8, 8), np.uint8)
-    pc, ps = NumpyProducer(codes), NumpyProducer(scales)
+    pc, ps = NumpyProducer(codes, legacy), NumpyProducer(scales, legacy)
     q = lofp.quantize(x, "nvfp4", out=(pc, ps))
     ref = lofp.quantize(x, "nvfp4")
     np.testing.assert_array_equal(codes, ref.codes)
     np.testing.assert_array_equal(scales, ref.scales.view(np.uint8))
-    assert pc.calls[0]["copy"] is False and ps.calls[0]["copy"] is False  # outputs must not be copies
-    assert q.codes is pc and q.device == "cpu"
+    if not legacy:
+        assert pc.calls[0]["copy"] is False and ps.calls[0]["copy"] is False  # outputs must not be copies
+    assert len(pc.calls) == 1 and capsule_name(pc.capsules[0]).startswith("used_")
+    assert q.codes is pc and q.device == "cpu" and "NumpyProducer (DLPack)" in repr(q)
     y = np.empty((8, 128), np.float32)
-    py = NumpyProducer(y)
+    py = NumpyProducer(y, legacy)
     assert lofp.dequantize(q, out=py) is py          # q's codes and scales are producers too
     np.testing.assert_array_equal(y, lofp.dequantize(ref))
-    assert py.calls[0]["copy"] is False
+    if not legacy:
+        assert py.calls[0]["copy"] is False
 
 
 def test_read_only_output_is_refused(rng):
