@@ -53,6 +53,10 @@ lofp_status lofp_cast_mxfp4_to_nvfp4_with_global(const uint8_t *codes, const uin
     const float G = global_scale;
     const size_t nb = k / 32, cb = k / 2;
     if (nv_codes != codes) memcpy(nv_codes, codes, rows * cb);
+    /* UE4M3 bytes of the powers of two 2^-9 .. 2^8 (one encode each, not one per block) */
+    uint8_t pow2[18];
+    for (int t = -9; t <= 8; t++)
+        pow2[t + 9] = (uint8_t)lofp_encode(LOFP_ELEM_UE4M3, ldexpf(1.0f, t), LOFP_RNE, LOFP_SATURATE, 0);
     lofp_scheme nv;
     lofp_scheme_preset("nvfp4", &nv);
     for (size_t r = 0; r < rows; r++)
@@ -64,7 +68,7 @@ lofp_status lofp_cast_mxfp4_to_nvfp4_with_global(const uint8_t *codes, const uin
             uint8_t *s = ue4m3 + r * (k / 16) + 2 * b;
             int t = (int)e - 127 + g; /* UE4M3 scale 2^t */
             if (e != 0xFF && (!nz || (t >= -9 && t <= 8))) {
-                uint8_t sb = !nz ? 0 : (uint8_t)lofp_encode(LOFP_ELEM_UE4M3, ldexpf(1.0f, t), LOFP_RNE, LOFP_SATURATE, 0);
+                uint8_t sb = !nz ? 0 : pow2[t + 9];
                 s[0] = s[1] = sb;
                 continue;
             }
