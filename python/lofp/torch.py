@@ -243,6 +243,8 @@ class W4A16Linear(torch.nn.Module):
 
     @classmethod
     def from_qtensor(cls, q: QTensor, bias: Optional[torch.Tensor] = None) -> "W4A16Linear":
+        """The layer of an NVFP4 / MXFP4 QTensor [out, in] with linear scales (its buffers on q's
+        device), plus an optional bias."""
         return cls(q, bias)
 
     @classmethod
@@ -309,6 +311,7 @@ class W4A16Linear(torch.nn.Module):
                        (self.out_features, self.in_features), "linear", None, sch, "float32", 0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., in] (float32 / bfloat16 / float16) -> [..., out] through lofp::w4a16_gemm."""
         y = torch.ops.lofp.w4a16_gemm(x, self.codes, self.scales, self.global_scale, self.scheme, self.out_features,
                                       self.in_features, self._handle)
         if self.bias is not None:
@@ -316,6 +319,7 @@ class W4A16Linear(torch.nn.Module):
         return y
 
     def extra_repr(self) -> str:
+        """The shape, scheme and bias, for repr(module)."""
         return f"in_features={self.in_features}, out_features={self.out_features}, scheme={self.scheme}, bias={self.bias is not None}"
 
     def __del__(self):
