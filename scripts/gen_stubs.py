@@ -246,7 +246,7 @@ def main():
         else:
             path.write_text(text)
     if stale:
-        print("gen_stubs: out of date: " + ", ".join(stale), file=sys.stderr)
+        print("gen_stubs: out of date: " + ", ".join(stale) + " (run python3 scripts/gen_stubs.py)", file=sys.stderr)
         return 1
     return 0
 

@@ -58,7 +58,17 @@ def _stub_params(fn: ast.FunctionDef, drop_first: bool):
     return out[1:] if drop_first else out
 
 
+REGEN = " (a public signature changed: run python3 scripts/gen_stubs.py)"
+
+
 def _check_function(where, fn: ast.FunctionDef, obj, drop_first=False):
+    try:
+        _compare_function(where, fn, obj, drop_first)
+    except AssertionError as e:
+        raise AssertionError(f"{e}{REGEN}") from None
+
+
+def _compare_function(where, fn: ast.FunctionDef, obj, drop_first):
     sig = inspect.signature(obj)
     rt = list(sig.parameters.values())
     st = _stub_params(fn, drop_first)
@@ -97,9 +107,9 @@ def test_stub_matches_runtime(modname):
         elif isinstance(n, ast.ImportFrom):
             for al in n.names:
                 defined[al.asname or al.name] = n
-    assert stub_all is not None and sorted(stub_all) == sorted(mod.__all__), f"{modname}: __all__ differs"
+    assert stub_all is not None and sorted(stub_all) == sorted(mod.__all__), f"{modname}: __all__ differs{REGEN}"
     for name in mod.__all__:
-        assert name in defined, f"{modname}.{name} is not in the stub"
+        assert name in defined, f"{modname}.{name} is not in the stub{REGEN}"
         node, obj = defined[name], getattr(mod, name)
         where = f"{modname}.{name}"
         if isinstance(node, ast.FunctionDef):
@@ -115,7 +125,7 @@ def _check_class(where, node: ast.ClassDef, cls):
     fields = [n for n in node.body if isinstance(n, ast.AnnAssign)]
     if dataclasses.is_dataclass(cls):
         rf = [(f.name, _norm(f.type)) for f in dataclasses.fields(cls) if not f.name.startswith("_")]
-        assert rf == [(f.target.id, _norm(ast.unparse(f.annotation))) for f in fields], f"{where}: fields differ"
+        assert rf == [(f.target.id, _norm(ast.unparse(f.annotation))) for f in fields], f"{where}: fields differ{REGEN}"
     for n in node.body:
         if not isinstance(n, ast.FunctionDef):
             continue
