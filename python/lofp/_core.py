@@ -352,7 +352,7 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
                     else:
                         codes, scales = out
                     g = _quantize_c(blob, dt, x, rows, k, codes, scales, None, nt)[0]
-                except (TypeError, ValueError):
+                except Exception:  # noqa: BLE001 -- whatever it was, the general path says it properly
                     pass
                 else:
                     # the QTensor without the frozen dataclass's __init__ (one object.__setattr__
@@ -496,7 +496,7 @@ def dequantize(q: QTensor, dtype: Any = None, *, threads: Optional[int] = None, 
                 _dequantize_c(q.spec.blob, q.codes, q.scales, q.global_scale if q.scheme == "nvfp4" else 1.0, e[0], e[1],
                               code, res, e[2])
                 return res
-        except (TypeError, ValueError, AttributeError):
+        except Exception:  # noqa: BLE001 -- whatever it was, the general path says it properly
             pass
     if not isinstance(q, QTensor):
         raise Error(f"invalid argument: dequantize takes a lofp.QTensor, got {type(q).__name__}")

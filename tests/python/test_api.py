@@ -98,6 +98,33 @@ def test_every_input_dtype(rng, dtype, scheme):
         np.testing.assert_array_equal(y.astype(np.float32), lofp.dequantize(q, "float32").astype(npd).astype(np.float32))
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_strided_16_bit_inputs_are_copied_once(rng, dtype):
+    # numpy cannot export a strided bfloat16 array through DLPack either: the fast path must fall
+    # back to the general one (which copies) instead of raising numpy's BufferError
+    base = layer(rng, (6, 512)).astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    v = base[:, ::2]
+    got = lofp.quantize(v, "nvfp4")
+    ref = lofp.quantize(np.ascontiguousarray(v), "nvfp4")
+    np.testing.assert_array_equal(got.codes, ref.codes)
+    np.testing.assert_array_equal(got.scales.view(np.uint8), ref.scales.view(np.uint8))
+    assert got.dtype == dtype
+
+
+def test_fast_path_errors_match_the_general_path(rng):
+    x = layer(rng, (4, 64))
+    q = lofp.quantize(x, "mxfp4")
+    with pytest.raises(lofp.Error, match=r"buffer too small: out has 512 bytes, expected 1024"):
+        lofp.dequantize(q, out=np.empty((4, 32), np.float32))
+    with pytest.raises(lofp.Error, match="out must be C-contiguous"):
+        lofp.dequantize(q, out=np.empty((4, 128), np.float32)[:, ::2])
+    with pytest.raises(lofp.Error, match="threads must be >= 0"):
+        lofp.quantize(x, "mxfp4", threads=-1)
+    bad = lofp.QTensor(q.codes, q.scales, float("nan"), "nvfp4", q.shape, spec=lofp.scheme("nvfp4"))
+    with pytest.raises(lofp.Error):
+        lofp.dequantize(bad)
+
+
 def test_lists_and_memoryviews_are_accepted():
     q = lofp.quantize([[1.0] * 32], "mxfp4")
     assert q.shape == (1, 32)
