@@ -218,10 +218,11 @@ def _dense_dlpack(x: Any, what: str):
         held.release()
         return None
     c, b, lanes = held.dtype
+    kind = "CPU" if held.device[0] in _DL_CPU_TYPES else "CUDA"
     if code is None:
-        raise Error(f"invalid argument: {what} (a CUDA array from {type(x).__name__}) has DLPack dtype code {c} with {b} "
-                    f"bits x {lanes}; lofp takes float32, bfloat16 and float16")
-    raise Error(f"invalid argument: {what} (a CUDA array from {type(x).__name__}) is not C-contiguous; lofp reads other "
+        raise Error(f"invalid argument: {what} (a {kind} array from {type(x).__name__}) has DLPack dtype code {c} with "
+                    f"{b} bits x {lanes}; lofp takes float32, bfloat16 and float16")
+    raise Error(f"invalid argument: {what} (a {kind} array from {type(x).__name__}) is not C-contiguous; lofp reads other "
                 "producers' CUDA arrays in place (make it contiguous, or pass a torch tensor)")
 
 
