@@ -895,7 +895,7 @@ static inline void transpose16(const __m512i *x, __m512i *y)
 /* Scores of 4 rows (q: [4][D], natural order) x tokens [0, t16) into P[r][UQT_TILE], times
  * scale: 16 tokens per step, one token per lane, so no horizontal sums. */
 static void uqt_scores(const uint8_t *const *tp, size_t hoff, const lofp_attn_geom *G, size_t t16,
-                       const float *q, float *P, pfq_t *pf)
+                       const float *q, float *P, pfq_t *pf, unsigned nb)
 {
     const size_t D = G->D, nc = D / 128;
     const __m512 lut = _mm512_loadu_ps(lofp_e2m1_values), vs = _mm512_set1_ps(G->scale);
@@ -920,11 +920,9 @@ static void uqt_scores(const uint8_t *const *tp, size_t hoff, const lofp_attn_ge
             const float *qc = q + 128 * c;
 #pragma GCC unroll 1
             for (int g = 0; g < 4; g++) {
-                if (g == 0) { pf_one(pf); pf_one(pf); }
+                for (unsigned u = 0; u < nb; u++) pf_one(pf);
                 /* 16 independent FMA chains: 2 FMA ports x 4 cycles latency x 2 */
                 __m512 a[4][4];
-#pragma GCC unroll 4
-                for (int r = 0; r < 4; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
 #pragma GCC unroll 4
                 for (int i = 0; i < 4; i++) {
                     const int w = 4 * g + i;
@@ -933,8 +931,11 @@ static void uqt_scores(const uint8_t *const *tp, size_t hoff, const lofp_attn_ge
                     for (int b = 0; b < 8; b++) {
                         const __m512 k = _mm512_permutexvar_ps(b ? _mm512_srli_epi32(yw, (unsigned)(4 * b)) : yw, lut);
 #pragma GCC unroll 4
-                        for (int r = 0; r < 4; r++)
-                            a[r][b & 3] = _mm512_fmadd_ps(_mm512_set1_ps(qc[(size_t)r * D + 8 * (size_t)w + (size_t)b]), k, a[r][b & 3]);
+                        for (int r = 0; r < 4; r++) {
+                            const __m512 qv = _mm512_set1_ps(qc[(size_t)r * D + 8 * (size_t)w + (size_t)b]);
+                            /* the first product of each chain is a multiply, not an FMA on zero */
+                            a[r][b & 3] = i == 0 && b < 4 ? _mm512_mul_ps(qv, k) : _mm512_fmadd_ps(qv, k, a[r][b & 3]);
+                        }
                     }
                 }
 #pragma GCC unroll 4
@@ -971,7 +972,7 @@ static void uqt_pv(const uint8_t *const *tp, size_t hoff, const lofp_attn_geom *
         }
         for (size_t t = 0; t < tn; t++) {
             const uint8_t *c = tp[t] + hoff + G->v_off + 32 * h;
-            pf_one(pf);
+            if ((t & 1) == 0) pf_one(pf);
             const __m512i c0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)c));
             const __m512i c1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(c + 16)));
             const __m512 v0 = _mm512_permutexvar_ps(c0, lut), v1 = _mm512_permutexvar_ps(_mm512_srli_epi32(c0, 4), lut);
@@ -999,8 +1000,8 @@ static void run_task_uq512(const lofp_attn_geom *G, const lofp_attn_task *t, voi
     const size_t nh = t->h1 - t->h0;
     scratch_t s;
     scratch_split(G, raw, R, &s);
-    /* the fp32 tile area is free here: P' [4][ng][TT], 4 dummy records, the unpermute buffer */
-    float *Pp = s.Kf, *dummy = Pp + TT * ng * 4, *tmp = dummy + 4 * (D + 16);
+    /* the fp32 tile area is free here: P' [4][ng][TT] and 4 dummy records */
+    float *Pp = s.Kf, *dummy = Pp + TT * ng * 4;
     const __m512i ctl0 = UQT_CTL0;
     memset(dummy, 0, 4 * (D + 16) * sizeof(float));
 
@@ -1035,12 +1036,19 @@ static void run_task_uq512(const lofp_attn_geom *G, const lofp_attn_task *t, voi
             token_ptrs(G, t->block_table, ts + TT, tn_next, s.sp); /* borrowed for a moment */
             for (size_t j = 0; j < tn_next; j++) pf.row[j] = (const char *)s.sp[j] + t->h0 * G->slot;
         }
+        /* The next tile's lines, spread evenly over this tile's work so that the requests keep
+         * flowing at the rate the compute allows instead of bursting (full line-fill buffers stall
+         * the loads): one line every other token of each P.V pass, the rest of each head's share
+         * nb lines per score step (16 tokens x 32 elements). */
+        const size_t share = (pf.rows * pf.rowb / 64 + nh - 1) / nh, steps = t16 / 16 * (D / 32);
+        const size_t in_pv = tn / 2 * (D / 64); /* every other token of each P.V pass */
+        const unsigned nb = (unsigned)((share > in_pv ? share - in_pv + steps - 1 : 0) / steps);
         for (size_t hk = 0; hk < nh; hk++) {
             const size_t hoff = (t->h0 + hk) * G->slot;
             for (size_t rb = 0; rb < Rp; rb += 4) {
                 float *P = s.P + rb * TT;
-                uqt_scores(s.tokp, hoff, G, t16, s.qb + (hk * Rp + rb) * D, P, &pf);
-                float *rec[4], al[4];
+                uqt_scores(s.tokp, hoff, G, t16, s.qb + (hk * Rp + rb) * D, P, &pf, nb);
+                float *rec[4], al[4], dm[4] = { 0, 0, 0, 0 }, ls[4] = { 0, 0, 0, 0 };
                 for (int r = 0; r < 4; r++) {
                     size_t row = rb + (size_t)r, vis = 0;
                     float *Pr = P + (size_t)r * TT;
@@ -1052,7 +1060,6 @@ static void run_task_uq512(const lofp_attn_geom *G, const lofp_attn_task *t, voi
                     } else {
                         rec[r] = dummy + (size_t)r * (D + 16);
                     }
-                    al[r] = 1.0f;
                     if (vis == 0) {
                         for (size_t j = 0; j < t16; j += 16) _mm512_store_ps(Pr + j, _mm512_setzero_ps());
                         continue;
@@ -1065,7 +1072,7 @@ static void run_task_uq512(const lofp_attn_geom *G, const lofp_attn_task *t, voi
                         mx = _mm512_max_ps(mx, x);
                     }
                     float mt = _mm512_reduce_max_ps(mx), m_old = rec[r][D], m_new = m_old > mt ? m_old : mt;
-                    al[r] = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+                    dm[r] = m_old - m_new; /* alpha = exp(dm), -Inf - finite gives 0 below */
                     const __m512 vm = _mm512_set1_ps(m_new);
                     __m512 sum = _mm512_setzero_ps();
                     for (size_t j = 0; j < t16; j += 16) {
@@ -1073,9 +1080,12 @@ static void run_task_uq512(const lofp_attn_geom *G, const lofp_attn_task *t, voi
                         _mm512_store_ps(Pr + j, e);
                         sum = _mm512_add_ps(sum, e);
                     }
-                    rec[r][D + 1] = rec[r][D + 1] * al[r] + _mm512_reduce_add_ps(sum);
+                    ls[r] = _mm512_reduce_add_ps(sum);
                     rec[r][D] = m_new;
                 }
+                /* the 4 rescale factors in one vector exp (rows without visible keys: dm = 0) */
+                _mm_storeu_ps(al, _mm512_castps512_ps128(exp512(_mm512_zextps128_ps512(_mm_loadu_ps(dm)))));
+                for (int r = 0; r < 4; r++) rec[r][D + 1] = rec[r][D + 1] * al[r] + ls[r];
                 /* P'[r][group][t] = p * 2^(e - 127), 16 tokens per vector */
                 for (size_t j = 0; j < tn; j += 16) {
                     for (size_t c = 0; c < ng; c += 4) {
@@ -1097,14 +1107,18 @@ static void run_task_uq512(const lofp_attn_geom *G, const lofp_attn_task *t, voi
             }
         }
     }
+    /* accumulators back to the natural order: element 32a + 2w + b sits at 16(2a + b) + w */
+    const __m512i i0 = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i i1 = _mm512_add_epi32(i0, _mm512_set1_epi32(8));
     for (size_t hk = 0; hk < nh; hk++)
         for (size_t r = 0; r < R; r++) {
             size_t i = r / g, h = (t->h0 + hk) * g + r % g;
             float *rec = t->part + (i * Hq + h) * t->part_stride;
-            for (size_t b = 0; b < D; b += 64)
-                for (size_t k = 0; k < 4; k++)
-                    for (size_t w = 0; w < 16; w++) tmp[b + 32 * (k >> 1) + 2 * w + (k & 1)] = rec[b + 16 * k + w];
-            memcpy(rec, tmp, D * sizeof(float));
+            for (size_t b = 0; b < D; b += 32) {
+                const __m512 ev = _mm512_loadu_ps(rec + b), od = _mm512_loadu_ps(rec + b + 16);
+                _mm512_storeu_ps(rec + b, _mm512_permutex2var_ps(ev, i0, od));
+                _mm512_storeu_ps(rec + b + 16, _mm512_permutex2var_ps(ev, i1, od));
+            }
         }
 }
 
