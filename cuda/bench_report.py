@@ -92,8 +92,8 @@ def main():
               f"{o['us']:.1f} µs of GPU time ({o['bytes'] / o['us'] / 1e6:.2f} TB/s).")
     cfgs = sorted((kk, v["us"]) for kk, v in L.items() if "_cfg" in kk)
     if cfgs:
-        p("\nGEMV configuration sweep (`LOFP_CUDA_GEMV_CFG`: MT weight tiles per warp x WK warps per CTA; "
-          "v3 = the previous kernel), µs:\n")
+        p("\nGEMV configuration sweep (`LOFP_CUDA_GEMV_CFG`: MT weight tiles per warp x WK warps per CTA "
+          "[x AP, activations one chunk ahead]; wg = the wgmma kernel), µs:\n")
         cols = sorted({kk.split('_cfg')[1] for kk, _ in cfgs})
         p("| case | " + " | ".join(["default"] + cols) + " |")
         p("|---|" + "---|" * (len(cols) + 1))
