@@ -358,6 +358,18 @@ def nvfp4_round_trip_modelopt_ct_lofp():
         if fn.endswith(".safetensors"):
             meta.update(meta_of(os.path.join(lf, fn)))
     assert all(f"lofp:{n}" in meta and "scheme=nvfp4" in meta[f"lofp:{n}"] for n in a)
+    # each shard is a file `lofp dequantize` reads (its strict parser of the lofp:T metadata)
+    from safetensors.numpy import load_file
+    seen = 0
+    for fn in sorted(os.listdir(lf)):
+        if fn.endswith(".safetensors"):
+            dq = tmp("dq_" + fn)
+            run("dequantize", os.path.join(lf, fn), dq)
+            for k, v in load_file(dq).items():
+                if k in c:
+                    same_bits(v, c[k], f"lofp dequantize {k}")
+                    seen += 1
+    assert seen == len(c), (seen, len(c))
     imp = lf + "_imp"
     run("import", "--dtype", "f32", lf, imp, "--quiet")
     ti = load_dir(imp)
@@ -532,6 +544,35 @@ def gguf_mxfp4_to_nvfp4():
                    "block 9", "--requantize-unfit", out=bad + ".o.gguf")
     p = run("convert", "--to", "gguf", "--scheme", "nvfp4", "--requantize-unfit", bad, bad + ".o.gguf")
     assert "block 9: its scale" in p.stderr, p.stderr
+
+
+@test
+def mxfp8_modelopt_lofp_byte_for_byte():
+    """ModelOpt MXFP8 -> lofp -> ModelOpt: renames only, every tensor and config the same; the lofp
+    files decode (e4m3 code * 2^(e - 127), numpy + ml_dtypes) to what the ModelOpt files hold."""
+    src = dense_llama()
+    mo, lf, back = tmp("mx8_mo"), tmp("mx8_lofp"), tmp("mx8_back")
+    run("convert", "--to", "modelopt", "--scheme", "mxfp8", src, mo, "--quiet")
+    run("convert", "--to", "lofp", mo, lf, "--quiet")
+    run("convert", "--to", "modelopt", lf, back, "--quiet")
+    assert same_bytes_except(mo, back) == len(load_dir(mo))
+    for f in ("config.json", "hf_quant_config.json", "model.safetensors.index.json"):
+        assert json.load(open(os.path.join(back, f))) == json.load(open(os.path.join(mo, f))), f
+    tm, tl = load_dir(mo), load_dir(lf)
+    n = 0
+    for k in tm:
+        if k.endswith(".weight_scale"):
+            w = k[:-len("_scale")]
+            assert tl[w + ".codes"][0] == "F8_E4M3" and tl[w + ".scales"][0] == "F8_E8M0"
+            a = f32(raw_tensor(tm[w], w))
+            sc = raw_tensor(tm[k], k).astype(np.int32) - 127
+            ref = np.ldexp(a.reshape(*a.shape[:-1], -1, 32), sc[..., None]).reshape(a.shape)
+            codes = f32(raw_tensor(tl[w + ".codes"], w + ".codes"))
+            e = raw_tensor(tl[w + ".scales"], w + ".scales").astype(np.int32) - 127
+            got = np.ldexp(codes.reshape(*codes.shape[:-1], -1, 32), e[..., None]).reshape(codes.shape)
+            same_bits(got.astype(np.float32), ref.astype(np.float32), w)
+            n += 1
+    assert n > 10
 
 
 @test
