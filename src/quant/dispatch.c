@@ -47,14 +47,14 @@ const char *lofp_kernel_name(lofp_scheme_id id, lofp_kernel_op op)
     if ((int)id <= 0 || id >= LOFP_SCHEME_COUNT_) return NULL;
     if (op != LOFP_KERNEL_QUANTIZE && op != LOFP_KERNEL_DEQUANTIZE) return NULL;
     const char *name = lofp_kernels()->quant[lofp_kfamily_of(id)].name;
-    /* the 512-bit MX kernels serve block 32: quantize of MXFP4, MXFP6, MXFP8 and MXINT8 (RNE),
-     * not stochastic, and every dequantize; they hand everything else to the AVX2 kernels
-     * (x86/mx_avx512.c): name the one that runs for the preset's defaults */
+    /* the 512-bit MX kernels serve quantize of MXFP4, MXFP6, MXFP8 and MXINT8 (RNE), not
+     * stochastic, and every dequantize, for any block of 32 * n; they hand everything else to
+     * the AVX2 kernels (x86/mx_avx512.c): name the one that runs for the preset's defaults */
     if (lofp_kfamily_of(id) == LOFP_KFAM_MX && strcmp(name, "avx512") == 0) {
         const lofp_scheme *d = &lofp_scheme_traits[id].defaults;
         const int int8 = d->elem == LOFP_ELEM_MXINT8;
-        int fast = d->block == 32 && (op == LOFP_KERNEL_DEQUANTIZE ||
-                                      (d->rounding != LOFP_STOCHASTIC && (!int8 || d->rounding == LOFP_RNE)));
+        int fast = d->block % 32 == 0 && (op == LOFP_KERNEL_DEQUANTIZE ||
+                                          (d->rounding != LOFP_STOCHASTIC && (!int8 || d->rounding == LOFP_RNE)));
         if (!fast) name = "avx2";
     }
     return name;

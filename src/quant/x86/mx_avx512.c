@@ -1,10 +1,11 @@
-/* mx_avx512.c -- MX row kernels at 512 bits, block 32, not stochastic: MXFP4 (any tie rule),
- * MXFP6 / MXFP8 (any tie rule) and MXINT8 (round to nearest even) quantize, and the dequantize
- * of every block-32 element kind; every other MX case runs the AVX2 row kernel this file
- * replaces in the table. Same three passes as mx_avx2.c, 16 blocks at a time: the block maxima
- * (integer max of magnitude bits, a 16 x 16 transpose-reduce), the scale rule of 16 blocks
- * (v_mx_scale8 on each half, the AVX2 kernel's integer steps), then the encodes, two blocks (64
- * values) per step:
+/* mx_avx512.c -- MX row kernels at 512 bits, any block of 32 * n (32; tilelang-mxfp8's 128), not
+ * stochastic: MXFP4 (any tie rule), MXFP6 / MXFP8 (any tie rule) and MXINT8 (round to nearest
+ * even) quantize, and the dequantize of every element kind; every other MX case (stochastic
+ * rounding, MXINT8 with another tie rule) runs the AVX2 row kernel this file replaces in the
+ * table. Same three passes as mx_avx2.c, 16 blocks at a time: the block maxima (integer max of
+ * magnitude bits, a 16 x 16 transpose-reduce), the scale rule of 16 blocks (v_mx_scale8 on each
+ * half, the AVX2 kernel's integer steps), then the encodes, two 32-value chunks (64 values) per
+ * step, each with its block's reciprocal scale:
  *
  * - E2M1: the byte-domain keys summed and looked up in a 128-byte table by one vpermi2b
  *   (v512_e2m1_pack64, simd_avx512.h). Bit for bit the AVX2 (and the reference's) codes.
@@ -85,7 +86,7 @@ static inline __attribute__((always_inline)) int scale8(const kq_mx *p, __m256i 
     return 1;
 }
 
-/* Codes of blocks b, b + 1 (32 values each at x) given their reciprocal scales. */
+/* Codes of two 32-value chunks (64 values at x) given their reciprocal scales. */
 static inline __attribute__((always_inline)) void code_pair(kq_mx_kind kind, const mx512_ctx *c, const float *x,
                                                             float r0, float r1, uint8_t *dst)
 {
@@ -112,7 +113,8 @@ static inline __attribute__((always_inline)) void code_pair(kq_mx_kind kind, con
     }
 }
 
-/* One block alone (a zero-padded copy of a pair): codes, or zeros for a non-finite block. */
+/* One 32-value chunk alone (a zero-padded copy of a pair): codes, or zeros for a non-finite
+ * block (r = 0). */
 static inline void code_one(kq_mx_kind kind, const mx512_ctx *c, const float *x, float r, uint8_t *dst)
 {
     const size_t cb = kind == KQ_MX_FP4 ? 16 : 32;
@@ -124,17 +126,23 @@ static inline void code_one(kq_mx_kind kind, const mx512_ctx *c, const float *x,
     memcpy(dst, o, cb);
 }
 
+/* Blocks of B = 32 * nc values (nc = B / 32 chunks), 16 blocks per batch. */
 static inline __attribute__((always_inline)) size_t mx_row512(const kq_mx *p, kq_mx_kind kind, const mx512_ctx *c,
-                                                              const float *x, size_t kp, uint8_t *codes,
-                                                              uint8_t *scales)
+                                                              const float *x, size_t kp, uint32_t B,
+                                                              uint8_t *codes, uint8_t *scales)
 {
-    const size_t nb = kp / 32, cb = kind == KQ_MX_FP4 ? 16 : 32;
+    const size_t nb = kp / B, nc = B / 32, cb = kind == KQ_MX_FP4 ? 16 : 32; /* cb: code bytes per chunk */
     size_t bad = 0, b = 0;
     for (; b + 16 <= nb; b += 16) {
-        const float *xb = x + b * 32;
-        for (int l = 0; l < 32; l++) _mm_prefetch((const char *)(xb + 16 * l + V_PREFETCH_FLOATS), _MM_HINT_T0);
+        const float *xb = x + b * B;
+        for (size_t l = 0; l < B; l++) _mm_prefetch((const char *)(xb + 16 * l + V_PREFETCH_FLOATS), _MM_HINT_T0);
         __m512i m[16];
-        for (int j = 0; j < 16; j++) m[j] = _mm512_max_epu32(absbits16(xb + 32 * j), absbits16(xb + 32 * j + 16));
+        for (int j = 0; j < 16; j++) {
+            const float *v = xb + (size_t)j * B;
+            m[j] = _mm512_max_epu32(absbits16(v), absbits16(v + 16));
+            for (size_t q = 1; q < nc; q++)
+                m[j] = _mm512_max_epu32(m[j], _mm512_max_epu32(absbits16(v + 32 * q), absbits16(v + 32 * q + 16)));
+        }
         __m512i amv = v512_reduce16_max_u32(m);
         float rs[16];
         for (int h = 0; h < 2; h++) {
@@ -145,22 +153,26 @@ static inline __attribute__((always_inline)) size_t mx_row512(const kq_mx *p, kq
                 for (int j = 0; j < 8; j++) rs[8 * h + j] = mx_scale1(p, am[j], b + 8 * h + j, scales);
             }
         }
-        for (int j = 0; j < 16; j += 2) {
-            uint8_t *dst = codes + (b + j) * cb;
-            if (LOFP_LIKELY(rs[j] != 0.0f && rs[j + 1] != 0.0f)) {
-                code_pair(kind, c, xb + 32 * j, rs[j], rs[j + 1], dst);
+        for (int j = 0; j < 16; j++) bad += rs[j] == 0.0f;
+        /* 16 * nc chunks (even): pairs, each chunk with its block's reciprocal */
+        for (size_t q = 0; q < 16 * nc; q += 2) {
+            const float r0 = rs[q / nc], r1 = rs[(q + 1) / nc];
+            uint8_t *dst = codes + (b * nc + q) * cb;
+            if (LOFP_LIKELY(r0 != 0.0f && r1 != 0.0f)) {
+                code_pair(kind, c, xb + 32 * q, r0, r1, dst);
             } else {
-                bad += (rs[j] == 0.0f) + (rs[j + 1] == 0.0f);
-                code_one(kind, c, xb + 32 * j, rs[j], dst);
-                code_one(kind, c, xb + 32 * j + 32, rs[j + 1], dst + cb);
+                code_one(kind, c, xb + 32 * q, r0, dst);
+                code_one(kind, c, xb + 32 * q + 32, r1, dst + cb);
             }
         }
     }
     for (; b < nb; b++) {
-        uint32_t am = (uint32_t)_mm512_reduce_max_epu32(_mm512_max_epu32(absbits16(x + b * 32), absbits16(x + b * 32 + 16)));
-        float r = mx_scale1(p, am, b, scales);
+        const float *v = x + b * B;
+        __m512i m = _mm512_max_epu32(absbits16(v), absbits16(v + 16));
+        for (size_t q = 1; q < nc; q++) m = _mm512_max_epu32(m, _mm512_max_epu32(absbits16(v + 32 * q), absbits16(v + 32 * q + 16)));
+        float r = mx_scale1(p, (uint32_t)_mm512_reduce_max_epu32(m), b, scales);
         bad += r == 0.0f;
-        code_one(kind, c, x + b * 32, r, codes + b * cb);
+        for (size_t q = 0; q < nc; q++) code_one(kind, c, v + 32 * q, r, codes + (b * nc + q) * cb);
     }
     return bad;
 }
@@ -170,16 +182,16 @@ static size_t mx_quant_row_avx512(const lofp_scheme *s, const float *x, size_t k
 {
     kq_mx p;
     kq_mx_init(s, &p);
-    if (s->block != 32 || s->rounding == LOFP_STOCHASTIC || (p.kind == KQ_MX_INT8 && s->rounding != LOFP_RNE))
+    if (s->block % 32 != 0 || s->rounding == LOFP_STOCHASTIC || (p.kind == KQ_MX_INT8 && s->rounding != LOFP_RNE))
         return g_avx2_quant(s, x, kp, global, base, codes, scales, scratch);
     mx512_ctx c;
     c.lut = g_e2m1_lut[v512_lut_index(s->rounding)];
     v512_mf_init(p.mf, p.sign_bit, s->rounding, &c.V);
     v512_mf_rne_init(p.mf, p.sign_bit, &c.R);
     c.rne = s->rounding == LOFP_RNE;
-    if (p.kind == KQ_MX_INT8) return mx_row512(&p, KQ_MX_INT8, &c, x, kp, codes, scales);
-    if (p.kind == KQ_MX_MINIFLOAT) return mx_row512(&p, KQ_MX_MINIFLOAT, &c, x, kp, codes, scales);
-    return mx_row512(&p, KQ_MX_FP4, &c, x, kp, codes, scales);
+    if (p.kind == KQ_MX_INT8) return mx_row512(&p, KQ_MX_INT8, &c, x, kp, s->block, codes, scales);
+    if (p.kind == KQ_MX_MINIFLOAT) return mx_row512(&p, KQ_MX_MINIFLOAT, &c, x, kp, s->block, codes, scales);
+    return mx_row512(&p, KQ_MX_FP4, &c, x, kp, s->block, codes, scales);
 }
 
 /* ---- dequantize: block 32 at 512 bits, the rest by the AVX2 kernel ---- */
@@ -232,7 +244,7 @@ static void mx_dequant_row_avx512(const lofp_scheme *s, const uint8_t *codes, co
                                   size_t kp, float *out, unsigned flags)
 {
     const int int8 = s->elem == LOFP_ELEM_MXINT8, fp4 = s->elem == LOFP_ELEM_E2M1;
-    if (s->block != 32) {
+    if (s->block % 32 != 0) {
         g_avx2_dequant(s, codes, scales, global, kp, out, flags);
         return;
     }
@@ -246,8 +258,10 @@ static void mx_dequant_row_avx512(const lofp_scheme *s, const uint8_t *codes, co
     const __m512 tab = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f,
                                       -2.0f, -3.0f, -4.0f, -6.0f);
     const __m128i m4 = _mm_set1_epi8(0x0F);
-    for (size_t b = 0; b < kp / 32; b++) {
-        float *o = out + b * 32;
+    const size_t nc = s->block / 32; /* 32-value chunks per block */
+    for (size_t q = 0; q < kp / 32; q++) {
+        const size_t b = q / nc;
+        float *o = out + q * 32;
         if (LOFP_UNLIKELY(scales[b] == 0xFF)) { /* the whole block is the scale's NaN */
             v512_store16(o, _mm512_set1_ps(e8m0[0xFF]), st);
             v512_store16(o + 16, _mm512_set1_ps(e8m0[0xFF]), st);
@@ -256,18 +270,18 @@ static void mx_dequant_row_avx512(const lofp_scheme *s, const uint8_t *codes, co
         const __m512 sc = _mm512_set1_ps(e8m0[scales[b]]);
         if (int8) {
             const __m512 u = _mm512_set1_ps(0.015625f);
-            __m128i c0 = _mm_loadu_si128((const __m128i *)(const void *)(codes + b * 32));
-            __m128i c1 = _mm_loadu_si128((const __m128i *)(const void *)(codes + b * 32 + 16));
+            __m128i c0 = _mm_loadu_si128((const __m128i *)(const void *)(codes + q * 32));
+            __m128i c1 = _mm_loadu_si128((const __m128i *)(const void *)(codes + q * 32 + 16));
             /* (float)(int8_t)code * 2^-6 (exact), then * scale: the reference's two products */
             v512_store16(o, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c0)), u), sc), st);
             v512_store16(o + 16, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c1)), u), sc), st);
         } else if (!fp4) { /* FP6 / FP8: v * scale, the element value first as mx_avx2.c */
-            __m128i c0 = _mm_loadu_si128((const __m128i *)(const void *)(codes + b * 32));
-            __m128i c1 = _mm_loadu_si128((const __m128i *)(const void *)(codes + b * 32 + 16));
+            __m128i c0 = _mm_loadu_si128((const __m128i *)(const void *)(codes + q * 32));
+            __m128i c1 = _mm_loadu_si128((const __m128i *)(const void *)(codes + q * 32 + 16));
             v512_store16(o, _mm512_mul_ps(mf_decode16(&d, _mm512_cvtepu8_epi32(c0)), sc), st);
             v512_store16(o + 16, _mm512_mul_ps(mf_decode16(&d, _mm512_cvtepu8_epi32(c1)), sc), st);
         } else {
-            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(codes + b * 16));
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(codes + q * 16));
             __m128i l = _mm_and_si128(v, m4), h = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
             __m128i lo = _mm_unpacklo_epi8(l, h), hi = _mm_unpackhi_epi8(l, h);
             v512_store16(o, _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(lo), tab), sc), st);
