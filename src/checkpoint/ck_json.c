@@ -4,6 +4,7 @@
  * source text, so a rewritten config.json says 1e-05 where the original did. Objects keep their
  * member order. */
 #include "ck_internal.h"
+#include "io/json_string.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,88 +61,18 @@ static int jpush(ckj *c, ckj *v)
     return 1;
 }
 
-static void put_utf8(char *o, size_t *k, uint32_t cp)
-{
-    if (cp < 0x80) o[(*k)++] = (char)cp;
-    else if (cp < 0x800) { o[(*k)++] = (char)(0xC0 | (cp >> 6)); o[(*k)++] = (char)(0x80 | (cp & 63)); }
-    else if (cp < 0x10000) {
-        o[(*k)++] = (char)(0xE0 | (cp >> 12));
-        o[(*k)++] = (char)(0x80 | ((cp >> 6) & 63));
-        o[(*k)++] = (char)(0x80 | (cp & 63));
-    } else {
-        o[(*k)++] = (char)(0xF0 | (cp >> 18));
-        o[(*k)++] = (char)(0x80 | ((cp >> 12) & 63));
-        o[(*k)++] = (char)(0x80 | ((cp >> 6) & 63));
-        o[(*k)++] = (char)(0x80 | (cp & 63));
-    }
-}
-
-static int hex4(jparser *p, uint32_t *out)
-{
-    if (p->pos + 4 > p->len) return 0;
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p->s[p->pos++];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-        else return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-/* Parses a string starting at the opening quote; returns a malloc'ed NUL-terminated copy. */
+/* Parses a string starting at the opening quote (io's shared decoder: escapes, surrogate pairs,
+ * UTF-8 checked); returns a malloc'ed NUL-terminated copy. */
 static char *jstring(jparser *p, size_t *out_len)
 {
-    p->pos++; /* opening quote */
-    size_t start = p->pos;
-    /* upper bound of the decoded length: the raw length */
-    size_t end = start;
-    while (end < p->len && p->s[end] != '"') {
-        if (p->s[end] == '\\') end++;
-        end++;
-    }
+    const uint8_t *s = (const uint8_t *)p->s;
+    size_t end = lofp_json_string_end(s, p->len, p->pos), n;
     if (end >= p->len) { jfail(p, "unterminated string"); return NULL; }
-    char *o = malloc(end - start + 1);
+    char *o = malloc(end - p->pos); /* the bytes between the quotes, plus the NUL */
     if (!o) { jfail(p, "out of memory"); return NULL; }
-    size_t k = 0;
-    while (p->pos < end) {
-        unsigned char c = (unsigned char)p->s[p->pos];
-        if (c < 0x20) { free(o); jfail(p, "control character in string"); return NULL; }
-        if (c != '\\') { o[k++] = (char)c; p->pos++; continue; }
-        p->pos++;
-        char e = p->s[p->pos++];
-        switch (e) {
-        case '"': o[k++] = '"'; break;
-        case '\\': o[k++] = '\\'; break;
-        case '/': o[k++] = '/'; break;
-        case 'b': o[k++] = '\b'; break;
-        case 'f': o[k++] = '\f'; break;
-        case 'n': o[k++] = '\n'; break;
-        case 'r': o[k++] = '\r'; break;
-        case 't': o[k++] = '\t'; break;
-        case 'u': {
-            uint32_t cp;
-            if (!hex4(p, &cp)) { free(o); jfail(p, "bad \\u escape"); return NULL; }
-            if (cp >= 0xD800 && cp < 0xDC00) {
-                uint32_t lo;
-                if (p->pos + 6 <= p->len && p->s[p->pos] == '\\' && p->s[p->pos + 1] == 'u') {
-                    p->pos += 2;
-                    if (!hex4(p, &lo) || lo < 0xDC00 || lo > 0xDFFF) { free(o); jfail(p, "bad surrogate pair"); return NULL; }
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                } else { free(o); jfail(p, "lone surrogate"); return NULL; }
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF) { free(o); jfail(p, "lone surrogate"); return NULL; }
-            put_utf8(o, &k, cp); /* a \u escape is 6 bytes, its UTF-8 at most 4 */
-            break;
-        }
-        default: free(o); jfail(p, "bad escape"); return NULL;
-        }
-    }
-    p->pos = end + 1;
-    o[k] = 0;
-    if (out_len) *out_len = k;
+    const char *err;
+    if (!lofp_json_string_decode(s, p->len, &p->pos, o, &n, &err)) { free(o); jfail(p, err); return NULL; }
+    if (out_len) *out_len = n;
     return o;
 }
 

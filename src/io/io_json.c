@@ -2,6 +2,7 @@
  * exponents, which a safetensors header never holds). Builds a flat node array; strings are
  * decoded into one buffer. Never reads outside text[0..len). */
 #include "io_internal.h"
+#include "json_string.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,108 +59,20 @@ static uint32_t new_node(parser *p, uint8_t type)
     return i;
 }
 
-static int hex4(parser *p, uint32_t *out)
-{
-    if (p->len - p->pos < 4) return fail(p, LOFP_ERR_FORMAT, "truncated \\u escape");
-    uint32_t v = 0;
-    for (size_t k = 0; k < 4; k++) {
-        uint8_t c = p->s[p->pos + k];
-        uint32_t d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else return fail(p, LOFP_ERR_FORMAT, "invalid hex digit in \\u escape");
-        v = v << 4 | d;
-    }
-    p->pos += 4;
-    *out = v;
-    return 1;
-}
-
-static void put_utf8(char *o, size_t *k, uint32_t cp)
-{
-    if (cp < 0x80) {
-        o[(*k)++] = (char)cp;
-    } else if (cp < 0x800) {
-        o[(*k)++] = (char)(0xC0 | cp >> 6);
-        o[(*k)++] = (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        o[(*k)++] = (char)(0xE0 | cp >> 12);
-        o[(*k)++] = (char)(0x80 | (cp >> 6 & 0x3F));
-        o[(*k)++] = (char)(0x80 | (cp & 0x3F));
-    } else {
-        o[(*k)++] = (char)(0xF0 | cp >> 18);
-        o[(*k)++] = (char)(0x80 | (cp >> 12 & 0x3F));
-        o[(*k)++] = (char)(0x80 | (cp >> 6 & 0x3F));
-        o[(*k)++] = (char)(0x80 | (cp & 0x3F));
-    }
-}
-
-/* Parses a string at p->pos (the opening quote) into the string buffer. The decoded form is never
- * longer than the source, and the two quotes pay for the NUL, so the buffer (len + 1 bytes)
- * cannot overflow. */
+/* Parses a string at p->pos (the opening quote) into the string buffer (json_string.c decodes
+ * it). The decoded form is never longer than the source, and the two quotes pay for the NUL, so
+ * the buffer (len + 1 bytes) cannot overflow. */
 static int parse_string(parser *p, uint32_t *off, uint32_t *slen)
 {
     lofp_json_doc *d = p->doc;
-    p->pos++;                                      /* opening quote */
-    char *o = d->strings;
-    size_t start = d->strings_len, k = start;
-    for (;;) {
-        if (p->pos >= p->len) return fail(p, LOFP_ERR_FORMAT, "unterminated string");
-        uint8_t c = p->s[p->pos];
-        if (c == '"') { p->pos++; break; }
-        if (c < 0x20) return fail(p, LOFP_ERR_FORMAT, "control character in string");
-        if (c == '\\') {
-            if (p->len - p->pos < 2) return fail(p, LOFP_ERR_FORMAT, "unterminated string");
-            uint8_t e = p->s[p->pos + 1];
-            p->pos += 2;
-            switch (e) {
-            case '"': o[k++] = '"'; break;
-            case '\\': o[k++] = '\\'; break;
-            case '/': o[k++] = '/'; break;
-            case 'b': o[k++] = '\b'; break;
-            case 'f': o[k++] = '\f'; break;
-            case 'n': o[k++] = '\n'; break;
-            case 'r': o[k++] = '\r'; break;
-            case 't': o[k++] = '\t'; break;
-            case 'u': {
-                uint32_t cp;
-                if (!hex4(p, &cp)) return 0;
-                if (cp >= 0xDC00 && cp <= 0xDFFF)
-                    return fail(p, LOFP_ERR_FORMAT, "lone low surrogate in \\u escape");
-                if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    uint32_t lo;
-                    if (p->len - p->pos < 2 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u')
-                        return fail(p, LOFP_ERR_FORMAT, "lone high surrogate in \\u escape");
-                    p->pos += 2;
-                    if (!hex4(p, &lo)) return 0;
-                    if (lo < 0xDC00 || lo > 0xDFFF)
-                        return fail(p, LOFP_ERR_FORMAT, "high surrogate not followed by a low one");
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                }
-                put_utf8(o, &k, cp);   /* <= 4 bytes from >= 6 source bytes */
-                break;
-            }
-            default:
-                p->pos -= 1;
-                return fail(p, LOFP_ERR_FORMAT, "invalid escape in string");
-            }
-            continue;
-        }
-        if (c < 0x80) { o[k++] = (char)c; p->pos++; continue; }
-        /* a multi-byte UTF-8 sequence: validate it, then copy it */
-        size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-        if (p->len - p->pos < n || !lofp_io_utf8_valid(p->s + p->pos, n))
-            return fail(p, LOFP_ERR_FORMAT, "invalid UTF-8 in string");
-        memcpy(o + k, p->s + p->pos, n);
-        k += n;
-        p->pos += n;
-    }
-    if (k - start > UINT32_MAX - 1) return fail(p, LOFP_ERR_FORMAT, "string too long");
-    o[k++] = '\0';
-    d->strings_len = k;
+    size_t start = d->strings_len, n;
+    const char *err;
+    if (!lofp_json_string_decode(p->s, p->len, &p->pos, d->strings + start, &n, &err))
+        return fail(p, LOFP_ERR_FORMAT, err);
+    if (n > UINT32_MAX - 1) return fail(p, LOFP_ERR_FORMAT, "string too long");
+    d->strings_len = start + n + 1;
     *off = (uint32_t)start;
-    *slen = (uint32_t)(k - 1 - start);
+    *slen = (uint32_t)n;
     return 1;
 }
 
