@@ -24,10 +24,11 @@ out=${LOFP_FUZZ_DIR:-$root/build-fuzz}
 cc=${CC:-clang}
 mkdir -p "$out"
 # The library sources a harness needs: the file layer for npy/safetensors; the GGUF reader of the
-# checkpoint component (with its helpers and the core codecs) for gguf.
+# checkpoint component (with its helpers, the file layer its JSON strings come from, and the core
+# codecs) for gguf.
 sources() {
   case "$1" in
-    gguf) echo "$root"/src/checkpoint/ck_gguf.c "$root"/src/checkpoint/ck_util.c "$root"/src/checkpoint/ck_json.c "$root"/src/core/*.c ;;
+    gguf) echo "$root"/src/checkpoint/ck_gguf.c "$root"/src/checkpoint/ck_util.c "$root"/src/checkpoint/ck_json.c "$root"/src/io/*.c "$root"/src/core/*.c ;;
     qtmeta)
       mkdir -p "$out/lib"
       for k in "$root"/src/quant/x86/*_avx2.c "$root"/src/quant/x86/*_avx512.c; do
