@@ -5,10 +5,12 @@
 
 LOFP_INTERNAL void lofp_kernels_init_nvfp4_avx512(lofp_kernel_table *t);
 LOFP_INTERNAL void lofp_kernels_init_mx_avx512(lofp_kernel_table *t);
+LOFP_INTERNAL void lofp_kernels_init_uq_avx512(lofp_kernel_table *t);
 
 void lofp_kernels_init_avx512(lofp_kernel_table *t)
 {
     t->isa = "avx512";
     lofp_kernels_init_nvfp4_avx512(t);
     lofp_kernels_init_mx_avx512(t);
+    lofp_kernels_init_uq_avx512(t);
 }

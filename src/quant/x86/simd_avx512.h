@@ -55,10 +55,10 @@ static inline __attribute__((always_inline)) __m512i v512_keys16(__m512i k0, __m
     return _mm512_min_epu16(r, _mm512_set1_epi16(50));
 }
 
-/* E2M1 codes of 64 values e0..e3 (16 each, in element order) -> 32 bytes, element 2i in the low
- * nibble. */
-static inline __attribute__((always_inline)) __m256i v512_e2m1_pack64(const uint8_t *lut, __m512 e0, __m512 e1,
-                                                                 __m512 e2, __m512 e3)
+/* Table index K = min(F, 50) + min(C, 50) of 64 values e0..e3 (16 each, in element order) and
+ * their sign bits (0/1), as bytes in pack order (byte 16L + 4q + r holds element 16q + 4L + r). */
+static inline __attribute__((always_inline)) void v512_keys64(__m512 e0, __m512 e1, __m512 e2, __m512 e3, __m512i *K,
+                                                              __m512i *s8)
 {
     const __m512i c20 = V16I(0xFFFFF);
     __m512i u0 = _mm512_castps_si512(e0), u1 = _mm512_castps_si512(e1);
@@ -67,14 +67,17 @@ static inline __attribute__((always_inline)) __m256i v512_e2m1_pack64(const uint
     __m512i Fa = v512_keys16(_mm512_srli_epi32(u0, 20), _mm512_srli_epi32(u1, 20), &sa);
     __m512i Fb = v512_keys16(_mm512_srli_epi32(u2, 20), _mm512_srli_epi32(u3, 20), &sb);
     __m512i Ca = v512_keys16(_mm512_srli_epi32(_mm512_add_epi32(u0, c20), 20),
-                        _mm512_srli_epi32(_mm512_add_epi32(u1, c20), 20), NULL);
+                             _mm512_srli_epi32(_mm512_add_epi32(u1, c20), 20), NULL);
     __m512i Cb = v512_keys16(_mm512_srli_epi32(_mm512_add_epi32(u2, c20), 20),
-                        _mm512_srli_epi32(_mm512_add_epi32(u3, c20), 20), NULL);
-    __m512i K = _mm512_packus_epi16(_mm512_add_epi16(Fa, Ca), _mm512_add_epi16(Fb, Cb));
-    __m512i s8 = _mm512_packus_epi16(sa, sb);
-    const __m512i t0 = _mm512_load_si512((const void *)lut), t1 = _mm512_load_si512((const void *)(lut + 64));
-    __m512i c = _mm512_permutex2var_epi8(t0, K, t1);
-    c = _mm512_or_si512(c, _mm512_slli_epi16(s8, 3));
+                             _mm512_srli_epi32(_mm512_add_epi32(u3, c20), 20), NULL);
+    *K = _mm512_packus_epi16(_mm512_add_epi16(Fa, Ca), _mm512_add_epi16(Fb, Cb));
+    *s8 = _mm512_packus_epi16(sa, sb);
+}
+
+/* 64 4-bit codes as bytes in pack order -> 32 bytes in element order, element 2i in the low
+ * nibble. */
+static inline __attribute__((always_inline)) __m256i v512_nibbles64(__m512i c)
+{
     /* pack order (byte 16L + 4q + r holds element 16q + 4L + r) -> element order */
     const __m512i ord = _mm512_set_epi8(63, 62, 61, 60, 47, 46, 45, 44, 31, 30, 29, 28, 15, 14, 13, 12,
                                         59, 58, 57, 56, 43, 42, 41, 40, 27, 26, 25, 24, 11, 10, 9, 8,
@@ -83,6 +86,35 @@ static inline __attribute__((always_inline)) __m256i v512_e2m1_pack64(const uint
     c = _mm512_permutexvar_epi8(ord, c);
     __m512i w = _mm512_maddubs_epi16(c, _mm512_set1_epi16(0x1001)); /* lo + 16 * hi */
     return _mm512_cvtepi16_epi8(w);
+}
+
+/* E2M1 codes of 64 values e0..e3 (16 each, in element order) -> 32 bytes, element 2i in the low
+ * nibble; lut is the 128-byte table of the tie rule (64-byte aligned). */
+static inline __attribute__((always_inline)) __m256i v512_e2m1_pack64(const uint8_t *lut, __m512 e0, __m512 e1,
+                                                                      __m512 e2, __m512 e3)
+{
+    __m512i K, s8;
+    v512_keys64(e0, e1, e2, e3, &K, &s8);
+    const __m512i t0 = _mm512_load_si512((const void *)lut), t1 = _mm512_load_si512((const void *)(lut + 64));
+    __m512i c = _mm512_permutex2var_epi8(t0, K, t1);
+    return v512_nibbles64(_mm512_or_si512(c, _mm512_slli_epi16(s8, 3)));
+}
+
+/* UltraQuant snap (kq_uq_code, v_uq_pack32) of 64 values: positive values count the midpoints
+ * strictly below them (the ties-to-zero table: ceiling key), negative ones the midpoints at or
+ * below |y| (the ties-away table: floor key); the sign nibble bit only for a non-zero count
+ * (never -0). ttz and away: the tables of v512_e2m1_luts for those tie rules. */
+static inline __attribute__((always_inline)) __m256i v512_uq_pack64(const uint8_t *ttz, const uint8_t *away, __m512 e0,
+                                                                    __m512 e1, __m512 e2, __m512 e3)
+{
+    __m512i K, s8;
+    v512_keys64(e0, e1, e2, e3, &K, &s8);
+    __m512i cp = _mm512_permutex2var_epi8(_mm512_load_si512((const void *)ttz), K, _mm512_load_si512((const void *)(ttz + 64)));
+    __m512i cn = _mm512_permutex2var_epi8(_mm512_load_si512((const void *)away), K, _mm512_load_si512((const void *)(away + 64)));
+    const __mmask64 neg = _mm512_test_epi8_mask(s8, s8);
+    __m512i c = _mm512_mask_blend_epi8(neg, cp, cn);
+    c = _mm512_mask_add_epi8(c, neg & _mm512_test_epi8_mask(c, c), c, _mm512_set1_epi8(8));
+    return v512_nibbles64(c);
 }
 
 /* Lane j = max over the 16 lanes of m[j]. */
