@@ -249,22 +249,45 @@ static size_t nsplits(const run_ctx *c, size_t b)
     return lofp_ceil_div((size_t)c->seq_lens[b], c->split);
 }
 
+/* Sequence, KV heads and key range of work item `item`. */
+static void item_span(const run_ctx *c, size_t item, size_t *b_out, size_t *local_out, lofp_attn_task *t)
+{
+    size_t b = seq_of(c->task_off, c->B, item);
+    size_t S = nsplits(c, b), local = item - c->task_off[b];
+    size_t hp = local % c->hparts, s = (local / c->hparts) % S;
+    t->block_table = c->bt + b * c->bt_stride;
+    t->h0 = (uint32_t)(hp * c->hg);
+    t->h1 = t->h0 + c->hg > c->G.Hk ? c->G.Hk : t->h0 + c->hg;
+    t->start = s * c->split;
+    t->end = t->start + c->split;
+    if (t->end > (size_t)c->seq_lens[b]) t->end = (size_t)c->seq_lens[b];
+    *b_out = b;
+    *local_out = local;
+}
+
 static void task_item(void *ctxv, size_t item, uint8_t *scratch)
 {
     run_ctx *c = ctxv;
     const lofp_attn_geom *G = &c->G;
-    size_t b = seq_of(c->task_off, c->B, item);
-    size_t S = nsplits(c, b), local = item - c->task_off[b];
-    size_t hp = local % c->hparts, s = (local / c->hparts) % S, ch = local / c->hparts / S;
+    size_t b, local;
+    lofp_attn_task t;
+    item_span(c, item, &b, &local, &t);
+    size_t S = nsplits(c, b), s = (local / c->hparts) % S, ch = local / c->hparts / S;
     size_t qlen = c->qs[b + 1] - c->qs[b];
     size_t i0 = ch * c->chunk;
-    lofp_attn_task t;
-    t.block_table = c->bt + b * c->bt_stride;
-    t.h0 = (uint32_t)(hp * c->hg);
-    t.h1 = t.h0 + c->hg > G->Hk ? G->Hk : t.h0 + c->hg;
-    t.start = s * c->split;
-    t.end = t.start + c->split;
-    if (t.end > (size_t)c->seq_lens[b]) t.end = (size_t)c->seq_lens[b];
+    t.next_bt = NULL;
+    t.next_start = t.next_end = 0;
+    t.next_h0 = t.next_h1 = 0;
+    if (item + 1 < c->task_off[c->B]) {
+        lofp_attn_task n;
+        size_t nb, nl;
+        item_span(c, item + 1, &nb, &nl, &n);
+        t.next_bt = n.block_table;
+        t.next_start = n.start;
+        t.next_end = n.end;
+        t.next_h0 = n.h0;
+        t.next_h1 = n.h1;
+    }
     t.qn = (uint32_t)(qlen - i0 < c->chunk ? qlen - i0 : c->chunk);
     t.limit = c->limit + c->qs[b] + i0;
     t.q = c->qprep + (c->qs[b] + i0) * G->Hq * G->D;

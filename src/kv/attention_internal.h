@@ -40,6 +40,13 @@ typedef struct lofp_attn_task {
     size_t q_tok_stride;
     float *part;
     size_t part_stride;           /* floats */
+    /* The next work item's first key positions [next_start, next_end) and KV heads
+     * [next_h0, next_h1) of the sequence with block table next_bt (NULL: none), for a kernel that
+     * prefetches them during its last tile: whichever thread takes that item finds them nearer
+     * (its own cache, or the shared last level). */
+    const int32_t *next_bt;
+    size_t next_start, next_end;
+    uint32_t next_h0, next_h1;
 } lofp_attn_task;
 
 /* Bytes of per-thread scratch a task kernel needs for tasks of at most max_rows = qn * g rows. */

@@ -1035,6 +1035,13 @@ static void run_task_uq512(const lofp_attn_geom *G, const lofp_attn_task *t, voi
         if (pf.rows) {
             token_ptrs(G, t->block_table, ts + TT, tn_next, s.sp); /* borrowed for a moment */
             for (size_t j = 0; j < tn_next; j++) pf.row[j] = (const char *)s.sp[j] + t->h0 * G->slot;
+        } else if (t->next_bt && t->next_end > t->next_start) {
+            /* the last tile: the next work item's first tile instead */
+            const size_t n = t->next_end - t->next_start < TT ? t->next_end - t->next_start : TT;
+            token_ptrs(G, t->next_bt, t->next_start, n, s.sp);
+            for (size_t j = 0; j < n; j++) pf.row[j] = (const char *)s.sp[j] + t->next_h0 * G->slot;
+            pf.rows = n;
+            pf.rowb = (t->next_h1 - t->next_h0) * G->slot;
         }
         /* The next tile's lines, spread evenly over this tile's work so that the requests keep
          * flowing at the rate the compute allows instead of bursting (full line-fill buffers stall
