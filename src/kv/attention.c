@@ -403,6 +403,7 @@ void lofp_attn_hadamard_table(uint32_t D, float *hs)
 
 size_t lofp_attn_prep_q(const float *x, size_t nr, uint32_t D, const float *hs, float *dst)
 {
+    if (hs && have_path(LOFP_ATTN_AVX512, D)) return lofp_attn_prep_q_avx512(x, nr, D, hs, dst);
     size_t sat = 0;
     float xt[LOFP_KV_MAX_D * QBLK];
     for (size_t r0 = 0; r0 < nr; r0 += QBLK) {

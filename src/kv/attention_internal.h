@@ -122,6 +122,12 @@ LOFP_INTERNAL void lofp_attn_hadamard_table(uint32_t D, float *hs);
  * torch's cast gives NaN). */
 LOFP_INTERNAL size_t lofp_attn_prep_q(const float *x, size_t nr, uint32_t D, const float *hs, float *dst);
 
+/* lofp_attn_prep_q at 512 bits, bit for bit the same (hs required); only call it when
+ * lofp_cpu_features() has AVX2, FMA, AVX512F, AVX512BW and AVX512VL. lofp_attn_prep_q calls it
+ * itself when the CPU has them. */
+LOFP_INTERNAL size_t lofp_attn_prep_q_avx512(const float *x, size_t nr, uint32_t D, const float *hs,
+                                             float *dst);
+
 /* Resolves the geometry of a validated description (cache and scale are left to the caller). */
 LOFP_INTERNAL void lofp_attn_geom_init(lofp_attn_geom *G, const lofp_kv_cache_desc *d,
                                        uint32_t num_q_heads);

@@ -1129,6 +1129,40 @@ static void run_task_uq512(const lofp_attn_geom *G, const lofp_attn_task *t, voi
         }
 }
 
+/* lofp_attn_prep_q with the rotation 16 outputs per vector: out[i] = sum over j in order of
+ * x[j] * H[i][j], a multiply then an add per step (the build never contracts them into an FMA),
+ * so every output is the same sequential fp32 sum as the portable code's, bit for bit. H is
+ * symmetric, so the 16 H[i][j] of one j are a contiguous piece of row j. */
+size_t lofp_attn_prep_q_avx512(const float *x, size_t nr, uint32_t D, const float *hs, float *dst)
+{
+    size_t sat = 0;
+    float acc[LOFP_KV_MAX_D];
+    for (size_t r = 0; r < nr; r++) {
+        const float *xr = x + r * D;
+        for (size_t i0 = 0; i0 < D; i0 += 128) {
+            const size_t nv = D - i0 < 128 ? (D - i0) / 16 : 8;
+            __m512 a[8];
+            for (size_t v = 0; v < 8; v++) a[v] = _mm512_setzero_ps();
+            for (size_t j = 0; j < D; j++) {
+                const __m512 xj = _mm512_set1_ps(xr[j]);
+                const float *h = hs + j * D + i0;
+                if (nv == 8) {
+#pragma GCC unroll 8
+                    for (size_t v = 0; v < 8; v++) a[v] = _mm512_add_ps(a[v], _mm512_mul_ps(xj, _mm512_loadu_ps(h + 16 * v)));
+                } else {
+                    for (size_t v = 0; v < nv; v++) a[v] = _mm512_add_ps(a[v], _mm512_mul_ps(xj, _mm512_loadu_ps(h + 16 * v)));
+                }
+            }
+            for (size_t v = 0; v < nv; v++) _mm512_storeu_ps(acc + i0 + 16 * v, a[v]);
+        }
+        for (size_t i = 0; i < D; i++) {
+            sat += fabsf(acc[i]) > 464.0f;
+            dst[r * D + i] = lofp_e4m3_saturate(acc[i]);
+        }
+    }
+    return sat;
+}
+
 #pragma GCC pop_options
 
 static const kern_t k_avx512 = { decode_all512, scores512, pv512, perm64, 64, uq_scores512, uq_pv512 };
@@ -1143,6 +1177,10 @@ void lofp_attn_task_avx512(const lofp_attn_geom *G, const lofp_attn_task *t, voi
 #else
 #include "kv/attention_internal.h"
 int lofp_attn_avx2_built(void) { return 0; }
+size_t lofp_attn_prep_q_avx512(const float *x, size_t nr, uint32_t D, const float *hs, float *dst)
+{
+    return lofp_attn_prep_q(x, nr, D, hs, dst);
+}
 void lofp_attn_task_avx2(const lofp_attn_geom *G, const lofp_attn_task *t, void *scratch)
 {
     lofp_attn_task_scalar(G, t, scratch);
