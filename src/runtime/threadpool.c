@@ -13,7 +13,9 @@
  * each worker's affinity to "the CPUs the pool started with, minus mine" before it wakes them
  * (one sched_setaffinity per worker, and only when the caller's CPU changed since the last job),
  * so the wake-up itself lands on another CPU; a worker whose thread id was not known yet does
- * the same for itself when it picks the job up. */
+ * the same for itself when it picks the job up. The scheduler may also move the caller onto a
+ * worker's CPU during a long call: the caller republishes its CPU before each task it claims, and
+ * each worker re-checks before each of its tasks. */
 #if defined(__linux__)
 #define _GNU_SOURCE 1
 #include <sched.h>
@@ -94,34 +96,6 @@ static inline int current_cpu(void)
 #endif
 }
 
-/* Claims and runs tasks of job `id` until none is left. */
-static void run_tasks(uint64_t id)
-{
-    uint64_t t = atomic_load_explicit(&P.ticket, memory_order_acquire);
-    for (;;) {
-        if ((t >> ID_SHIFT) != id) return;
-        size_t i = (size_t)(t & TASK_MASK), n = (size_t)((t >> 16) & TASK_MASK);
-        if (i >= n) return;
-        if (!atomic_compare_exchange_weak_explicit(&P.ticket, &t, t + 1, memory_order_acq_rel,
-                                                   memory_order_acquire))
-            continue;
-        /* the job's fields are stable while one of its tasks is unfinished */
-        P.fn(P.arg, i);
-        /* seq_cst: with the load of caller_waiting below, a store-buffering pair against the
-         * caller's store of caller_waiting and its load of done (no lost wake-up) */
-        size_t d = atomic_fetch_add_explicit(&P.done, 1, memory_order_seq_cst) + 1;
-        if (d == n) {
-            if (atomic_load_explicit(&P.caller_waiting, memory_order_seq_cst)) {
-                pthread_mutex_lock(&P.mu);
-                pthread_cond_signal(&P.done_cv);
-                pthread_mutex_unlock(&P.mu);
-            }
-            return;
-        }
-        t = atomic_load_explicit(&P.ticket, memory_order_acquire);
-    }
-}
-
 #if defined(__linux__)
 /* Keeps worker w (thread id tid: 0 = the calling thread) off CPU `caller`: one
  * sched_setaffinity when the CPU it is kept off differs (it also migrates the worker at once if
@@ -143,6 +117,50 @@ static void keep_off(unsigned w, int tid, int caller, int want)
         atomic_store_explicit(&P.excluded[w], caller, memory_order_relaxed);
 }
 #endif
+
+/* Claims and runs tasks of job `id` until none is left; self is the worker's index, or -1 for
+ * the caller. Before each task the caller republishes its CPU if it moved and a worker re-checks
+ * that it is kept off that CPU (one load and a compare when nothing moved): the scheduler may
+ * move the caller onto a worker's CPU in the middle of a long call. */
+static void run_tasks(uint64_t id, int self)
+{
+    uint64_t t = atomic_load_explicit(&P.ticket, memory_order_acquire);
+    for (;;) {
+        if ((t >> ID_SHIFT) != id) return;
+        size_t i = (size_t)(t & TASK_MASK), n = (size_t)((t >> 16) & TASK_MASK);
+        if (i >= n) return;
+        if (!atomic_compare_exchange_weak_explicit(&P.ticket, &t, t + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+#if defined(__linux__)
+        if (lofp_parallel_migrate) {
+            int c = atomic_load_explicit(&P.caller_cpu, memory_order_relaxed);
+            if (self < 0) {
+                int now = current_cpu();
+                if (now != c) atomic_store_explicit(&P.caller_cpu, now, memory_order_relaxed);
+            } else {
+                keep_off((unsigned)self, 0, c, 1);
+            }
+        }
+#else
+        (void)self;
+#endif
+        /* the job's fields are stable while one of its tasks is unfinished */
+        P.fn(P.arg, i);
+        /* seq_cst: with the load of caller_waiting below, a store-buffering pair against the
+         * caller's store of caller_waiting and its load of done (no lost wake-up) */
+        size_t d = atomic_fetch_add_explicit(&P.done, 1, memory_order_seq_cst) + 1;
+        if (d == n) {
+            if (atomic_load_explicit(&P.caller_waiting, memory_order_seq_cst)) {
+                pthread_mutex_lock(&P.mu);
+                pthread_cond_signal(&P.done_cv);
+                pthread_mutex_unlock(&P.mu);
+            }
+            return;
+        }
+        t = atomic_load_explicit(&P.ticket, memory_order_acquire);
+    }
+}
 
 static void *worker(void *varg)
 {
@@ -181,7 +199,7 @@ static void *worker(void *varg)
          * this thread's id was out (the check is one load when nothing changed) */
         keep_off(self, 0, atomic_load_explicit(&P.caller_cpu, memory_order_relaxed), lofp_parallel_migrate);
 #endif
-        run_tasks(id);
+        run_tasks(id, (int)self);
     }
     return NULL;
 }
@@ -300,7 +318,7 @@ void lofp_parallel_run_tasks(size_t ntasks, size_t nthreads, lofp_task_fn fn, vo
         pthread_cond_broadcast(&P.work_cv);
         pthread_mutex_unlock(&P.mu);
     }
-    run_tasks(id);
+    run_tasks(id, -1);
     /* wait for the tasks the workers claimed: spin briefly, then sleep */
     if (atomic_load_explicit(&P.done, memory_order_acquire) != ntasks) {
         uint64_t end = now_ns() + 50000u;
