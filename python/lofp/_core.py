@@ -631,7 +631,7 @@ def hadamard(x: Any, *, dense: bool = False) -> Any:
 
 def kernel_name(scheme_: Union[str, Scheme], op: str = "quantize") -> str:
     """The CPU kernel variant ('avx512', 'avx2' or 'generic') this process runs for scheme and op
-    ('quantize' or 'dequantize'); LOFP_DISABLE_CPU_FEATURES, read at import, masks the wider ones."""
+    ('quantize' or 'dequantize'); LOFP_DISABLE_CPU_FEATURES, read once per process, masks the wider ones."""
     sch = scheme_ if isinstance(scheme_, Scheme) else scheme(scheme_)
     ops = {"quantize": 0, "dequantize": 1}
     if op not in ops:
