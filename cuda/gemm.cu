@@ -511,7 +511,9 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
      * wgmma does not exist. LOFP_CUDA_GEMV_CFG=wg sends m <= 32 to the wgmma kernel too, and an
      * explicit MT,WK configuration m <= 64 to the GEMV (sweeps). */
     const bool wg_all = gcfg && strcmp(gcfg, "wg") == 0;
-    if (m > 32 && m <= 64 && !wg_all && !gcfg) {
+    const char *impl = getenv("LOFP_CUDA_GEMM_IMPL");
+    const bool no_wgmma = impl && strcmp(impl, "mma") == 0; /* the paths of devices without wgmma */
+    if (m > 32 && m <= 64 && !wg_all && !gcfg && !no_wgmma) {
         const lofp_status r = gemm_wgmma_launch(p, nv ? 1 : 0, st);
         if (r != LOFP_ERR_UNSUPPORTED) return r;
     }
@@ -544,8 +546,7 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
     }
     /* m > 64: the sm_90a wgmma kernel (gemm_wgmma.cu) unless LOFP_CUDA_GEMM_IMPL=mma or the
      * device is not sm_90; then the mma.sync kernel below. */
-    const char *impl = getenv("LOFP_CUDA_GEMM_IMPL");
-    if (!(impl && strcmp(impl, "mma") == 0)) {
+    if (!no_wgmma) {
         const lofp_status r = gemm_wgmma_launch(p, nv ? 1 : 0, st);
         if (r != LOFP_ERR_UNSUPPORTED) return r;
     }
