@@ -19,10 +19,7 @@ usage: casts_test.py LOFP_BINARY [TEST ...]     prints 'N passed, M failed'
 """
 import json
 import os
-import shutil
 import sys
-import tempfile
-import traceback
 
 import ml_dtypes
 import numpy as np
@@ -624,23 +621,7 @@ def refusals():
 def main():
     ct.LOFP = os.path.abspath(sys.argv[1])
     only = [a for a in sys.argv[2:] if not a.startswith("--")]
-    ct.TMP = tempfile.mkdtemp(prefix="lofp_casts_")
-    passed = failed = 0
-    try:
-        for t in TESTS:
-            if only and t.__name__ not in only:
-                continue
-            try:
-                t()
-                passed += 1
-                print(f"PASS {t.__name__}", flush=True)
-            except Exception:
-                failed += 1
-                print(f"FAIL {t.__name__}", flush=True)
-                traceback.print_exc()
-    finally:
-        shutil.rmtree(ct.TMP, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
+    passed, failed = ct.run_tests(TESTS, only, "lofp_casts_")
     if passed + failed == 0:
         print("no test matched " + " ".join(only))
         return 1

@@ -801,16 +801,14 @@ def slow_smollm2():
         print(f"  smollm2 {scheme}: {n} tensors requantized, all decoded by gguf-py", flush=True)
 
 
-def main():
-    global LOFP, TMP
-    LOFP = os.path.abspath(sys.argv[1])
-    if "--slow" in sys.argv:
-        TESTS.append(slow_smollm2)
-    only = [a for a in sys.argv[2:] if not a.startswith("--")]
-    TMP = tempfile.mkdtemp(prefix="lofp_ckpt_")
+def run_tests(tests, only, prefix):
+    """Runs the tests whose names are in `only` (all when empty) in a fresh TMP (this module's,
+    which casts_test.py shares), printing PASS/FAIL per test; returns (passed, failed)."""
+    global TMP
+    TMP = tempfile.mkdtemp(prefix=prefix)
     passed = failed = 0
     try:
-        for t in TESTS:
+        for t in tests:
             if only and t.__name__ not in only:
                 continue
             try:
@@ -824,6 +822,16 @@ def main():
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     print(f"{passed} passed, {failed} failed")
+    return passed, failed
+
+
+def main():
+    global LOFP
+    LOFP = os.path.abspath(sys.argv[1])
+    if "--slow" in sys.argv:
+        TESTS.append(slow_smollm2)
+    only = [a for a in sys.argv[2:] if not a.startswith("--")]
+    _, failed = run_tests(TESTS, only, "lofp_ckpt_")
     return 1 if failed else 0
 
 

@@ -15,6 +15,24 @@ def _f(x, fmt):
     return format(x, fmt)
 
 
+def _variant_table(res: dict, head: str, cells) -> list[str]:
+    """The per-variant rows of the text table: label, bits, the task's columns (`head`, and
+    `cells(result)` for each row), then the weight-error columns every task shares."""
+    lw = max([34] + [len(r["label"]) for r in res["results"]])
+    hdr = f"{'variant':<{lw}} {'bits':>6} {head} {'wSNR dB':>8} {'min':>6} {'relF':>7}"
+    out = [hdr, "-" * len(hdr)]
+    for r in res["results"]:
+        if "error" in r:
+            out.append(f"{r['label']:<{lw}} not run: {r['error']}")
+            continue
+        we = r.get("weight_error") or {}
+        out.append(
+            f"{r['label']:<{lw}} {_f(r['bits'], '6.3g')} {cells(r)} "
+            f"{_f(we.get('snr_db'), '8.2f')} {_f(we.get('min_layer_snr_db'), '6.2f')} "
+            f"{_f(we.get('rel_fro'), '7.4f')}")
+    return out
+
+
 def table(res: dict) -> str:
     m = res["model"]
     lines = [f"model: {m['name']} ({m['params']:,} params; {'; '.join(m['notes'])})",
@@ -29,38 +47,16 @@ def table(res: dict) -> str:
         lines.append(f"text: {inp['predicted_tokens']} predicted tokens in "
                      f"{len(inp['windows'])} window(s); reference perplexity "
                      f"{res['reference']['ppl']:.4f}")
-        lw = max([34] + [len(r["label"]) for r in res["results"]])
-        hdr = (f"{'variant':<{lw}} {'bits':>6} {'ppl':>9} {'dppl%':>7} {'KL':>8} {'top1':>6} "
-               f"{'wSNR dB':>8} {'min':>6} {'relF':>7}")
-        lines += [hdr, "-" * len(hdr)]
-        for r in res["results"]:
-            if "error" in r:
-                lines.append(f"{r['label']:<{lw}} not run: {r['error']}")
-                continue
-            we = r.get("weight_error") or {}
-            lines.append(
-                f"{r['label']:<{lw}} {_f(r['bits'], '6.3g')} {r['ppl']:9.4f} "
-                f"{100 * r['ppl_rel']:+7.2f} {r['kl']:8.5f} {r['top1']:6.3f} "
-                f"{_f(we.get('snr_db'), '8.2f')} {_f(we.get('min_layer_snr_db'), '6.2f')} "
-                f"{_f(we.get('rel_fro'), '7.4f')}")
+        lines += _variant_table(
+            res, f"{'ppl':>9} {'dppl%':>7} {'KL':>8} {'top1':>6}",
+            lambda r: f"{r['ppl']:9.4f} {100 * r['ppl_rel']:+7.2f} {r['kl']:8.5f} {r['top1']:6.3f}")
     else:
         inp = res["input"]
         lines.append(f"sentences: {inp['sentences']} ({sum(inp['tokens'])} tokens); metric: "
                      f"cosine of each sentence embedding with the unquantized one")
-        lw = max([34] + [len(r["label"]) for r in res["results"]])
-        hdr = (f"{'variant':<{lw}} {'bits':>6} {'cos min':>8} {'cos mean':>8} {'dsim max':>8} "
-               f"{'wSNR dB':>8} {'min':>6} {'relF':>7}")
-        lines += [hdr, "-" * len(hdr)]
-        for r in res["results"]:
-            if "error" in r:
-                lines.append(f"{r['label']:<{lw}} not run: {r['error']}")
-                continue
-            we = r.get("weight_error") or {}
-            lines.append(
-                f"{r['label']:<{lw}} {_f(r['bits'], '6.3g')} {r['cos_min']:8.5f} "
-                f"{r['cos_mean']:8.5f} {r['sim_max_abs_diff']:8.5f} "
-                f"{_f(we.get('snr_db'), '8.2f')} {_f(we.get('min_layer_snr_db'), '6.2f')} "
-                f"{_f(we.get('rel_fro'), '7.4f')}")
+        lines += _variant_table(
+            res, f"{'cos min':>8} {'cos mean':>8} {'dsim max':>8}",
+            lambda r: f"{r['cos_min']:8.5f} {r['cos_mean']:8.5f} {r['sim_max_abs_diff']:8.5f}")
     t = res["timing"]
     lines.append(f"time: {t['total_s']:.2f} s in all (reference forward "
                  f"{t['reference_forward_s']:.2f} s)")
