@@ -247,31 +247,11 @@ static void bench_gemm(void)
                 CU(cudaMalloc(&a, m * k * 2));
                 CU(cudaMalloc(&c, m * n * 4));
                 fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
-                std::vector<std::string> cfgs = {""};
-                if (m <= 64) {
-                    const char *sweep = getenv(m <= 16 ? "LOFP_BENCH_GEMV_SWEEP" : "LOFP_BENCH_GEMV_SWEEP64");
-                    if (sweep && *sweep) {
-                        std::string sw(sweep);
-                        size_t b = 0;
-                        while (b <= sw.size()) {
-                            size_t e = sw.find(';', b);
-                            if (e == std::string::npos) e = sw.size();
-                            if (e > b) cfgs.push_back(sw.substr(b, e - b));
-                            b = e + 1;
-                        }
-                    }
-                }
-                for (auto &cfg : cfgs) {
-                    if (cfg.empty()) unsetenv("LOFP_CUDA_GEMV_CFG");
-                    else setenv("LOFP_CUDA_GEMV_CFG", cfg.c_str(), 1);
-                    double us = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL)); }, m > 256, m > 256 ? 1 : 20);
-                    char name[96], extra[96];
-                    snprintf(name, sizeof name, "w4a16_%s_m%zu_n%zu_k%zu%s%s", preset, m, n, k, cfg.empty() ? "" : "_cfg", cfg.c_str());
-                    for (char *p = name; *p; p++) if (*p == ',' || *p == ':') *p = 'x';
-                    snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"default\": %d", m, n, k, cfg.empty() ? 1 : 0);
-                    emit(name, us, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
-                }
-                unsetenv("LOFP_CUDA_GEMV_CFG");
+                double us = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL)); }, m > 256, m > 256 ? 1 : 20);
+                char name[96], extra[96];
+                snprintf(name, sizeof name, "w4a16_%s_m%zu_n%zu_k%zu", preset, m, n, k);
+                snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"default\": 1", m, n, k);
+                emit(name, us, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
                 CU(cudaFree(a));
                 CU(cudaFree(c));
             }

@@ -66,8 +66,8 @@ def main():
     p("\n### W4A16 GEMV / GEMM (bf16 activations, bf16 out; weights rotated over 4 copies)\n")
     p("M <= 256: 20 back-to-back calls per timing (both benches); M = 4096: one call after an L2 flush. "
       "`read floor`: a plain read of the same weight bytes in the same harness.\n")
-    p("| weights | M | N x K | lofp µs | best cfg µs | read floor µs | cuBLAS bf16 | int4 tinygemm | fp8 rowwise | vs cuBLAS | lofp TFLOP/s | weight TB/s |")
-    p("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    p("| weights | M | N x K | lofp µs | read floor µs | cuBLAS bf16 | int4 tinygemm | fp8 rowwise | vs cuBLAS | lofp TFLOP/s | weight TB/s |")
+    p("|---|---|---|---|---|---|---|---|---|---|---|")
     for preset in ("nvfp4", "mxfp4"):
         for n, k in ((8192, 8192), (14336, 4096)):
             rf = L.get(f"read_floor_{preset}_n{n}_k{k}")
@@ -79,30 +79,16 @@ def main():
                 t = T.get(f"torch_bf16_mm_m{m}_n{n}_k{k}")
                 ti = T.get(f"torch_int4_tinygemm_m{m}_n{n}_k{k}")
                 tf8 = T.get(f"torch_fp8_rowwise_m{m}_n{n}_k{k}")
-                best = min([v["us"] for kk, v in L.items() if kk.startswith(key + "_cfg")] + [o["us"]])
                 sp = t["us"] / o["us"] if t else 0
                 tf = o["flops"] / o["us"] / 1e6
                 wbw = (n * k * (0.5 + (1 / 16 if preset == "nvfp4" else 1 / 32))) / o["us"] / 1e6
                 f = lambda x: f"{x['us']:.1f}" if x else "-"
-                p(f"| {preset} | {m} | {n} x {k} | {o['us']:.1f} | {best:.1f} | {f(rf) if m <= 64 else '-'} | {f(t)} | {f(ti)} | {f(tf8)} | "
+                p(f"| {preset} | {m} | {n} x {k} | {o['us']:.1f} | {f(rf) if m <= 64 else '-'} | {f(t)} | {f(ti)} | {f(tf8)} | "
                   f"{sp:.2f}x | {tf:.1f} | {wbw:.2f} |")
     for nm, o in L.items():
         if nm.startswith("w4_prepare_"):
             p(f"\nOne-time load step `lofp_cuda_w4_prepare` ({nm[11:]}, checkpoint-layout codes and scales in): "
               f"{o['us']:.1f} µs of GPU time ({o['bytes'] / o['us'] / 1e6:.2f} TB/s).")
-    cfgs = sorted((kk, v["us"]) for kk, v in L.items() if "_cfg" in kk)
-    if cfgs:
-        p("\nGEMV configuration sweep (`LOFP_CUDA_GEMV_CFG`: MT weight tiles per warp x WK warps per CTA "
-          "[x AP, activations one chunk ahead]; wg = the wgmma kernel), µs:\n")
-        cols = sorted({kk.split('_cfg')[1] for kk, _ in cfgs})
-        p("| case | " + " | ".join(["default"] + cols) + " |")
-        p("|---|" + "---|" * (len(cols) + 1))
-        for key in sorted({kk.split('_cfg')[0] for kk, _ in cfgs}):
-            row = [f"{L[key]['us']:.1f}" if key in L else "-"]
-            for c in cols:
-                v = L.get(f"{key}_cfg{c}")
-                row.append(f"{v['us']:.1f}" if v else "-")
-            p(f"| {key[6:]} | " + " | ".join(row) + " |")
 
     # ---- attention
     p("\n### UltraQuant decode attention, B=8, Hq=32, Hk=8, D=128, N=32768, block 16\n")

@@ -118,23 +118,19 @@ __device__ __forceinline__ void wfrag(uint32_t qa, uint32_t qb, int h, uint32_t 
 }
 
 /* ---- GEMV: m <= 8*NT ---- */
-/* One 128-chunk of K for MT weight m16 tiles and NT token tiles. */
-/* The lane's activations of one chunk: NT token tiles x 32 contiguous bf16 (zero past m). */
+/* The lane's activations of one chunk: NT token tiles x 32 contiguous bf16. a_row[nt] points at
+ * the lane's token row (clamped to m - 1, so no lane is predicated off and no register is zeroed:
+ * columns past m compute a copy of token m - 1 and are never stored) plus its 32c offset. */
 template <int NT>
-__device__ __forceinline__ void gemv_loada(const GemmP &p, int ch, int g, int c, uint4 (&av)[NT][4])
+__device__ __forceinline__ void gemv_loada(const uint16_t *const (&a_row)[NT], int ch, uint4 (&av)[NT][4])
 {
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        const int tok = nt * 8 + g;
+    for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-        for (int w4 = 0; w4 < 4; w4++) {
-            if (tok < p.m)
-                av[nt][w4] = __ldg((const uint4 *)(p.a + (size_t)tok * p.k + (size_t)ch * 128 + 32 * c + 8 * w4));
-            else av[nt][w4] = make_uint4(0, 0, 0, 0);
-        }
-    }
+        for (int w4 = 0; w4 < 4; w4++) av[nt][w4] = __ldg((const uint4 *)(a_row[nt] + (size_t)ch * 128) + w4);
 }
 
+/* One 128-chunk of K for MT weight m16 tiles and NT token tiles. */
 template <int MT, int NT, int NV>
 __device__ __forceinline__ void gemv_chunk(const uint4 (&av)[NT][4], int sbias,
                                            const uint4 (&wq)[MT][2], const uint32_t (&ws)[MT][2],
@@ -170,27 +166,40 @@ __device__ __forceinline__ void gemv_chunk(const uint4 (&av)[NT][4], int sbias,
     }
 }
 
+/* The lane's weights of one chunk: rows g and g+8 of each tile, 16 code bytes and the scale
+ * pair (NVFP4) / scale byte (MXFP4) each; w0 / s0 point at the lane's row g of tile 0, w8 / s8
+ * are the strides of 8 rows. */
 template <int MT, int NV>
-__device__ __forceinline__ void gemv_loadw(const GemmP &p, int n0, int ch, int g, int c, size_t crow,
-                                           size_t srow, uint4 (&wq)[MT][2], uint32_t (&ws)[MT][2])
+__device__ __forceinline__ void gemv_loadw(const uint8_t *w0, const uint8_t *s0, size_t w8, size_t s8, int ch,
+                                           uint4 (&wq)[MT][2], uint32_t (&ws)[MT][2])
 {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const size_t r = (size_t)(n0 + 16 * mt + g + 8 * h);
-            wq[mt][h] = __ldg((const uint4 *)(p.codes + r * crow + (size_t)ch * 64 + 16 * c));
-            if (NV) ws[mt][h] = __ldg((const unsigned short *)(p.scales + r * srow + (size_t)ch * 8 + 2 * c));
-            else ws[mt][h] = __ldg(p.scales + r * srow + (size_t)ch * 4 + c);
+            wq[mt][h] = __ldg((const uint4 *)(w0 + (2 * mt + h) * w8 + (size_t)ch * 64));
+            if (NV) ws[mt][h] = __ldg((const unsigned short *)(s0 + (2 * mt + h) * s8 + (size_t)ch * 8));
+            else ws[mt][h] = __ldg(s0 + (2 * mt + h) * s8 + (size_t)ch * 4);
         }
 }
 
-/* AP = 1 (version 6d, opt-in until measured): each chunk's activations are loaded one chunk ahead
- * (two register buffers) instead of at the start of the chunk that uses them (an L2 round trip
- * every chunk waits for). */
-template <int MT, int NT, int WK, int NV, int AP>
-__global__ void __launch_bounds__(32 * WK) gemv_kernel(GemmP p)
+/* Warps per CTA (they split K), the depth D of each warp's register ring of weight chunks and
+ * the CTAs per SM the registers must allow, one configuration per (MT, NT). The m <= 16 grids
+ * at MT * NT <= 2 have at most ~4 CTAs of 4 warps per SM (8192^2: 512 CTAs on 132 SMs), so those
+ * get up to 128 registers, enough for D = 6 chunks (6 x 10 registers) at M <= 8. */
+constexpr int GV_WK = 4;
+template <int MT, int NT> struct GvCfg {
+    static constexpr int D = MT * NT >= 8 ? 2 : MT == 1 && NT == 1 ? 6 : 4;
+    static constexpr int MINB = MT * NT <= 2 ? 4 : 1;
+};
+
+/* Version 7: a ring of D chunk buffers, fully unrolled so that slot s is always chunk
+ * base + s (no register moves); a slot is refilled with the chunk D ahead right after its
+ * chunk is computed, so D - 1 chunks of weights are always in flight. */
+template <int MT, int NT, int NV>
+__global__ void __launch_bounds__(32 * GV_WK, (GvCfg<MT, NT>::MINB)) gemv_kernel(GemmP p)
 {
+    constexpr int WK = GV_WK, D = GvCfg<MT, NT>::D;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, c = lane & 3;
     const int n0 = blockIdx.x * 16 * MT;
@@ -198,6 +207,17 @@ __global__ void __launch_bounds__(32 * WK) gemv_kernel(GemmP p)
     const int c_beg = (int)((long long)chunks * warp / WK), c_end = (int)((long long)chunks * (warp + 1) / WK);
     const int sbias = NV ? 0 : (int)p.params[1];
     const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
+
+    const uint16_t *a_row[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int tok = min(nt * 8 + g, p.m - 1);
+        a_row[nt] = p.a + (size_t)tok * p.k + 32 * c;
+    }
+    /* the lane's row g of tile 0; row g + 8h of tile mt is 2mt + h strides of 8 rows further */
+    const size_t r0 = (size_t)(n0 + g);
+    const uint8_t *const w0 = p.codes + r0 * crow + 16 * c, *const s0 = p.scales + r0 * srow + (NV ? 2 : 1) * c;
+    const size_t w8 = 8 * crow, s8 = 8 * srow;
 
     float acc[MT][NT][4];
 #pragma unroll
@@ -207,32 +227,22 @@ __global__ void __launch_bounds__(32 * WK) gemv_kernel(GemmP p)
 #pragma unroll
             for (int t = 0; t < 4; t++) acc[i][j][t] = 0.0f;
 
-    /* two chunks per step, the next two prefetched: up to four chunks of weights in flight */
-    uint4 wa[MT][2], wb[MT][2], na[MT][2], nb[MT][2];
-    uint32_t sa[MT][2], sb[MT][2], nsa[MT][2], nsb[MT][2];
-    uint4 aa[NT][4], ab[NT][4];
-    if (c_beg < c_end) gemv_loadw<MT, NV>(p, n0, c_beg, g, c, crow, srow, wa, sa);
-    if (c_beg + 1 < c_end) gemv_loadw<MT, NV>(p, n0, c_beg + 1, g, c, crow, srow, wb, sb);
-    if (AP && c_beg < c_end) gemv_loada<NT>(p, c_beg, g, c, aa);
-    for (int ch = c_beg; ch < c_end; ch += 2) {
-        if (ch + 2 < c_end) gemv_loadw<MT, NV>(p, n0, ch + 2, g, c, crow, srow, na, nsa);
-        if (ch + 3 < c_end) gemv_loadw<MT, NV>(p, n0, ch + 3, g, c, crow, srow, nb, nsb);
-        /* AP: each chunk's activations are requested one chunk ahead */
-        if (!AP) gemv_loada<NT>(p, ch, g, c, aa);
-        else if (ch + 1 < c_end) gemv_loada<NT>(p, ch + 1, g, c, ab);
-        gemv_chunk<MT, NT, NV>(aa, sbias, wa, sa, acc);
-        if (AP && ch + 2 < c_end) gemv_loada<NT>(p, ch + 2, g, c, aa);
-        if (ch + 1 < c_end) {
-            if (!AP) gemv_loada<NT>(p, ch + 1, g, c, ab);
-            gemv_chunk<MT, NT, NV>(ab, sbias, wb, sb, acc);
-        }
+    uint4 wq[D][MT][2];
+    uint32_t ws[D][MT][2];
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++)
+    for (int s = 0; s < D; s++)
+        if (c_beg + s < c_end) gemv_loadw<MT, NV>(w0, s0, w8, s8, c_beg + s, wq[s], ws[s]);
+    for (int base = c_beg; base < c_end; base += D) {
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                wa[mt][h] = na[mt][h]; sa[mt][h] = nsa[mt][h];
-                wb[mt][h] = nb[mt][h]; sb[mt][h] = nsb[mt][h];
+        for (int s = 0; s < D; s++) {
+            const int ch = base + s;
+            if (ch < c_end) {
+                uint4 av[NT][4];
+                gemv_loada<NT>(a_row, ch, av);
+                gemv_chunk<MT, NT, NV>(av, sbias, wq[s], ws[s], acc);
+                if (ch + D < c_end) gemv_loadw<MT, NV>(w0, s0, w8, s8, ch + D, wq[s], ws[s]);
             }
+        }
     }
 
     /* deterministic cross-warp reduction */
@@ -460,32 +470,28 @@ extern "C" void lofp_cuda_w4_free(lofp_cuda_w4 *w)
     memset(w, 0, sizeof *w);
 }
 
-/* Kernel choice for m <= 64: LOFP_CUDA_GEMV_CFG="MT,WK" (bench sweeps) picks MT tiles per warp
- * and WK warps per CTA splitting K. Two other designs measured slower and were removed
- * (cuda/NOTES.md, GEMV versions 4 and 5). */
+/* The GEMV for m <= 8*NT: MT weight tiles per warp (the caller's choice), GV_WK warps per CTA.
+ * Only the (MT, NT) pairs the dispatch below can choose are instantiated. */
 template <int NT, int NV>
-static lofp_status launch_gemv(const GemmP &p, int mt, int wk, int ap, cudaStream_t st)
+static lofp_status launch_gemv(const GemmP &p, int mt, cudaStream_t st)
 {
-#define GV(MTV, WKV, APV)                                                                      \
+#define GV(MTV)                                                                                \
     do {                                                                                       \
         const unsigned grid = (unsigned)(p.n / (16 * MTV));                                    \
-        const size_t shm = WKV > 1 ? (size_t)WKV * MTV * NT * 4 * 32 * sizeof(float) : 0;      \
+        const size_t shm = (size_t)GV_WK * MTV * NT * 4 * 32 * sizeof(float);                  \
         if (shm > 48 * 1024)                                                                   \
-            LOFP_CU(cudaFuncSetAttribute(gemv_kernel<MTV, NT, WKV, NV, APV>,                  \
+            LOFP_CU(cudaFuncSetAttribute(gemv_kernel<MTV, NT, NV>,                             \
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm)); \
-        gemv_kernel<MTV, NT, WKV, NV, APV><<<grid, 32 * WKV, shm, st>>>(p);                    \
+        gemv_kernel<MTV, NT, NV><<<grid, 32 * GV_WK, shm, st>>>(p);                            \
     } while (0)
-    if (NT <= 2 && ap) {
-        if (mt == 2 && wk == 4) GV(2, 4, 1);
-        else if (mt == 4 && wk == 4) GV(4, 4, 1);
-        else if (mt == 1 && wk == 8) GV(1, 8, 1);
-        else GV(1, 4, 1);
-    } else if (mt == 1 && wk == 4) GV(1, 4, 0);
-    else if (mt == 1 && wk == 8) GV(1, 8, 0);
-    else if (mt == 2 && wk == 4) GV(2, 4, 0);
-    else if (mt == 2 && wk == 8) GV(2, 8, 0);
-    else if (mt == 4 && wk == 4) GV(4, 4, 0);
-    else GV(1, 16, 0);
+    if constexpr (NT == 2) {
+        if (mt == 4) GV(4);
+        else if (mt == 2) GV(2);
+        else GV(1);
+    } else if constexpr (NT > 2) {
+        if (mt == 2) GV(2);
+        else GV(1);
+    } else GV(1);
 #undef GV
     LOFP_CU_LAUNCH();
     return LOFP_OK;
@@ -505,37 +511,25 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
     p.a = (const uint16_t *)d_a; p.c = d_c;
     p.m = (int)m; p.n = (int)w->n; p.k = (int)w->k; p.out_bf16 = out_dt == LOFP_DTYPE_BF16;
     const bool nv = w->id == LOFP_SCHEME_NVFP4;
-    const char *gcfg = getenv("LOFP_CUDA_GEMV_CFG");
     /* m = 33..64 goes to the wgmma kernel (device run 4: M = 64 48.8 us against 64.7 for the best
      * GEMV configuration, NVFP4 8192^2; 46.8 against 65.6 at 14336 x 4096), back to the GEMV where
-     * wgmma does not exist. LOFP_CUDA_GEMV_CFG=wg sends m <= 32 to the wgmma kernel too, and an
-     * explicit MT,WK configuration m <= 64 to the GEMV (sweeps). */
-    const bool wg_all = gcfg && strcmp(gcfg, "wg") == 0;
+     * wgmma does not exist. */
     const char *impl = getenv("LOFP_CUDA_GEMM_IMPL");
     const bool no_wgmma = impl && strcmp(impl, "mma") == 0; /* the paths of devices without wgmma */
-    if (m > 32 && m <= 64 && !wg_all && !gcfg && !no_wgmma) {
+    if (m > 32 && m <= 64 && !no_wgmma) {
         const lofp_status r = gemm_wgmma_launch(p, nv ? 1 : 0, st);
         if (r != LOFP_ERR_UNSUPPORTED) return r;
     }
-    if (m <= 64 && !wg_all) {
+    if (m <= 64) {
         const int n16 = p.n / 16;
         const int nt = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
-        const char *cfg = getenv("LOFP_CUDA_GEMV_CFG");
-        /* defaults from the sweeps of four runs: 4 warps per CTA won at every measured shape
-         * (M=1 8192^2 1x4 17.6-17.9 us vs 1x8 18.5-18.8; M=16 2x4 24.4-24.9 vs 2x8 27.7-28.5) */
-        /* defaults from the sweeps (cuda/NOTES.md): 4 warps per CTA; 1 tile per warp for m <= 8,
-         * 2 for m <= 16 at K >= 8192 and 4 at smaller K (N = 14336, K = 4096: 24.3-24.5 vs 26-31);
-         * LOFP_CUDA_GEMV_CFG="MT,WK[,AP]" overrides (bench sweeps); AP = 1 (activations one chunk
-         * ahead) is built and tested but not yet measured, so it is not a default. */
-        int mt = (m <= 8) ? 1 : (m <= 16 && p.k <= 4096) ? 4 : 2, wk = 4, ap = 0;
-        if (cfg) {
-            int a = 0, b = 0, c = 0;
-            const int got = sscanf(cfg, "%d,%d,%d", &a, &b, &c);
-            if (got >= 2) { mt = a; wk = b; ap = got == 3 ? c : 0; }
-        }
+        /* tiles per warp, from the sweeps of device runs 1-5 (cuda/NOTES.md): one for m <= 8, two
+         * for m <= 16 at K >= 8192 and four at smaller K (N = 14336, K = 4096: 24.3-24.5 us
+         * against 26-31), two above; fewer where N / 16 is not a multiple */
+        int mt = (m <= 8) ? 1 : (m <= 16 && p.k <= 4096) ? 4 : 2;
         if (n16 % mt) mt = n16 % 2 ? 1 : 2;
         if (n16 % mt) mt = 1;
-#define GVN(NTV) return nv ? launch_gemv<NTV, 1>(p, mt, wk, ap, st) : launch_gemv<NTV, 0>(p, mt, wk, ap, st)
+#define GVN(NTV) return nv ? launch_gemv<NTV, 1>(p, mt, st) : launch_gemv<NTV, 0>(p, mt, st)
         switch (nt) {
         case 1: GVN(1);
         case 2: GVN(2);

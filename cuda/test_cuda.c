@@ -505,6 +505,15 @@ static void test_gemm(void)
         gemm_case(ps[p], 300, 272, 1024, 0, 1); /* n not a multiple of 128 */
         gemm_case(ps[p], 5, 272, 1152, 1, 1);   /* GEMV: partial row blocks, 9 chunks */
         gemm_case(ps[p], 16, 272, 1152, 0, 1);
+        /* every GEMV token count m = 1..32 (NT = 1, 2, 4 token tiles; lanes past m read token
+         * m - 1), with N / 16 odd, 2 mod 4 and 0 mod 4 (MT = 1, 2, 4 tiles per warp at m = 9..16),
+         * K of 1 chunk (three of the four warps idle), 3, 5, 9 and 17 chunks (uneven splits, none a
+         * multiple of the register ring's depth) and 64 chunks; both output types */
+        const size_t gn[] = {272, 288, 320, 528}, gk[] = {128, 384, 640, 1152, 2176, 8192};
+        for (size_t m = 1; m <= 32; m++) {
+            const size_t kk = gk[m % 6] == 8192 && m > 12 ? 1152 : gk[m % 6]; /* 8192 at m = 5, 11 */
+            gemm_case(ps[p], m, gn[(m + p) % 4], kk, (int)((m + p) % 2), m <= 2 || m == 16 || m == 32);
+        }
     }
     printf("  W4A16 GEMV/GEMM: %s\n", tu_failures == f0 ? "ok" : "FAILED");
 }
