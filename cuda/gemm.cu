@@ -186,10 +186,12 @@ __device__ __forceinline__ void gemv_loadw(const uint8_t *w0, const uint8_t *s0,
 /* Warps per CTA (they split K), the depth D of each warp's register ring of weight chunks and
  * the CTAs per SM the registers must allow, one configuration per (MT, NT). The m <= 16 grids
  * at MT * NT <= 2 have at most ~4 CTAs of 4 warps per SM (8192^2: 512 CTAs on 132 SMs), so those
- * get up to 128 registers, enough for D = 6 chunks (6 x 10 registers) at M <= 8. */
+ * get up to 128 registers, enough for D = 6 chunks (6 x 10 registers) at m <= 8. MT = 4 (m = 9..16
+ * at K <= 4096): D = 3, the most that fits 255 registers without spilling (2 chunks of 4 tiles
+ * ahead, as many bytes as the two-chunk steps of version 3 had in flight). */
 constexpr int GV_WK = 4;
 template <int MT, int NT> struct GvCfg {
-    static constexpr int D = MT * NT >= 8 ? 2 : MT == 1 && NT == 1 ? 6 : 4;
+    static constexpr int D = MT == 4 ? 3 : MT * NT >= 8 ? 2 : MT == 1 && NT == 1 ? 6 : 4;
     static constexpr int MINB = MT * NT <= 2 ? 4 : 1;
 };
 
