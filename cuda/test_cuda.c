@@ -13,7 +13,9 @@
  *      CPU-dequantized weights: relative Frobenius error.
  *   4. UltraQuant store vs lofp_quantize per K row (rotated) and V row; skipped slots untouched.
  *   5. Decode attention vs an fp64 CPU reference over the same cache (SPEC §5 tolerance 1e-4), with
- *      GQA, sinks, empty sequences, several split counts and head dims; and the vLLM golden case.
+ *      GQA ratios 1..8 (packed and unpacked PV), sinks, empty and one-token sequences, partial
+ *      sub-tiles, block sizes with and without the 16-token alignment, several split counts and
+ *      head dims; an unaligned cache refused; and the vLLM golden case.
  */
 #include <math.h>
 #include <stdio.h>
@@ -691,6 +693,12 @@ static double attn_run(const uqcache *c, const float *q, const float *sinks, flo
     a.d_workspace = dalloc(wb);
     CU(cudaMemset(a.d_workspace, 0xFF, wb));
     CU(cudaMemset(dout, 0xFF, nq * 4));
+    { /* the kernel copies with cp.async: a cache that is not 16-byte aligned is refused */
+        lofp_cuda_uq_attention_args u = a;
+        u.d_cache = c->dcache + 8;
+        CHECKF(lofp_cuda_uq_decode_attention(&u, NULL) == LOFP_ERR_INVALID_ARG,
+               "attention: unaligned cache not refused");
+    }
     LC(lofp_cuda_uq_decode_attention(&a, NULL));
     CU(cudaDeviceSynchronize());
     float *out = halloc(nq * 4);
@@ -735,6 +743,16 @@ static void test_uq(void)
         {2, 6, 1, 64, 32, {333, 4096}, 1, 0},
         {2, 16, 2, 256, 16, {900, 17}, 1, 3},
         {1, 4, 4, 128, 16, {1}, 0, 0},
+        /* G <= 4 packs P's hi and lo parts into one n8 tile: G = 1..4, padding heads, each D */
+        {2, 9, 3, 128, 16, {33, 4097}, 1, 0},
+        {1, 8, 4, 256, 16, {300}, 0, 0},
+        {2, 12, 4, 64, 32, {1, 2000}, 1, 5},
+        /* block sizes that are not multiples of 16 (the per-token loader), packed and not */
+        {2, 8, 2, 128, 5, {150, 1000}, 1, 0},
+        {3, 4, 2, 64, 24, {17, 700, 1}, 0, 3},
+        {2, 16, 2, 256, 40, {900, 65}, 1, 0},
+        {2, 6, 1, 64, 24, {333, 95}, 1, 2},
+        {1, 7, 1, 128, 48, {2049}, 1, 0},
     };
     for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
         int32_t seq[4];

@@ -7,23 +7,13 @@
  * Decode attention (docs/CUDA.md has the derivation):
  *   uq_qprep_kernel   q_rot = q @ H^T (dense, sequential fp32 sum as lofp_hadamard_dense), E4M3
  *                     (RNE, saturating), stored as fp16 (exact) in the workspace.
- *   uq_attn_kernel    one CTA (4 warps) per (sequence, KV head, split); each warp walks 16-token
- *                     tiles. QK on fp16 tensor cores: the keys are the A operand (16 tokens), the
- *                     group of G <= 8 query heads the B operand (n8); each k16 step covers one
- *                     32-element scale group, so the E8M0 key scales are applied to the four
- *                     per-group fp32 accumulators after the MMA (exact powers of two). E2M1 ->
- *                     fp16 is Marlin's bit trick (value * 2^-14, exact). Online softmax in fp32
- *                     (expf). PV on bf16 tensor cores as out^T = V^T P^T: per 16-token tile and
- *                     scale group the V codes are scaled by 2^(e_tok - e_max) (exact, bf16x2 fma)
- *                     and 2^e_max is folded into P, which is split into bf16 hi + lo parts (two
- *                     MMAs), so the products carry ~16 significant bits. Warps merge in shared
- *                     memory; each CTA writes an unnormalised partial (m, l, acc).
- *   uq_attn3_kernel   version 3 (the default; LOFP_CUDA_ATTN_IMPL=v2 selects uq_attn_kernel): the
- *                     same MMA formulation fed from a per-warp cp.async ring in shared memory,
- *                     cheaper scale handling and a base-2 softmax (see the comment at the kernel).
- *                     (Version 4, which moved the V scales into the A operand, was exact only
- *                     for V scales up to 2^49 and only ~1 % faster after version 5's changes to
- *                     version 3; removed, see cuda/NOTES.md and git history.)
+ *   uq_attn3_kernel   one CTA (4 warps) per (KV head, split, sequence), fed from a per-warp
+ *                     cp.async ring in shared memory. QK on fp16 tensor cores (keys as A, the
+ *                     G <= 8 query heads as n8, E8M0 key scales applied per 32-element group after
+ *                     the MMA), base-2 online softmax, PV on bf16 tensor cores with P split into
+ *                     hi + lo parts (see the comment at the kernel). (Version 2, a kernel reading
+ *                     global memory directly, and version 4, which moved the V scales into the A
+ *                     operand, were removed; see cuda/NOTES.md and git history.)
  *   uq_merge_kernel   merges the splits and the sink logit (denominator only).
  */
 #include <math.h>
@@ -31,6 +21,8 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <type_traits>
 
 #include "lofp_cuda_device.cuh"
 #include "lofp_cuda_internal.h"
@@ -173,9 +165,7 @@ struct AttnP {
     float *part;    /* workspace: [B, Hq, S, 2 + D] (m, l, acc) */
     int batch, hq, hk, d, block_size, max_blocks, splits, tokens_per_split, slot;
     float scale, hd;
-    /* version 3 only */
     int bs_shift;   /* log2(block_size) when it is a power of two, else -1 */
-    int base2;      /* partials' m is in the base-2 domain (merge uses exp2f, sink * log2 e) */
     float scale2;   /* scale * log2 e * 2^14 (the 2^14 undoes the fp16 key codes' 2^-14) */
 };
 
@@ -231,273 +221,6 @@ __device__ __forceinline__ void mma_bf16v(float *d, const uint32_t *a, uint32_t 
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-/* bf16 bits of 2^(b - 127) (b in 1..254), splatted; 0 for b == 0 */
-__device__ __forceinline__ float e8_f32(uint32_t b) { return b ? u2f(b << 23) : 0.0f; }
-__device__ __forceinline__ uint32_t bf16_bits(float x) { return f32_to_bf16(x); }
-
-template <int D>
-__global__ void __launch_bounds__(128) uq_attn_kernel(AttnP p)
-{
-    constexpr bool PREFETCH = D <= 128; /* register double buffer of the next tile's raw bytes */
-    constexpr int NG = D / 32;  /* scale groups */
-    constexpr int NMT = D / 16; /* PV m16 tiles */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int g = lane >> 2, c = lane & 3;
-    const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
-    const int G = p.hq / p.hk;
-    const int h0 = kvh * G;
-    const int seq = p.seq_lens[b];
-    const int t_beg = split * p.tokens_per_split;
-    const int t_end = min(seq, t_beg + p.tokens_per_split);
-
-    __shared__ float sP[4][8][17];          /* per warp: P[h][tok] of the current tile */
-    __shared__ float sM[4][8], sL[4][8];
-    __shared__ float sAcc[4][8][D + 1];
-
-    /* Q fragments (B operand of QK): head g, group q, half hs: b0 = (q[32q+8c+2hs], q[..+4]),
-     * b1 = (q[32q+8c+2hs+1], q[..+5]) */
-    uint32_t qf[NG][2][2];
-    {
-        const bool hv = g < G;
-        const uint16_t *qrow = p.qh + ((size_t)b * p.hq + h0 + (hv ? g : 0)) * D;
-#pragma unroll
-        for (int q = 0; q < NG; q++)
-#pragma unroll
-            for (int hs = 0; hs < 2; hs++) {
-                const int d0 = 32 * q + 8 * c + 2 * hs;
-                uint32_t x0 = qrow[d0], x4 = qrow[d0 + 4], x1 = qrow[d0 + 1], x5 = qrow[d0 + 5];
-                qf[q][hs][0] = hv ? (x0 | (x4 << 16)) : 0u;
-                qf[q][hs][1] = hv ? (x1 | (x5 << 16)) : 0u;
-            }
-    }
-
-    float acc[NMT][4];
-#pragma unroll
-    for (int i = 0; i < NMT; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* heads 2c, 2c+1 */
-
-    const size_t kv_stride = (size_t)p.slot;
-    const int ntile = (t_end - t_beg + 15) / 16;
-    /* tiles start at multiples of 16, so with block_size % 16 == 0 a tile is inside one block:
-     * one block-table lookup per tile instead of one per token */
-    const bool one_block = (p.block_size % 16) == 0;
-    auto slot_of = [&](int tb, int i) -> const uint8_t * {
-        const int n = tb + i;
-        if (n >= t_end) return nullptr;
-        const int blk = p.block_tables[(size_t)b * p.max_blocks + n / p.block_size];
-        const int pos = n % p.block_size;
-        return p.cache + (((size_t)blk * p.block_size + pos) * p.hk + kvh) * kv_stride;
-    };
-    /* raw bytes of one tile for this lane: K codes/scales of tokens g, g+8; V of 2c, 2c+1, 2c+8, 2c+9 */
-    constexpr int NW = (NG + 3) / 4;
-    struct Raw {
-        uint32_t kw0[NG], kw1[NG], ks0[NW], ks1[NW], vw[4][NG], vs[4][NW];
-    };
-    auto ld_scales = [&](const uint8_t *ptr, uint32_t *w) {
-        if (NG == 2) w[0] = *(const uint16_t *)ptr;
-        else if (NG == 4) w[0] = *(const uint32_t *)ptr;
-        else { w[0] = ((const uint32_t *)ptr)[0]; w[1] = ((const uint32_t *)ptr)[1]; }
-    };
-    auto load_tile = [&](int tile, Raw &R) {
-        const int tb = t_beg + tile * 16;
-        const uint8_t *sl[6];
-        const int toks[6] = {g, g + 8, 2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
-        if (one_block && tb < t_end) {
-            const int blk = p.block_tables[(size_t)b * p.max_blocks + tb / p.block_size];
-            const uint8_t *base = p.cache + (((size_t)blk * p.block_size + tb % p.block_size) * p.hk + kvh) * kv_stride;
-#pragma unroll
-            for (int i = 0; i < 6; i++) sl[i] = tb + toks[i] < t_end ? base + (size_t)toks[i] * p.hk * kv_stride : nullptr;
-        } else {
-#pragma unroll
-            for (int i = 0; i < 6; i++) sl[i] = slot_of(tb, toks[i]);
-        }
-#pragma unroll
-        for (int q = 0; q < NG; q++) {
-            R.kw0[q] = sl[0] ? *(const uint32_t *)(sl[0] + 16 * q + 4 * c) : 0u;
-            R.kw1[q] = sl[1] ? *(const uint32_t *)(sl[1] + 16 * q + 4 * c) : 0u;
-        }
-#pragma unroll
-        for (int w = 0; w < NW; w++) R.ks0[w] = R.ks1[w] = 0u;
-        if (sl[0]) ld_scales(sl[0] + D / 2, R.ks0);
-        if (sl[1]) ld_scales(sl[1] + D / 2, R.ks1);
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-#pragma unroll
-            for (int q = 0; q < NG; q++) R.vw[i][q] = sl[2 + i] ? *(const uint16_t *)(sl[2 + i] + D / 2 + NG + 16 * q + 2 * g) : 0u;
-#pragma unroll
-            for (int w = 0; w < NW; w++) R.vs[i][w] = 0u;
-            if (sl[2 + i]) ld_scales(sl[2 + i] + D + NG, R.vs[i]);
-        }
-    };
-    auto sbyte = [&](const uint32_t *w, int q) -> uint32_t { return (w[q >> 2] >> (8 * (q & 3))) & 0xFFu; };
-
-    Raw cur, nxt;
-    if (warp < ntile) load_tile(warp, cur);
-    for (int tile = warp; tile < ntile; tile += 4) {
-        const int tb = t_beg + tile * 16;
-        if (PREFETCH && tile + 4 < ntile) load_tile(tile + 4, nxt);
-        uint32_t kw0[NG], kw1[NG], vw[4][NG];
-        uint8_t kb0[NG], kb1[NG], vb[4][NG];
-#pragma unroll
-        for (int q = 0; q < NG; q++) {
-            kw0[q] = cur.kw0[q];
-            kw1[q] = cur.kw1[q];
-            kb0[q] = (uint8_t)sbyte(cur.ks0, q);
-            kb1[q] = (uint8_t)sbyte(cur.ks1, q);
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                vw[i][q] = cur.vw[i][q];
-                vb[i][q] = (uint8_t)sbyte(cur.vs[i], q);
-            }
-        }
-
-        /* ---- QK ---- */
-        float s[4]; /* (tok g, head 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1) */
-        s[0] = s[1] = s[2] = s[3] = 0.0f;
-#pragma unroll
-        for (int q = 0; q < NG; q++) {
-            float a4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-            for (int hs = 0; hs < 2; hs++) {
-                uint32_t a[4];
-                a[0] = pair_f16(kw0[q], 2 * hs);
-                a[1] = pair_f16(kw1[q], 2 * hs);
-                a[2] = pair_f16(kw0[q], 2 * hs + 1);
-                a[3] = pair_f16(kw1[q], 2 * hs + 1);
-                mma_f16(a4, a, qf[q][hs][0], qf[q][hs][1]);
-            }
-            /* undo the 2^-14 of the fp16 codes, then the group scale 2^(byte - 127) (both exact;
-             * byte 0 is a zero group whose codes are 0) */
-            const float f0 = e8_f32(kb0[q]), f1 = e8_f32(kb1[q]);
-            s[0] = fadd(s[0], fmul(fmul(a4[0], 16384.0f), f0));
-            s[1] = fadd(s[1], fmul(fmul(a4[1], 16384.0f), f0));
-            s[2] = fadd(s[2], fmul(fmul(a4[2], 16384.0f), f1));
-            s[3] = fadd(s[3], fmul(fmul(a4[3], 16384.0f), f1));
-        }
-        const bool v0 = tb + g < t_end, v1 = tb + g + 8 < t_end;
-        s[0] = v0 ? fmul(s[0], p.scale) : -INFINITY;
-        s[1] = v0 ? fmul(s[1], p.scale) : -INFINITY;
-        s[2] = v1 ? fmul(s[2], p.scale) : -INFINITY;
-        s[3] = v1 ? fmul(s[3], p.scale) : -INFINITY;
-
-        /* ---- online softmax (heads 2c, 2c+1; tokens across g) ---- */
-        float tm[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) {
-            tm[0] = fmaxf(tm[0], __shfl_xor_sync(0xFFFFFFFFu, tm[0], o));
-            tm[1] = fmaxf(tm[1], __shfl_xor_sync(0xFFFFFFFFu, tm[1], o));
-        }
-        float pr[4], alpha[2];
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            const float mn = fmaxf(m_run[j], tm[j]);
-            alpha[j] = (mn == -INFINITY) ? 1.0f : expf(fsub(m_run[j], mn));
-            pr[j] = (s[j] == -INFINITY) ? 0.0f : expf(fsub(s[j], mn));
-            pr[j + 2] = (s[j + 2] == -INFINITY) ? 0.0f : expf(fsub(s[j + 2], mn));
-            m_run[j] = mn;
-        }
-        /* heads >= G are padding */
-        if (2 * c >= G) pr[0] = pr[2] = 0.0f;
-        if (2 * c + 1 >= G) pr[1] = pr[3] = 0.0f;
-        float ts[2] = {fadd(pr[0], pr[2]), fadd(pr[1], pr[3])};
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) {
-            ts[0] = fadd(ts[0], __shfl_xor_sync(0xFFFFFFFFu, ts[0], o));
-            ts[1] = fadd(ts[1], __shfl_xor_sync(0xFFFFFFFFu, ts[1], o));
-        }
-        l_run[0] = fadd(fmul(l_run[0], alpha[0]), ts[0]);
-        l_run[1] = fadd(fmul(l_run[1], alpha[1]), ts[1]);
-#pragma unroll
-        for (int i = 0; i < NMT; i++) {
-            acc[i][0] = fmul(acc[i][0], alpha[0]);
-            acc[i][1] = fmul(acc[i][1], alpha[1]);
-            acc[i][2] = fmul(acc[i][2], alpha[0]);
-            acc[i][3] = fmul(acc[i][3], alpha[1]);
-        }
-        /* P to shared memory as [head][token] */
-        sP[warp][2 * c][g] = pr[0];
-        sP[warp][2 * c + 1][g] = pr[1];
-        sP[warp][2 * c][g + 8] = pr[2];
-        sP[warp][2 * c + 1][g + 8] = pr[3];
-        __syncwarp();
-        const float pA = sP[warp][g][2 * c], pB = sP[warp][g][2 * c + 1];
-        const float pC = sP[warp][g][2 * c + 8], pD = sP[warp][g][2 * c + 9];
-        __syncwarp();
-
-        /* ---- PV ---- */
-#pragma unroll
-        for (int q = 0; q < NG; q++) {
-            /* tile-wide max scale byte of group q (tokens 2c.. across c) */
-            uint32_t bm = max(max((uint32_t)vb[0][q], (uint32_t)vb[1][q]), max((uint32_t)vb[2][q], (uint32_t)vb[3][q]));
-            bm = max(bm, __shfl_xor_sync(0xFFFFFFFFu, bm, 1));
-            bm = max(bm, __shfl_xor_sync(0xFFFFFFFFu, bm, 2));
-            if (bm == 0) continue; /* every V of this group in the tile is zero (warp-uniform) */
-            /* per-token bf16 scale 2^(b - bm) * 2^126 -> bits (b - bm + 253) << 7, flush below */
-            uint32_t st[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int f = (int)vb[i][q] - (int)bm + 253;
-                st[i] = (vb[i][q] == 0 || f <= 0) ? 0u : ((uint32_t)f << 7);
-            }
-            const uint32_t sAB = st[0] | (st[1] << 16), sCD = st[2] | (st[3] << 16);
-            const uint32_t qAB = vw[0][q] | (vw[1][q] << 16), qCD = vw[2][q] | (vw[3][q] << 16);
-            /* P'' = p * 2^(bm - 127), hi/lo bf16 */
-            const float fm = u2f(bm << 23);
-            const float xA = fmul(pA, fm), xB = fmul(pB, fm), xC = fmul(pC, fm), xD = fmul(pD, fm);
-            const uint32_t hA = bf16_bits(xA), hB = bf16_bits(xB), hC = bf16_bits(xC), hD = bf16_bits(xD);
-            const uint32_t lA = bf16_bits(fsub(xA, u2f(hA << 16))), lB = bf16_bits(fsub(xB, u2f(hB << 16)));
-            const uint32_t lC = bf16_bits(fsub(xC, u2f(hC << 16))), lD = bf16_bits(fsub(xD, u2f(hD << 16)));
-            const uint32_t bh0 = hA | (hB << 16), bh1 = hC | (hD << 16);
-            const uint32_t bl0 = lA | (lB << 16), bl1 = lC | (lD << 16);
-#pragma unroll
-            for (int sub = 0; sub < 2; sub++) {
-                uint32_t a[4];
-                a[0] = bf2_fma0(pair_bf16(qAB, 2 * sub), sAB);
-                a[1] = bf2_fma0(pair_bf16(qAB, 2 * sub + 1), sAB);
-                a[2] = bf2_fma0(pair_bf16(qCD, 2 * sub), sCD);
-                a[3] = bf2_fma0(pair_bf16(qCD, 2 * sub + 1), sCD);
-                mma_bf16v(acc[2 * q + sub], a, bh0, bh1);
-                mma_bf16v(acc[2 * q + sub], a, bl0, bl1);
-            }
-        }
-        if (PREFETCH) cur = nxt;
-        else if (tile + 4 < ntile) load_tile(tile + 4, cur);
-    }
-
-    /* ---- merge the 4 warps ---- */
-    if (g == 0) {
-        sM[warp][2 * c] = m_run[0];
-        sM[warp][2 * c + 1] = m_run[1];
-        sL[warp][2 * c] = l_run[0];
-        sL[warp][2 * c + 1] = l_run[1];
-    }
-#pragma unroll
-    for (int i = 0; i < NMT; i++) {
-        const int q = i >> 1, sub = i & 1;
-        const int d0 = 32 * q + 4 * g + 2 * sub;
-        sAcc[warp][2 * c][d0] = acc[i][0];
-        sAcc[warp][2 * c + 1][d0] = acc[i][1];
-        sAcc[warp][2 * c][d0 + 1] = acc[i][2];
-        sAcc[warp][2 * c + 1][d0 + 1] = acc[i][3];
-    }
-    __syncthreads();
-    const int S = p.splits;
-    for (int idx = threadIdx.x; idx < G * (D + 2); idx += blockDim.x) {
-        const int hh = idx / (D + 2), j = idx % (D + 2);
-        float M = -INFINITY;
-        for (int w = 0; w < 4; w++) M = fmaxf(M, sM[w][hh]);
-        float val = 0.0f;
-        if (j == 0) val = M;
-        else {
-            for (int w = 0; w < 4; w++) {
-                const float f = (sM[w][hh] == -INFINITY) ? 0.0f : expf(fsub(sM[w][hh], M));
-                val = fadd(val, fmul(j == 1 ? sL[w][hh] : sAcc[w][hh][j - 2], f));
-            }
-        }
-        p.part[(((size_t)b * p.hq + h0 + hh) * S + split) * (D + 2) + j] = val;
-    }
-}
-
 /* ---- attention, version 3: per-warp cp.async ring in shared memory ----
  * One CTA (4 warps) per (KV head, split, sequence); grid x = KV head, so the CTAs of all KV heads
  * of a token range run side by side and share the DRAM sectors at the slot boundaries. Warp w
@@ -522,7 +245,8 @@ __global__ void __launch_bounds__(128) uq_attn_kernel(AttnP p)
  *   2^126); B = p * 2^32 * 2^(e_token,group - 127) in fp32, split into bf16 hi + lo (two MMAs,
  *   ~16 significant bits per product). The 2^32 keeps B and its lo part normal down to the
  *   smallest E8M0 scale for p near 1; B overflows only for V scale exponents above +95; it is
- *   removed when the warps merge. */
+ *   removed when the warps merge. With G <= 4 the hi and lo parts share one MMA (columns 0..3 and
+ *   4..7 of the n8 tile, see PK below). */
 template <int D> struct V3Cfg {
     static constexpr int SLOT = D + 2 * (D / 32);                     /* 68, 136, 272 = 17 W */
     static constexpr int W = D == 64 ? 4 : D == 128 ? 8 : 16;          /* cp.async width */
@@ -588,11 +312,19 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
     const int t_beg = split * p.tokens_per_split;
     const int t_end = min(seq, t_beg + p.tokens_per_split);
 
-    /* Q fragments (B operand of QK) as in version 2 */
+    /* G <= 4 (PK): the n8 columns 0..3 hold the heads with P's bf16 hi part and the columns 4..7
+     * the same heads with the lo part, so PV is one MMA per m16 tile instead of two (hi, lo); the
+     * two halves of the accumulator are added when the warps merge. QK and the softmax compute
+     * the heads of columns 4..7 as duplicates of 0..3 (the same operands, the same bits). */
+    const bool PK = G <= 4;
+    const int hc = PK ? (2 * c) & 3 : 2 * c; /* head of this lane's C columns 2c, 2c + 1 */
+
+    /* Q fragments (B operand of QK): head g (g & 3 when PK) */
     uint32_t qf[NG][2][2];
     {
-        const bool hv = g < G;
-        const uint16_t *qrow = p.qh + ((size_t)b * p.hq + h0 + (hv ? g : 0)) * D;
+        const int hg = PK ? (g & 3) : g;
+        const bool hv = hg < G;
+        const uint16_t *qrow = p.qh + ((size_t)b * p.hq + h0 + (hv ? hg : 0)) * D;
 #pragma unroll
         for (int q = 0; q < NG; q++)
 #pragma unroll
@@ -625,6 +357,7 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
     const int fhi = lane >= 17 ? 1 : 0, fch = fhi ? lane - 17 : lane;
     const int fs0 = fhi * tok_stride + fch * CW;                       /* source offset, step 0 */
     const uint32_t fd0 = (uint32_t)(fhi * SS + fch * CW);              /* shared offset, step 0 */
+    const uint32_t st2 = 2u * (uint32_t)tok_stride;                     /* bytes of two tokens */
     const int fs9 = (2 * (lane >> 1) + 1) * tok_stride + (15 + (lane & 1)) * CW;
     const uint32_t fd9 = (uint32_t)((2 * (lane >> 1) + 1) * SS + (15 + (lane & 1)) * CW);
     auto blk_of = [&](int i) -> int {
@@ -639,17 +372,20 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
             if (FLAT) {
                 const int pos = p.bs_shift >= 0 ? (tb & (p.block_size - 1)) : tb % p.block_size;
                 const uint8_t *base = cache_h + ((size_t)blk * p.block_size + pos) * (size_t)tok_stride;
+                /* this lane's chunk of step 0, advanced by two tokens per step (a 64-bit add of
+                 * two instructions; base + a per-step int offset costs three) */
+                const uint8_t *lp = base + fs0;
                 const int nv = t_end - tb; /* valid tokens of the sub-tile (>= 1) */
                 if (nv >= 16) {
 #pragma unroll
-                    for (int k = 0; k < 8; k++)
-                        cpa<CW>(dst0 + fd0 + k * 2 * SS, base + (fs0 + k * 2 * tok_stride), CW);
+                    for (int k = 0; k < 8; k++, lp += st2) cpa<CW>(dst0 + fd0 + k * 2 * SS, lp, CW);
                     if (lane < 16) cpa<CW>(dst0 + fd9, base + fs9, CW);
                 } else { /* the last sub-tile of the sequence: zero-fill tokens >= nv */
 #pragma unroll
                     for (int k = 0; k < 8; k++) {
                         const bool ok = 2 * k + fhi < nv;
-                        cpa<CW>(dst0 + fd0 + k * 2 * SS, base + (ok ? fs0 + k * 2 * tok_stride : 0), ok ? CW : 0u);
+                        cpa<CW>(dst0 + fd0 + k * 2 * SS, ok ? lp : base, ok ? CW : 0u);
+                        lp += st2;
                     }
                     const bool ok = 2 * (lane >> 1) + 1 < nv;
                     if (lane < 16) cpa<CW>(dst0 + fd9, base + (ok ? fs9 : 0), ok ? CW : 0u);
@@ -745,25 +481,24 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
             tm[0] = fmaxf(tm[0], __shfl_xor_sync(0xFFFFFFFFu, tm[0], o));
             tm[1] = fmaxf(tm[1], __shfl_xor_sync(0xFFFFFFFFu, tm[1], o));
         }
+        /* Token 0 of a sub-tile is always valid, so the new max mn is finite (for finite
+         * scores): ex2(-inf - mn) = +0 gives the masked tokens' p and, while m_run is still
+         * -inf, alpha = 0 (acc and l are 0 then) without compares. */
         float pr[4], alpha[2];
 #pragma unroll
         for (int j = 0; j < 2; j++) {
             const float mn = fmaxf(m_run[j], tm[j]);
-            alpha[j] = (mn == -INFINITY) ? 1.0f : ex2a(fsub(m_run[j], mn));
-            pr[j] = (s[j] == -INFINITY) ? 0.0f : ex2a(fsub(s[j], mn));
-            pr[j + 2] = (s[j + 2] == -INFINITY) ? 0.0f : ex2a(fsub(s[j + 2], mn));
+            alpha[j] = ex2a(fsub(m_run[j], mn));
+            pr[j] = ex2a(fsub(s[j], mn));
+            pr[j + 2] = ex2a(fsub(s[j + 2], mn));
             m_run[j] = mn;
         }
-        if (2 * c >= G) pr[0] = pr[2] = 0.0f; /* heads >= G are padding */
-        if (2 * c + 1 >= G) pr[1] = pr[3] = 0.0f;
-        float ts[2] = {fadd(pr[0], pr[2]), fadd(pr[1], pr[3])};
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) {
-            ts[0] = fadd(ts[0], __shfl_xor_sync(0xFFFFFFFFu, ts[0], o));
-            ts[1] = fadd(ts[1], __shfl_xor_sync(0xFFFFFFFFu, ts[1], o));
-        }
-        l_run[0] = fadd(fmul(l_run[0], alpha[0]), ts[0]);
-        l_run[1] = fadd(fmul(l_run[1], alpha[1]), ts[1]);
+        if (hc >= G) pr[0] = pr[2] = 0.0f; /* heads >= G are padding */
+        if (hc + 1 >= G) pr[1] = pr[3] = 0.0f;
+        /* the row sum is kept per lane (its two tokens; alpha is the same on all lanes of a
+         * head) and summed over the 8 lanes of a column once, before the merge */
+        l_run[0] = fadd(fmul(l_run[0], alpha[0]), fadd(pr[0], pr[2]));
+        l_run[1] = fadd(fmul(l_run[1], alpha[1]), fadd(pr[1], pr[3]));
         if (__any_sync(0xFFFFFFFFu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
             for (int i2 = 0; i2 < NMT; i2++) {
@@ -794,36 +529,44 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
         const uint32_t hAB0 = bf2_rn(pA, pB), hCD0 = bf2_rn(pC, pD);
         const uint32_t lAB0 = bf2_rn(fsub(pA, u2f(hAB0 << 16)), fsub(pB, u2f(hAB0 & 0xFFFF0000u)));
         const uint32_t lCD0 = bf2_rn(fsub(pC, u2f(hCD0 << 16)), fsub(pD, u2f(hCD0 & 0xFFFF0000u)));
+        /* PK: the lanes of columns 4..7 (g >= 4) carry the lo part, one MMA per tile */
+        const uint32_t bAB0 = g >= 4 ? lAB0 : hAB0, bCD0 = g >= 4 ? lCD0 : hCD0;
+        auto pv = [&](auto pk_tag) {
+            constexpr bool pk = decltype(pk_tag)::value;
 #pragma unroll
-        for (int w = 0; w < NW; w++)
+            for (int w = 0; w < NW; w++)
 #pragma unroll
-        for (int hq = 0; hq < 2; hq++) {
-            /* scale bytes of groups 4w + 2hq, 4w + 2hq + 1: (A0, A1, B0, B1) and (C0, C1, D0, D1) */
-            const uint32_t selq = hq ? 0x7632u : 0x5410u;
-            const uint32_t iAB = __byte_perm(vs[0][w], vs[1][w], selq);
-            const uint32_t iCD = __byte_perm(vs[2][w], vs[3][w], selq);
+            for (int hq = 0; hq < 2; hq++) {
+                /* scale bytes of groups 4w + 2hq, 4w + 2hq + 1: (A0, A1, B0, B1) and (C0, C1, D0, D1) */
+                const uint32_t selq = hq ? 0x7632u : 0x5410u;
+                const uint32_t iAB = __byte_perm(vs[0][w], vs[1][w], selq);
+                const uint32_t iCD = __byte_perm(vs[2][w], vs[3][w], selq);
 #pragma unroll
-            for (int j = 0; j < 2; j++) {
-                const int q = 4 * w + 2 * hq + j;
-                if (q >= NG) break;
-                /* bf16x2 (2^(eA - 127), 2^(eB - 127)): exponent fields at bits 7..14, 23..30 */
-                const uint32_t mAB = j ? ((iAB >> 1) & 0x7F807F80u) : ((iAB << 7) & 0x7F807F80u);
-                const uint32_t mCD = j ? ((iCD >> 1) & 0x7F807F80u) : ((iCD << 7) & 0x7F807F80u);
-                const uint32_t hAB = bf2_fma0(hAB0, mAB), hCD = bf2_fma0(hCD0, mCD);
-                const uint32_t lAB = bf2_fma0(lAB0, mAB), lCD = bf2_fma0(lCD0, mCD);
-                const uint32_t qAB = vw[0][q] | (vw[1][q] << 16), qCD = vw[2][q] | (vw[3][q] << 16);
+                for (int j = 0; j < 2; j++) {
+                    const int q = 4 * w + 2 * hq + j;
+                    if (q >= NG) break;
+                    /* bf16x2 (2^(eA - 127), 2^(eB - 127)): exponent fields at bits 7..14, 23..30 */
+                    const uint32_t mAB = j ? ((iAB >> 1) & 0x7F807F80u) : ((iAB << 7) & 0x7F807F80u);
+                    const uint32_t mCD = j ? ((iCD >> 1) & 0x7F807F80u) : ((iCD << 7) & 0x7F807F80u);
+                    const uint32_t hAB = bf2_fma0(pk ? bAB0 : hAB0, mAB), hCD = bf2_fma0(pk ? bCD0 : hCD0, mCD);
+                    uint32_t lAB = 0, lCD = 0;
+                    if (!pk) { lAB = bf2_fma0(lAB0, mAB); lCD = bf2_fma0(lCD0, mCD); }
+                    const uint32_t qAB = vw[0][q] | (vw[1][q] << 16), qCD = vw[2][q] | (vw[3][q] << 16);
 #pragma unroll
-                for (int sub = 0; sub < 2; sub++) {
-                    uint32_t a[4]; /* the codes exactly: (code * 2^-126) * 2^126 */
-                    a[0] = bf2_fma0(pair_bf16(qAB, 2 * sub), K126);
-                    a[1] = bf2_fma0(pair_bf16(qAB, 2 * sub + 1), K126);
-                    a[2] = bf2_fma0(pair_bf16(qCD, 2 * sub), K126);
-                    a[3] = bf2_fma0(pair_bf16(qCD, 2 * sub + 1), K126);
-                    mma_bf16v(acc[2 * q + sub], a, hAB, hCD);
-                    mma_bf16v(acc[2 * q + sub], a, lAB, lCD);
+                    for (int sub = 0; sub < 2; sub++) {
+                        uint32_t a[4]; /* the codes exactly: (code * 2^-126) * 2^126 */
+                        a[0] = bf2_fma0(pair_bf16(qAB, 2 * sub), K126);
+                        a[1] = bf2_fma0(pair_bf16(qAB, 2 * sub + 1), K126);
+                        a[2] = bf2_fma0(pair_bf16(qCD, 2 * sub), K126);
+                        a[3] = bf2_fma0(pair_bf16(qCD, 2 * sub + 1), K126);
+                        mma_bf16v(acc[2 * q + sub], a, hAB, hCD);
+                        if (!pk) mma_bf16v(acc[2 * q + sub], a, lAB, lCD);
+                    }
                 }
             }
-        }
+        };
+        if (PK) pv(std::true_type());
+        else pv(std::false_type());
         }
         __syncwarp(); /* sP and this ring stage are free for the next step */
     }
@@ -831,7 +574,18 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
     __syncthreads(); /* every warp is done with its ring: reuse it for the merge */
 
     /* ---- merge the 4 warps (base 2; acc carries 2^32) ---- */
-    float *sAcc = (float *)smem3; /* [4][8][D + 1] */
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+        l_run[0] = fadd(l_run[0], __shfl_xor_sync(0xFFFFFFFFu, l_run[0], o));
+        l_run[1] = fadd(l_run[1], __shfl_xor_sync(0xFFFFFFFFu, l_run[1], o));
+    }
+    if (PK) { /* columns 2c, 2c + 1 (c < 2, hi part) += columns 2c + 4, 2c + 5 (lo part) */
+#pragma unroll
+        for (int i = 0; i < NMT; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) acc[i][j] = fadd(acc[i][j], __shfl_xor_sync(0xFFFFFFFFu, acc[i][j], 2));
+    }
+    float *sAcc = (float *)smem3; /* [4][8][D + 1]; rows >= G are not read */
     if (g == 0) {
         sM[warp][2 * c] = m_run[0];
         sM[warp][2 * c + 1] = m_run[1];
@@ -872,10 +626,9 @@ __global__ void uq_merge_kernel(AttnP p)
     const int D = p.d, S = p.splits;
     const float *pp = p.part + (size_t)bh * S * (D + 2);
     const int h = bh % p.hq;
-    const bool b2 = p.base2 != 0;
-    /* version 3 writes m in units of log2: the sink logit is converted once, exp is exp2 */
-    const float sink = p.sinks ? (b2 ? fmul(p.sinks[h], 1.4426950408889634f) : p.sinks[h]) : -INFINITY;
-    auto ex = [&](float x) { return b2 ? exp2f(x) : expf(x); };
+    /* the partials' m is in units of log2: the sink logit is converted once, exp is exp2 */
+    const float sink = p.sinks ? fmul(p.sinks[h], 1.4426950408889634f) : -INFINITY;
+    auto ex = [&](float x) { return exp2f(x); };
     float M = sink;
     for (int s = 0; s < S; s++) M = fmaxf(M, pp[(size_t)s * (D + 2)]);
     float L = (p.sinks && M != -INFINITY) ? ex(fsub(sink, M)) : 0.0f;
@@ -891,18 +644,6 @@ __global__ void uq_merge_kernel(AttnP p)
         }
         p.out[(size_t)bh * D + d] = L > 0.0f ? fdiv(o, L) : 0.0f;
     }
-}
-
-int auto_splits(const lofp_cuda_uq_attention_args *a)
-{
-    if (a->num_splits > 0) return a->num_splits;
-    const size_t units = a->batch * a->hk;
-    const size_t want = (size_t)sm_count() * 12; /* CTAs of 4 warps: ~12 per SM */
-    size_t s = (want + units - 1) / units;
-    const size_t max_s = (a->max_seq_len + 63) / 64; /* at least 64 tokens per split */
-    if (s > max_s) s = max_s;
-    if (s < 1) s = 1;
-    return (int)s;
 }
 
 /* version 3: dynamic shared memory per CTA, and the attribute that allows it past 48 KiB */
@@ -937,7 +678,7 @@ int occ_of(size_t d)
 }
 int auto_splits3(const lofp_cuda_uq_attention_args *a)
 {
-    if (a->num_splits > 0) return a->num_splits;
+    if (a->num_splits > 0) return a->num_splits < 65535 ? a->num_splits : 65535; /* grid.y */
     const int occ = occ_of(a->head_dim);
     const size_t units = a->batch * a->hk;
     if (units == 0) return 1;
@@ -1013,8 +754,7 @@ extern "C" lofp_status lofp_cuda_uq_store(const lofp_scheme *s, lofp_dtype dt, c
 extern "C" size_t lofp_cuda_uq_attention_workspace_bytes(const lofp_cuda_uq_attention_args *a)
 {
     if (!a) return 0;
-    size_t S = (size_t)auto_splits(a); /* any implementation (LOFP_CUDA_ATTN_IMPL) fits */
-    if ((size_t)auto_splits3(a) > S) S = (size_t)auto_splits3(a);
+    const size_t S = (size_t)auto_splits3(a);
     const size_t qh = a->batch * a->hq * a->head_dim * 2;
     return round_up_sz(qh, 256) + a->batch * a->hq * S * (a->head_dim + 2) * sizeof(float);
 }
@@ -1032,40 +772,35 @@ extern "C" lofp_status lofp_cuda_uq_decode_attention(const lofp_cuda_uq_attentio
         return LOFP_ERR_INVALID_ARG;
     if (a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256) return LOFP_ERR_SHAPE;
     if (a->batch > 65535 || a->hk > 65535) return LOFP_ERR_UNSUPPORTED;
+    /* the kernel copies the cache with cp.async of 4/8/16 bytes (D = 64/128/256) */
+    if (((uintptr_t)a->d_cache & 15) != 0) return LOFP_ERR_INVALID_ARG;
     AttnP p;
     p.q = a->d_q; p.q_bf16 = a->q_dtype == LOFP_DTYPE_BF16;
     p.cache = a->d_cache; p.block_tables = a->d_block_tables; p.seq_lens = a->d_seq_lens;
     p.sinks = a->d_sinks; p.out = a->d_out;
     p.batch = (int)a->batch; p.hq = (int)a->hq; p.hk = (int)a->hk; p.d = (int)a->head_dim;
     p.block_size = (int)a->block_size; p.max_blocks = (int)a->max_blocks_per_seq;
-    /* version 3 (default) needs a 16-byte aligned cache (cp.async of 4/8/16 bytes) and a split
-     * count that fits grid.y; LOFP_CUDA_ATTN_IMPL=v2 forces version 2 (benchmarking knob) */
-    const char *impl = getenv("LOFP_CUDA_ATTN_IMPL");
-    const bool v3 = !(impl && strcmp(impl, "v2") == 0) && ((uintptr_t)a->d_cache & 15) == 0 &&
-                    auto_splits3(a) <= 65535;
-    p.splits = v3 ? auto_splits3(a) : auto_splits(a);
+    p.splits = auto_splits3(a);
     const size_t msl = a->max_seq_len ? a->max_seq_len : 1;
     p.tokens_per_split = (int)((msl + p.splits - 1) / p.splits);
     p.tokens_per_split = (p.tokens_per_split + 15) / 16 * 16;
-    if (v3 && p.tokens_per_split > 64) p.tokens_per_split = (p.tokens_per_split + 63) / 64 * 64;
+    if (p.tokens_per_split > 64) p.tokens_per_split = (p.tokens_per_split + 63) / 64 * 64;
     p.slot = (int)lofp_cuda_uq_slot_bytes(a->head_dim);
     p.scale = a->scale;
     p.hd = (float)(1.0 / sqrt((double)a->head_dim));
     p.bs_shift = -1;
     for (int k = 0; k < 31; k++)
         if ((size_t)1 << k == a->block_size) p.bs_shift = k;
-    p.base2 = v3 ? 1 : 0;
-    /* scale * log2 e, times the 2^14 of the fp16 key codes (version 3) */
+    /* scale * log2 e, times the 2^14 of the fp16 key codes */
     p.scale2 = fmul((float)((double)a->scale * 1.4426950408889634), 16384.0f);
     p.qh = (uint16_t *)a->d_workspace;
     p.part = (float *)((uint8_t *)a->d_workspace + round_up_sz(a->batch * a->hq * a->head_dim * 2, 256));
     cudaStream_t st = (cudaStream_t)stream;
     uq_qprep_kernel<<<(unsigned)(a->batch * a->hq), 128, a->head_dim * sizeof(float), st>>>(p);
     LOFP_CU_LAUNCH();
-    if (v3) {
+    {
         const dim3 grid((unsigned)a->hk, (unsigned)p.splits, (unsigned)a->batch);
-        /* LOFP_CUDA_ATTN_IMPL=v3-noflat forces the any-block-size loader (for testing it) */
-        const bool flat = a->block_size % 16 == 0 && !(impl && strstr(impl, "noflat"));
+        const bool flat = a->block_size % 16 == 0;
 #define V3L(DD, FL)                                                                            \
     do {                                                                                       \
         LOFP_CU((v3_prepare1<DD, FL>()));                                                      \
@@ -1075,11 +810,6 @@ extern "C" lofp_status lofp_cuda_uq_decode_attention(const lofp_cuda_uq_attentio
         else if (a->head_dim == 128) { if (flat) V3L(128, true); else V3L(128, false); }
         else { if (flat) V3L(256, true); else V3L(256, false); }
 #undef V3L
-    } else {
-        const dim3 grid((unsigned)p.splits, (unsigned)a->hk, (unsigned)a->batch);
-        if (a->head_dim == 64) uq_attn_kernel<64><<<grid, 128, 0, st>>>(p);
-        else if (a->head_dim == 128) uq_attn_kernel<128><<<grid, 128, 0, st>>>(p);
-        else uq_attn_kernel<256><<<grid, 128, 0, st>>>(p);
     }
     LOFP_CU_LAUNCH();
     uq_merge_kernel<<<(unsigned)(a->batch * a->hq), 128, 0, st>>>(p);

@@ -61,8 +61,7 @@ if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
 fi
 [ "$MODE" = all ] || [ "$MODE" = test ] && { run_test gemm; run_test gemm LOFP_CUDA_GEMM_IMPL=mma; }
 [ "$MODE" = all ] || [ "$MODE" = bench ] && run_bench gemm
-[ "$MODE" = all ] || [ "$MODE" = test ] && { run_test uq; run_test uq LOFP_CUDA_ATTN_IMPL=v3-noflat;
-                                              run_test uq LOFP_CUDA_ATTN_IMPL=v2; }
+[ "$MODE" = all ] || [ "$MODE" = test ] && run_test uq
 [ "$MODE" = all ] || [ "$MODE" = bench ] && run_bench attn
 if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   echo "== test summary"

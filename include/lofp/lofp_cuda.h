@@ -174,7 +174,8 @@ LOFP_API lofp_status lofp_cuda_uq_store(const lofp_scheme *s, lofp_dtype dt, con
 typedef struct lofp_cuda_uq_attention_args {
     const void *d_q;            /* [batch, hq, head_dim] query, dtype q_dtype (f32 or bf16) */
     lofp_dtype q_dtype;
-    const uint8_t *d_cache;     /* the store's paged cache [num_blocks, block_size, hk, slot] */
+    const uint8_t *d_cache;     /* the store's paged cache [num_blocks, block_size, hk, slot],
+                                   16-byte aligned (else LOFP_ERR_INVALID_ARG) */
     const int32_t *d_block_tables; /* [batch, max_blocks_per_seq] physical block numbers */
     size_t max_blocks_per_seq;
     const int32_t *d_seq_lens;  /* [batch] context length of each sequence (>= 0) */
