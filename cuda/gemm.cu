@@ -184,24 +184,26 @@ __device__ __forceinline__ void gemv_loadw(const uint8_t *w0, const uint8_t *s0,
 }
 
 /* Warps per CTA (they split K), the depth D of each warp's register ring of weight chunks and
- * the CTAs per SM the registers must allow, one configuration per (MT, NT). The m <= 16 grids
- * at MT * NT <= 2 have at most ~4 CTAs of 4 warps per SM (8192^2: 512 CTAs on 132 SMs), so those
- * get up to 128 registers, enough for D = 6 chunks (6 x 10 registers) at m <= 8. MT = 4 (m = 9..16
+ * the CTAs per SM the registers must allow, one configuration per (MT, NT, WIDE). The m <= 16
+ * grids at MT * NT <= 2 have at most ~4 CTAs of 4 warps per SM when N <= 64 * SMs (8192^2: 512
+ * CTAs on 132 SMs), so those get up to 128 registers, enough for D = 6 chunks (6 x 10
+ * registers) at m <= 8. WIDE (m <= 8 and more than 4 CTAs per SM, e.g. N = 14336: 896 CTAs):
+ * D = 3 under 102 registers, 5 CTAs per SM (1.36 waves there instead of 1.7). MT = 4 (m = 9..16
  * at K <= 4096): D = 3, the most that fits 255 registers without spilling (2 chunks of 4 tiles
  * ahead, as many bytes as the two-chunk steps of version 3 had in flight). */
 constexpr int GV_WK = 4;
-template <int MT, int NT> struct GvCfg {
-    static constexpr int D = MT == 4 ? 3 : MT * NT >= 8 ? 2 : MT == 1 && NT == 1 ? 6 : 4;
-    static constexpr int MINB = MT * NT <= 2 ? 4 : 1;
+template <int MT, int NT, int WIDE> struct GvCfg {
+    static constexpr int D = MT == 4 || WIDE ? 3 : MT * NT >= 8 ? 2 : MT == 1 && NT == 1 ? 6 : 4;
+    static constexpr int MINB = WIDE ? 5 : MT * NT <= 2 ? 4 : 1;
 };
 
 /* Version 7: a ring of D chunk buffers, fully unrolled so that slot s is always chunk
  * base + s (no register moves); a slot is refilled with the chunk D ahead right after its
  * chunk is computed, so D - 1 chunks of weights are always in flight. */
-template <int MT, int NT, int NV>
-__global__ void __launch_bounds__(32 * GV_WK, (GvCfg<MT, NT>::MINB)) gemv_kernel(GemmP p)
+template <int MT, int NT, int NV, int WIDE>
+__global__ void __launch_bounds__(32 * GV_WK, (GvCfg<MT, NT, WIDE>::MINB)) gemv_kernel(GemmP p)
 {
-    constexpr int WK = GV_WK, D = GvCfg<MT, NT>::D;
+    constexpr int WK = GV_WK, D = GvCfg<MT, NT, WIDE>::D;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, c = lane & 3;
     const int n0 = blockIdx.x * 16 * MT;
@@ -477,23 +479,24 @@ extern "C" void lofp_cuda_w4_free(lofp_cuda_w4 *w)
 template <int NT, int NV>
 static lofp_status launch_gemv(const GemmP &p, int mt, cudaStream_t st)
 {
-#define GV(MTV)                                                                                \
+#define GV(MTV, WIDEV)                                                                         \
     do {                                                                                       \
         const unsigned grid = (unsigned)(p.n / (16 * MTV));                                    \
         const size_t shm = (size_t)GV_WK * MTV * NT * 4 * 32 * sizeof(float);                  \
         if (shm > 48 * 1024)                                                                   \
-            LOFP_CU(cudaFuncSetAttribute(gemv_kernel<MTV, NT, NV>,                             \
+            LOFP_CU(cudaFuncSetAttribute(gemv_kernel<MTV, NT, NV, WIDEV>,                      \
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm)); \
-        gemv_kernel<MTV, NT, NV><<<grid, 32 * GV_WK, shm, st>>>(p);                            \
+        gemv_kernel<MTV, NT, NV, WIDEV><<<grid, 32 * GV_WK, shm, st>>>(p);                     \
     } while (0)
     if constexpr (NT == 2) {
-        if (mt == 4) GV(4);
-        else if (mt == 2) GV(2);
-        else GV(1);
+        if (mt == 4) GV(4, 0);
+        else if (mt == 2) GV(2, 0);
+        else GV(1, 0);
     } else if constexpr (NT > 2) {
-        if (mt == 2) GV(2);
-        else GV(1);
-    } else GV(1);
+        if (mt == 2) GV(2, 0);
+        else GV(1, 0);
+    } else if (p.n / 16 > 4 * sm_count()) GV(1, 1);
+    else GV(1, 0);
 #undef GV
     LOFP_CU_LAUNCH();
     return LOFP_OK;

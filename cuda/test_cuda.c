@@ -511,6 +511,9 @@ static void test_gemm(void)
          * m - 1), with N / 16 odd, 2 mod 4 and 0 mod 4 (MT = 1, 2, 4 tiles per warp at m = 9..16),
          * K of 1 chunk (three of the four warps idle), 3, 5, 9 and 17 chunks (uneven splits, none a
          * multiple of the register ring's depth) and 64 chunks; both output types */
+        /* m <= 8 with more than 4 CTAs per SM (N / 16 = 896): the WIDE ring (D = 3, 5 CTAs per SM) */
+        gemm_case(ps[p], 1, 14336, 640, 0, 1);
+        gemm_case(ps[p], 7, 14336, 384, 1, 1);
         const size_t gn[] = {272, 288, 320, 528}, gk[] = {128, 384, 640, 1152, 2176, 8192};
         for (size_t m = 1; m <= 32; m++) {
             const size_t kk = gk[m % 6] == 8192 && m > 12 ? 1152 : gk[m % 6]; /* 8192 at m = 5, 11 */
