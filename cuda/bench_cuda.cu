@@ -252,6 +252,35 @@ static void bench_gemm(void)
                 snprintf(name, sizeof name, "w4a16_%s_m%zu_n%zu_k%zu", preset, m, n, k);
                 snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"default\": 1", m, n, k);
                 emit(name, us, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
+                if (s.id == LOFP_SCHEME_MXFP4) {
+                    /* opt-in W4A8 (FP8 tensor cores): activation quantize + GEMM, and each half */
+                    const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
+                    void *ws8;
+                    CU(cudaMalloc(&ws8, wsb));
+                    char extra8[96];
+                    snprintf(extra8, sizeof extra8, "\"m\": %zu, \"n\": %zu, \"k\": %zu", m, n, k);
+                    const bool fl = m > 256;
+                    const int bt = m > 256 ? 1 : 20;
+                    struct { const char *nm; int what; } parts[] = {{"w4a8", 0}, {"w4a8gemm", 1}, {"w4a8quant", 2}};
+                    for (auto &pt : parts) {
+                        const lofp_status r0 = pt.what == 2 ? lofp_cuda_w4a8_quantize_act(a, m, k, ws8, wsb, NULL)
+                                                            : lofp_cuda_w4a8_gemm(&W[0], a, m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL);
+                        if (r0 != LOFP_OK) {
+                            printf("{\"name\": \"%s_%s_m%zu_error\", \"error\": \"%s\"}\n", pt.nm, preset, m, lofp_cuda_status_name(r0));
+                            break;
+                        }
+                        double us = time_us([&](int i) {
+                            if (pt.what == 0) LC(lofp_cuda_w4a8_gemm(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL));
+                            else if (pt.what == 1) LC(lofp_cuda_w4a8_gemm_quantized(&W[i % NCOPY], m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL));
+                            else LC(lofp_cuda_w4a8_quantize_act(a, m, k, ws8, wsb, NULL));
+                        }, fl, bt);
+                        char name[96];
+                        snprintf(name, sizeof name, "%s_%s_m%zu_n%zu_k%zu", pt.nm, preset, m, n, k);
+                        const double by = pt.what == 2 ? m * k * 3.0 : (double)wbytes + m * k * (pt.what ? 1.0 : 3.0) + m * n * 2.0;
+                        emit(name, us, by, pt.what == 2 ? 0 : 2.0 * m * n * k, extra8);
+                    }
+                    CU(cudaFree(ws8));
+                }
                 CU(cudaFree(a));
                 CU(cudaFree(c));
             }

@@ -85,6 +85,24 @@ def main():
                 f = lambda x: f"{x['us']:.1f}" if x else "-"
                 p(f"| {preset} | {m} | {n} x {k} | {o['us']:.1f} | {f(rf) if m <= 64 else '-'} | {f(t)} | {f(ti)} | {f(tf8)} | "
                   f"{sp:.2f}x | {tf:.1f} | {wbw:.2f} |")
+    # ---- W4A8 (opt-in): MXFP4 weights x E4M3 activations on the FP8 tensor cores
+    w8 = [(n, k, m) for n, k in ((8192, 8192), (14336, 4096)) for m in (1, 16, 64, 256, 4096)
+          if f"w4a8_mxfp4_m{m}_n{n}_k{k}" in L]
+    if w8:
+        p("\n### W4A8 (opt-in): MXFP4 weights x per-token E4M3 activations, FP8 wgmma, bf16 out\n")
+        p("Target: the FP8 rowwise `torch._scaled_mm` time at each M (activations quantized per token inside "
+          "its timed call too). `quant + GEMM` is `lofp_cuda_w4a8_gemm`; the two halves are timed alone.\n")
+        p("| M | N x K | quant + GEMM µs | GEMM alone µs | quantize µs | fp8 rowwise µs | W4A16 MXFP4 µs | met (≤ fp8 rowwise) |")
+        p("|---|---|---|---|---|---|---|---|")
+        for n, k, m in w8:
+            o = L[f"w4a8_mxfp4_m{m}_n{n}_k{k}"]
+            og = L.get(f"w4a8gemm_mxfp4_m{m}_n{n}_k{k}")
+            oq = L.get(f"w4a8quant_mxfp4_m{m}_n{n}_k{k}")
+            tf8 = T.get(f"torch_fp8_rowwise_m{m}_n{n}_k{k}")
+            w16 = L.get(f"w4a16_mxfp4_m{m}_n{n}_k{k}")
+            f = lambda x: f"{x['us']:.1f}" if x else "-"
+            met = ("yes" if o["us"] <= tf8["us"] else "no") if tf8 else "-"
+            p(f"| {m} | {n} x {k} | {o['us']:.1f} | {f(og)} | {f(oq)} | {f(tf8)} | {f(w16)} | {met} |")
     for nm, o in L.items():
         if nm.startswith("w4_prepare_"):
             p(f"\nOne-time load step `lofp_cuda_w4_prepare` ({nm[11:]}, checkpoint-layout codes and scales in): "

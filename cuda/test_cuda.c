@@ -11,6 +11,9 @@
  *      the same status and first index, and the same bytes under propagation. 8192 x 8192 cases.
  *   3. W4A16 GEMV/GEMM (NVFP4, MXFP4; fp32 and bf16 output) against an fp64 product of the
  *      CPU-dequantized weights: relative Frobenius error.
+ *   3b. W4A8 (opt-in, MXFP4 x E4M3): the activation quantizer byte for byte against lofp_encode,
+ *      the GEMM against the fp64 product (rounding-error bound, and an exactness case whose only
+ *      error is fp32 summation), every kernel configuration, argument errors.
  *   4. UltraQuant store vs lofp_quantize per K row (rotated) and V row; skipped slots untouched.
  *   5. Decode attention vs an fp64 CPU reference over the same cache (SPEC §5 tolerance 1e-4), with
  *      GQA ratios 1..8 (packed and unpacked PV), sinks, empty and one-token sequences, partial
@@ -523,6 +526,241 @@ static void test_gemm(void)
     printf("  W4A16 GEMV/GEMM: %s\n", tu_failures == f0 ? "ok" : "FAILED");
 }
 
+/* ---- 3b. W4A8 (MXFP4 weights x E4M3 activations, opt-in) ---- */
+/* position of element e (0..31) of a block inside the permuted workspace block (lofp_cuda.h) */
+static int w8_pos(int e)
+{
+    static const int P[2][4] = {{0, 4, 1, 5}, {2, 6, 3, 7}};
+    const int c = e / 8, r = e % 8;
+    for (int h = 0; h < 2; h++)
+        for (int b = 0; b < 4; b++)
+            if (P[h][b] == r) return 16 * h + 4 * c + b;
+    return -1;
+}
+
+/* The activation quantizer, byte for byte and scale for scale, against the CPU: scale = amax / 448
+ * in fp32 (1 for a zero row, NaN for a row with Inf/NaN), code = lofp_encode(E4M3, x / scale, RNE,
+ * SATURATE). Rows: normal, heavy-tailed (kind 1: tiny and zero blocks, E4M3 subnormals), E2M1 grid
+ * ties, small integers, all zeros, scaled by 2^-100, and one with an Inf and one with a NaN. */
+static void w8_quant_case(size_t m, size_t k)
+{
+    float *x = halloc(m * k * sizeof(float));
+    for (size_t r = 0; r < m; r++) gen(x + r * k, 1, k, (int)(r % 4));
+    if (m > 4) for (size_t j = 0; j < k; j++) x[4 * k + j] = 0.0f;
+    if (m > 5) for (size_t j = 0; j < k; j++) x[5 * k + j] = ldexpf(x[5 * k + j] + 1.0f, -100);
+    if (m > 6) x[6 * k + 7] = INFINITY;
+    if (m > 7) x[7 * k + k - 1] = NAN;
+    uint16_t *a = to_dtype(x, m * k, LOFP_DTYPE_BF16);
+    const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
+    CHECKF(wsb >= m * k + m * 4 && wsb % 256 == 0, "w4a8 workspace bytes %zu for m=%zu k=%zu", wsb, m, k);
+    uint8_t *dws = dalloc(wsb);
+    uint16_t *da = dalloc(m * k * 2);
+    h2d(da, a, m * k * 2);
+    CU(cudaMemset(dws, 0x5A, wsb));
+    LC(lofp_cuda_w4a8_quantize_act(da, m, k, dws, wsb, NULL));
+    CU(cudaDeviceSynchronize());
+    uint8_t *ws = halloc(wsb);
+    d2h(ws, dws, wsb);
+    const size_t soff = (m * 4 + 255) / 256 * 256;
+    size_t bad_s = 0, bad_c = 0, first = (size_t)-1;
+    for (size_t r = 0; r < m; r++) {
+        uint32_t mx = 0;
+        for (size_t j = 0; j < k; j++) {
+            const uint32_t v = a[r * k + j] & 0x7FFFu;
+            if (v > mx) mx = v;
+        }
+        float sc;
+        if (mx >= 0x7F80u) sc = NAN;
+        else if (mx == 0) sc = 1.0f;
+        else sc = lofp_bf16_to_fp32((uint16_t)mx) / 448.0f;
+        float got;
+        memcpy(&got, ws + 4 * r, 4);
+        if (isnan(sc) ? !isnan(got) : fbits(got) != fbits(sc)) bad_s++;
+        if (isnan(sc)) continue;
+        for (size_t j = 0; j < k; j++) {
+            const uint8_t want = (uint8_t)lofp_encode(LOFP_ELEM_E4M3, lofp_bf16_to_fp32(a[r * k + j]) / sc, LOFP_RNE, LOFP_SATURATE, 0);
+            const uint8_t g = ws[soff + r * k + (j / 32) * 32 + (size_t)w8_pos((int)(j % 32))];
+            if (g != want) {
+                if (!bad_c) first = r * k + j;
+                bad_c++;
+            }
+        }
+    }
+    CHECKF(bad_s == 0 && bad_c == 0, "w4a8 activation quantize m=%zu k=%zu: %zu scales, %zu codes differ (first code at %zu)",
+           m, k, bad_s, bad_c, first);
+    printf("    w4a8 quantize m=%-4zu k=%-5zu: %zu scale / %zu code mismatches\n", m, k, bad_s, bad_c);
+    free(x); free(a); free(ws);
+    CU(cudaFree(dws)); CU(cudaFree(da));
+    g_cases++;
+}
+
+/* W4A8 GEMM against the fp64 product C64 = A (bf16 values) . W (CPU-dequantized MXFP4).
+ * exact = 0: A ~ N(0, 1). The error comes from rounding the activations to E4M3: 3 mantissa bits,
+ *   unit roundoff u = 2^-4; for values spread over a binade the rounding error is about uniform
+ *   on +-half a spacing, so its rms relative to the value is about u / sqrt(3) * (2/3 on average
+ *   over the binade) ~ 0.024 (values near amax/448 * 2^-6, in E4M3's subnormal range, are too
+ *   rare in a Gaussian row to matter). The errors of the K terms are independent, so the relative
+ *   Frobenius error of C is about the same ~ 0.02-0.03; the products and the fp32 sums add ~1e-7.
+ *   Asserted: <= 0.05 (the bound) and >= 0.005 (the test sees the rounding: with bf16 activations
+ *   it would be ~1e-7 -- W4A16 on the same data is run and required <= 1e-5 and 100x smaller).
+ * exact = 1: every row is integers in [-7, 7] (one of them +-7) times 2^q, q per row in -8..8:
+ *   scale = 7 * 2^q / 448 = 2^(q-6) exactly and x / scale = integer * 64 is exact in E4M3, so the
+ *   only errors left are the sums: each k32 partial is a sum of 32 multiples of 0.5 below 2^11
+ *   (exact in any fp32-class accumulator), and the K/32 fp32 promotions and 2 epilogue products
+ *   round with unit 2^-24 each: |C - C64| <= (K/32 + 3) 2^-24 sum_k |a_k w_k| per element. */
+static double w8_gemm_case(size_t m, size_t n, size_t k, int exact, int out_bf16, const char *cfg)
+{
+    lofp_scheme s;
+    CHECK_OK(lofp_scheme_preset("mxfp4", &s));
+    s.threads = ncpu();
+    float *w = halloc(n * k * sizeof(float));
+    gen(w, n, k, 0);
+    for (size_t i = 0; i < n * k; i += 97) w[i] *= 8.0f;
+    uint8_t *codes = halloc(n * k / 2), *scales = halloc(n * k / 32);
+    float global = 1.0f;
+    CHECK_OK(lofp_quantize(&s, LOFP_DTYPE_F32, w, n, k, codes, scales, &global, NULL));
+    float *wd = halloc(n * k * sizeof(float));
+    CHECK_OK(lofp_dequantize(&s, codes, scales, global, n, k, LOFP_DTYPE_F32, wd));
+    uint16_t *a = halloc(m * k * 2);
+    for (size_t i = 0; i < m; i++) {
+        const int q = (int)(tu_next(&g_rng) % 17) - 8;
+        for (size_t j = 0; j < k; j++) {
+            float v;
+            if (!exact) v = (float)tu_normal(&g_rng);
+            else v = ldexpf((float)((int)(tu_next(&g_rng) % 15) - 7), q);
+            a[i * k + j] = lofp_fp32_to_bf16(v);
+        }
+        if (exact) a[i * k + (size_t)(tu_next(&g_rng) % k)] = lofp_fp32_to_bf16(ldexpf(tu_next(&g_rng) & 1 ? 7.0f : -7.0f, q));
+    }
+    uint8_t *dcodes = dalloc(n * k / 2), *dscales = dalloc(n * k / 32);
+    uint16_t *da = dalloc(m * k * 2);
+    const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
+    void *dws = dalloc(wsb);
+    const size_t ob = m * n * (out_bf16 ? 2 : 4);
+    void *dc = dalloc(ob);
+    float *dc16 = dalloc(m * n * 4);
+    h2d(dcodes, codes, n * k / 2);
+    h2d(dscales, scales, n * k / 32);
+    h2d(da, a, m * k * 2);
+    lofp_cuda_w4 W;
+    LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, NULL, n, k, &W, NULL));
+    if (cfg) setenv("LOFP_CUDA_W4A8_CFG", cfg, 1);
+    CU(cudaMemset(dc, 0xFF, ob)); /* NaN poison */
+    LC(lofp_cuda_w4a8_gemm(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, dws, wsb, NULL));
+    if (cfg) unsetenv("LOFP_CUDA_W4A8_CFG");
+    LC(lofp_cuda_w4a16_gemm(&W, da, m, LOFP_DTYPE_F32, dc16, NULL));
+    CU(cudaDeviceSynchronize());
+    void *hc = halloc(ob);
+    float *hc16 = halloc(m * n * 4);
+    d2h(hc, dc, ob);
+    d2h(hc16, dc16, m * n * 4);
+    double num = 0, num16 = 0, den = 0, worst = 0;
+    size_t nonfinite = 0, over = 0;
+    double *arow = halloc(k * sizeof(double));
+    for (size_t i = 0; i < m; i++) {
+        for (size_t kk = 0; kk < k; kk++) arow[kk] = lofp_bf16_to_fp32(a[i * k + kk]);
+        for (size_t j = 0; j < n; j++) {
+            double ref = 0, sabs = 0;
+            const float *wr = wd + j * k;
+            for (size_t kk = 0; kk < k; kk++) {
+                ref += arow[kk] * wr[kk];
+                sabs += fabs(arow[kk] * wr[kk]);
+            }
+            const double got = out_bf16 ? lofp_bf16_to_fp32(((uint16_t *)hc)[i * n + j]) : ((float *)hc)[i * n + j];
+            const double g16 = hc16[i * n + j];
+            if (!isfinite(got)) nonfinite++;
+            num += (got - ref) * (got - ref);
+            num16 += (g16 - ref) * (g16 - ref);
+            den += ref * ref;
+            if (exact && !out_bf16) {
+                const double bound = ((double)(k / 32) + 3.0) * ldexp(1.0, -24) * sabs;
+                if (fabs(got - ref) > bound) over++;
+                if (sabs > 0 && fabs(got - ref) / sabs > worst) worst = fabs(got - ref) / sabs;
+            }
+        }
+    }
+    const double err = sqrt(num / den), err16 = sqrt(num16 / den);
+    CHECKF(nonfinite == 0, "w4a8 m=%zu n=%zu k=%zu: %zu outputs not written/finite", m, n, k, nonfinite);
+    if (exact) {
+        CHECKF(over == 0, "w4a8 exact m=%zu n=%zu k=%zu cfg=%s: %zu outputs beyond the fp32 summation bound (worst |d|/sum|aw| %.3g)",
+               m, n, k, cfg ? cfg : "default", over, worst);
+        if (out_bf16) CHECKF(err <= 4e-3, "w4a8 exact bf16 m=%zu: rel err %.3g", m, err);
+    } else {
+        CHECKF(err <= 0.05 && err >= 0.005, "w4a8 m=%zu n=%zu k=%zu cfg=%s: rel Frobenius error %.3g outside [0.005, 0.05]",
+               m, n, k, cfg ? cfg : "default", err);
+        CHECKF(err16 <= 1e-5 && err16 * 100 <= err, "w4a16 on the w4a8 data: rel err %.3g (w4a8 %.3g)", err16, err);
+    }
+    printf("    w4a8 %s m=%-4zu n=%-5zu k=%-5zu out=%s cfg=%-5s rel.err %.2e (w4a16 %.2e)%s\n", exact ? "exact " : "normal", m, n, k,
+           out_bf16 ? "bf16" : "f32 ", cfg ? cfg : "-", err, err16, exact && !out_bf16 ? "" : "");
+    if (exact && !out_bf16) printf("      worst |C - C64| / sum|a w| = %.2e (bound (K/32 + 3) 2^-24 = %.2e)\n", worst, ((double)(k / 32) + 3.0) * ldexp(1.0, -24));
+    lofp_cuda_w4_free(&W);
+    free(w); free(codes); free(scales); free(wd); free(a); free(hc); free(hc16); free(arow);
+    CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dc)); CU(cudaFree(dc16));
+    g_cases++;
+    return err;
+}
+
+static void test_w4a8(void)
+{
+    const int f0 = tu_failures;
+    struct cudaDeviceProp prop;
+    CU(cudaGetDeviceProperties(&prop, 0));
+    w8_quant_case(9, 256);
+    w8_quant_case(33, 1152);
+    w8_quant_case(300, 8192);
+    /* argument checks (nothing is enqueued) */
+    {
+        lofp_scheme s;
+        CHECK_OK(lofp_scheme_preset("mxfp4", &s));
+        const size_t n = 128, k = 256, m = 4;
+        uint8_t *dcodes = dalloc(n * k / 2), *dscales = dalloc(n * k / 16);
+        CU(cudaMemset(dcodes, 0, n * k / 2));
+        CU(cudaMemset(dscales, 127, n * k / 16));
+        uint16_t *da = dalloc(m * k * 2);
+        const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
+        uint8_t *dws = dalloc(wsb + 256);
+        float *dc = dalloc(m * n * 4);
+        lofp_cuda_w4 W, V;
+        LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, NULL, n, k, &W, NULL));
+        lofp_scheme nv;
+        CHECK_OK(lofp_scheme_preset("nvfp4", &nv));
+        LC(lofp_cuda_w4_prepare(&nv, dcodes, dscales, NULL, n, k, &V, NULL));
+        CHECK(lofp_cuda_w4a8_workspace_bytes(0, k) == 0);
+        CHECK(lofp_cuda_w4a8_gemm(&W, da, m, LOFP_DTYPE_F32, dc, dws, wsb - 1, NULL) == LOFP_ERR_INVALID_ARG);
+        CHECK(lofp_cuda_w4a8_gemm(&W, da, m, LOFP_DTYPE_F32, dc, dws + 16, wsb, NULL) == LOFP_ERR_INVALID_ARG);
+        CHECK(lofp_cuda_w4a8_gemm(&W, da, 0, LOFP_DTYPE_F32, dc, dws, wsb, NULL) == LOFP_ERR_SHAPE);
+        CHECK(lofp_cuda_w4a8_gemm(&W, da, m, LOFP_DTYPE_F16, dc, dws, wsb, NULL) == LOFP_ERR_INVALID_ARG);
+        CHECK(lofp_cuda_w4a8_gemm(&V, da, m, LOFP_DTYPE_F32, dc, dws, wsb, NULL) == LOFP_ERR_UNSUPPORTED);
+        CHECK(lofp_cuda_w4a8_gemm(&W, NULL, m, LOFP_DTYPE_F32, dc, dws, wsb, NULL) == LOFP_ERR_INVALID_ARG);
+        CHECK(lofp_cuda_w4a8_quantize_act(da, m, 200, dws, wsb, NULL) == LOFP_ERR_SHAPE);
+        CHECK(lofp_cuda_w4a8_quantize_act(da, m, k, dws, wsb - 1, NULL) == LOFP_ERR_INVALID_ARG);
+        CHECK(lofp_cuda_w4a8_gemm_quantized(&W, m, LOFP_DTYPE_F32, dc, dws, wsb - 1, NULL) == LOFP_ERR_INVALID_ARG);
+        CHECK(lofp_cuda_w4a8_gemm_quantized(&V, m, LOFP_DTYPE_F32, dc, dws, wsb, NULL) == LOFP_ERR_UNSUPPORTED);
+        lofp_cuda_w4_free(&W);
+        lofp_cuda_w4_free(&V);
+        CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dc));
+        printf("    w4a8 argument checks: %s\n", tu_failures == f0 ? "ok" : "FAILED");
+    }
+    if (!(prop.major == 9 && prop.minor == 0)) {
+        printf("  W4A8: GEMM skipped (needs compute capability 9.0)\n");
+        return;
+    }
+    const size_t ms[] = {1, 16, 64, 65, 130, 256};
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) w8_gemm_case(ms[i], 512, 1152, 0, 0, NULL);
+    w8_gemm_case(256, 1024, 2048, 0, 1, NULL);
+    w8_gemm_case(16, 4096, 8192, 0, 0, NULL);
+    /* every kernel configuration, partial row and token tiles, the exactness check */
+    const char *cfgs[] = {"64,1", "64,2", "128,1", "128,2"};
+    for (int c = 0; c < 4; c++) {
+        w8_gemm_case(70, 272, 1152, 0, 0, cfgs[c]);
+        w8_gemm_case(70, 272, 1152, 1, 0, cfgs[c]);
+        w8_gemm_case(200, 400, 4096, 1, 0, cfgs[c]);
+    }
+    w8_gemm_case(5, 512, 1024, 1, 0, NULL);
+    w8_gemm_case(33, 512, 1024, 1, 1, NULL);
+    printf("  W4A8 (MXFP4 x E4M3): %s\n", tu_failures == f0 ? "ok" : "FAILED");
+}
+
 /* ---- 4 and 5. UltraQuant cache ---- */
 typedef struct {
     size_t B, hq, hk, D, bs, nblocks, maxb;
@@ -836,6 +1074,7 @@ int main(int argc, char **argv)
     if (!only || strstr(only, "quant")) test_dequant_scales();
     if (!only || strstr(only, "quant") || strstr(only, "gemm")) test_ckpt();
     if (!only || strstr(only, "gemm")) test_gemm();
+    if (!only || strstr(only, "w4a8")) test_w4a8();
     if (!only || strstr(only, "uq")) test_uq();
     printf("test_cuda: %d cases\n", g_cases);
     return tu_finish("test_cuda");

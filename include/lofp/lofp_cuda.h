@@ -149,6 +149,51 @@ LOFP_API void lofp_cuda_w4_free(lofp_cuda_w4 *w);
 LOFP_API lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                           lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream);
 
+/* ---- W4A8 (opt-in; docs/CUDA.md "W4A8"): MXFP4 weights x E4M3 activations on the FP8 tensor
+ * cores (sm_90a only). lofp_cuda_w4a16_gemm never routes here: W4A8 rounds the activations, so
+ * it is less accurate (relative Frobenius error about 2-3 % against the fp64 product of the bf16
+ * activations and the dequantized weights, where W4A16 is at about 1e-7).
+ *
+ * Activations are quantized per token ("rowwise"): scale_t = amax_t / 448 (fp32, RN; 1 for an
+ * all-zero row, NaN for a row holding Inf or NaN, whose outputs are then NaN) and
+ * code = E4M3(x / scale_t) with fp32 division RN and E4M3 round-to-nearest-even, saturating
+ * (torch's (a.float() / scale).to(float8_e4m3fn), bit for bit, for finite input). The GEMM takes
+ * one E4M3 x E2M1 wgmma per 32-element block (exact products, fp32 sum), multiplies the partial
+ * by the row's block scale in fp32 and accumulates in fp32; the epilogue multiplies by scale_t.
+ *
+ * Workspace (caller-owned, device, 256-byte aligned, lofp_cuda_w4a8_workspace_bytes(m, k) bytes;
+ * one workspace serves one call at a time): m fp32 token scales (padded to a multiple of 256
+ * bytes), then the E4M3 codes [m, k] row-major, each 32-element block of K stored permuted: byte
+ * s = 16 h + 4 c + b of a block (h 0..1, c 0..3, b 0..3) holds element 8 c + P[h][b],
+ * P = {{0, 4, 1, 5}, {2, 6, 3, 7}} (the order of the weight fragments in registers).
+ *
+ * Returns LOFP_ERR_INVALID_ARG (NULL pointers, d_a not 16-byte aligned, d_ws not 256-byte aligned
+ * or ws_bytes too small, out_dt not F32/BF16), LOFP_ERR_SHAPE (m = 0, k % 128), LOFP_ERR_UNSUPPORTED
+ * (NVFP4 weights: 16-element blocks give two scales per row in one k32 step; or a device that is
+ * not compute capability 9.0) or LOFP_CUDA_ERR_RUNTIME without enqueueing anything, else LOFP_OK.
+ * Asynchronous on `stream`; deterministic; thread-safe as the rest of this header (one workspace
+ * per concurrent call). */
+
+/* Bytes of W4A8 workspace for m tokens of k activations (0 when m or k is 0 or too large). */
+LOFP_API size_t lofp_cuda_w4a8_workspace_bytes(size_t m, size_t k);
+
+/* C[m, n] = A[m, k] . W^T: quantizes d_a (bf16 row-major [m, k], 16-byte aligned) into d_ws,
+ * then runs the FP8 GEMM (the two calls below, on `stream`); C row-major [m, n] in fp32 or bf16
+ * (RNE). w must be MXFP4 (lofp_cuda_w4_prepare). */
+LOFP_API lofp_status lofp_cuda_w4a8_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
+                                         lofp_dtype out_dt, void *d_c, void *d_ws, size_t ws_bytes,
+                                         lofp_cuda_stream stream);
+
+/* The first half: bf16 [m, k] -> token scales and E4M3 codes in d_ws (layout above). */
+LOFP_API lofp_status lofp_cuda_w4a8_quantize_act(const void *d_a, size_t m, size_t k, void *d_ws,
+                                                 size_t ws_bytes, lofp_cuda_stream stream);
+
+/* The second half: the GEMM on activations already quantized into d_ws (k = w->k), e.g. to
+ * reuse one quantization for several weight matrices. */
+LOFP_API lofp_status lofp_cuda_w4a8_gemm_quantized(const lofp_cuda_w4 *w, size_t m,
+                                                   lofp_dtype out_dt, void *d_c, const void *d_ws,
+                                                   size_t ws_bytes, lofp_cuda_stream stream);
+
 /* ------------------------------------------------------------------------------------------ */
 /* UltraQuant FP4 KV cache (SPEC §5)                                                           */
 /* ------------------------------------------------------------------------------------------ */

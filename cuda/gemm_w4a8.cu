@@ -1,0 +1,463 @@
+/* gemm_w4a8.cu -- opt-in W4A8: MXFP4 weights x E4M3 activations on the Hopper FP8 tensor cores
+ * (sm_90a wgmma .e4m3), block scales applied in fp32 at every k32 step.
+ *
+ * Two kernels:
+ *
+ * 1. act_quant_kernel: bf16 A[m, k] -> E4M3 codes [m, k] plus one fp32 scale per token (row),
+ *    written into the caller's workspace: scale = amax / 448 (fp32 division, RN; amax = 0 gives
+ *    scale 1; a row holding Inf or NaN gets scale NaN, so its outputs come out NaN), code =
+ *    cvt.rn.satfinite.e4m3(x / scale) (fp32 division RN, then E4M3 round-to-nearest-even,
+ *    saturating at +-448). This is torch's per-token "rowwise" recipe (a.float() / (amax / 448))
+ *    .to(float8_e4m3fn) bit for bit: for finite input |x / scale| <= 448 (1 + 2^-22), which
+ *    rounds to 448, so saturation never changes a code. Inside every 32-element block the codes
+ *    are stored in a permuted K order (below) that matches the weight fragments; test_cuda checks
+ *    every byte and scale against lofp_encode(LOFP_ELEM_E4M3, ..., LOFP_RNE, LOFP_SATURATE).
+ *
+ * 2. w4a8_kernel: C^T[n, m] = W[n, k] . Aq[m, k]^T, oriented as gemm_wgmma.cu: weight rows are
+ *    wgmma's M (64 per warpgroup), tokens its N (TN per CTA), the weights the register A operand,
+ *    the E4M3 activations the shared-memory B operand (K-major, 128-byte swizzle: one 128-chunk of
+ *    K is one swizzle atom row of 128 bytes per token, 16-byte unit u of token row t stored at
+ *    u ^ (t & 7); k32 step j of the chunk starts at byte 32 j). Per k32 step (= one MXFP4 block):
+ *      - the lane's A fragment of wgmma.m64nNk32 .e4m3 is rows g and g+8 of its warp's 16 rows,
+ *        k slots 4c..4c+3 (registers 0, 1) and 16+4c..16+4c+3 (registers 2, 3). The lane reads
+ *        prepared word c of the block of both rows (8 nibbles each) and turns it into 8 E4M3
+ *        bytes with bit operations: nibble s.e1.e0.m -> byte s.0.0.e1.e0.m.0.0, which is
+ *        E4M3 with exponent field e1e0 and mantissa m00, i.e. exactly e2m1 * 2^-6 (e1e0 = 0 is
+ *        the E4M3 subnormal m * 2^-7 = (m * 0.5) * 2^-6). The low nibbles of the word's four
+ *        bytes (prepared elements 0, 4, 1, 5) go to slots 4c.., the high nibbles (2, 6, 3, 7) to
+ *        slots 16+4c..; the activation quantizer stores the activations in the same order:
+ *        inside a block, byte s = 16 h + 4 c + b holds element 8 c + P[h][b], P = {0,4,1,5},
+ *        {2,6,3,7}.
+ *      - one wgmma.m64nTNk32 into a fresh fp32 partial (scale-d = 0): the products of the 32
+ *        exact E4M3 pairs are exact, the partial is the hardware's fp32 sum of 32 terms;
+ *      - wait, then promotion acc = fma(partial, f_row, acc) with f_row = 2^(e - e_max), e the
+ *        row's E8M0 scale of this block and e_max the tensor's largest (the lane's accumulators
+ *        belong to two weight rows: two factors per step). Blocks more than 2^126 below e_max
+ *        flush to 0; a 0xFF scale gives NaN as on the CPU.
+ *    Epilogue: C = (acc * 2^(e_max - 127 + 6)) * scale_token, to fp32 or bf16 (RNE).
+ *    CTA: two warpgroups (256 threads), S-stage cp.async pipeline of 128-chunks (E4M3 activation
+ *    tile, raw prepared codes with 16-byte unit s of weight row r at s ^ ((r >> 1) & 3), 4 scale
+ *    bytes per row). KW = 1: the warpgroups own 64 weight rows each (CTA 128 rows) and run all 4
+ *    steps of a chunk; KW = 2: both own the same 64 rows and warpgroup w runs steps 2w, 2w+1 of
+ *    every chunk (twice the CTAs for small m), reduced through shared memory at the end in a
+ *    fixed order (deterministic).
+ *
+ * NVFP4 is not supported (LOFP_ERR_UNSUPPORTED): its 16-element blocks give two scales per row
+ * inside one k32 step, so a step would take two wgmmas with half of A zeroed in each and two
+ * promotions -- twice the tensor work and twice the promotion FMAs -- and the UE4M3 scale cannot
+ * be folded into the E4M3 weight exactly (e2m1 x ue4m3 needs up to 5 mantissa bits).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gemm_common.cuh"
+#include "lofp_cuda_internal.h"
+
+using namespace lofpcu;
+
+/* the compute_90 PTX pass compiles the GEMM body out (no wgmma there): its helpers go unused */
+#pragma nv_diag_suppress 177
+
+namespace {
+
+struct W8P {
+    const uint8_t *codes, *scales;
+    const float *params;
+    const uint8_t *a8;      /* E4M3 activations [m, k], permuted inside each 32-block */
+    const float *ascale;    /* [m] per-token scales */
+    void *c;
+    int m, n, k, out_bf16;
+};
+
+/* ---- activation quantizer ---- */
+
+/* one CTA of 256 threads per token row: pass 1 the row's amax (from the bf16 bit patterns, so that
+ * NaN > Inf > every finite value), pass 2 the codes, one 32-element block per thread-step. */
+__global__ void __launch_bounds__(256) act_quant_kernel(const uint16_t *a, size_t k, uint8_t *q, float *ascale)
+{
+    const size_t row = blockIdx.x;
+    const uint16_t *x = a + row * k;
+    __shared__ uint32_t red[8];
+    __shared__ float s_scale;
+    uint32_t mx = 0;
+    for (size_t i = (size_t)threadIdx.x * 8; i < k; i += 256 * 8) {
+        const uint4 v = *(const uint4 *)(x + i);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const uint32_t lo = w[t] & 0x7FFFu, hi = (w[t] >> 16) & 0x7FFFu;
+            mx = max(mx, max(lo, hi));
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint32_t m = 0;
+        for (int i = 0; i < 8; i++) m = max(m, red[i]);
+        float s;
+        if (m >= 0x7F80u) s = u2f(0x7FC00000u);           /* Inf or NaN in the row */
+        else if (m == 0) s = 1.0f;                          /* all zeros */
+        else s = fdiv(u2f(m << 16), 448.0f);
+        s_scale = s;
+        ascale[row] = s;
+    }
+    __syncthreads();
+    const float s = s_scale;
+    uint8_t *qr = q + row * k;
+    for (size_t b = threadIdx.x; b < k / 32; b += 256) {
+        const uint4 *src = (const uint4 *)(x + b * 32);
+        uint32_t w[16];
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const uint4 v = src[t];
+            w[4 * t] = v.x; w[4 * t + 1] = v.y; w[4 * t + 2] = v.z; w[4 * t + 3] = v.w;
+        }
+        /* e(i): element i of the block as fp32 divided by the scale */
+        auto e = [&](int i) { return fdiv(u2f((i & 1 ? w[i >> 1] >> 16 : w[i >> 1] & 0xFFFFu) << 16), s); };
+        uint32_t o[8];
+        /* output word 4h + c (bytes s = 16h + 4c + b) holds elements 8c + P[h][b] */
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int b0 = h ? 2 : 0, b1 = h ? 6 : 4, b2 = h ? 3 : 1, b3 = h ? 7 : 5;
+                uint16_t lo, hi;
+                /* cvt ... d, a, b: a goes to the upper byte, b to the lower */
+                asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(e(8 * c + b1)), "f"(e(8 * c + b0)));
+                asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(e(8 * c + b3)), "f"(e(8 * c + b2)));
+                o[4 * h + c] = (uint32_t)lo | ((uint32_t)hi << 16);
+            }
+        uint4 *dst = (uint4 *)(qr + b * 32);
+        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+    }
+}
+
+/* ---- GEMM ---- */
+
+/* D = A . B with scale-d = 0 (a fresh accumulator), A = 4 registers of E4M3, B = descriptor. */
+template <int TN> struct WgmmaF8;
+template <> struct WgmmaF8<64> {
+    static __device__ __forceinline__ void mma(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                     "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(0));
+    }
+};
+template <> struct WgmmaF8<128> {
+    static __device__ __forceinline__ void mma(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                     "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(0));
+    }
+};
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+
+/* K-major, 128-byte swizzle descriptor (as gemm_wgmma.cu): start >> 4, LBO 1, SBO 1024 >> 4, 128B */
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr)
+{
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+/* low / high nibbles of the four bytes of a prepared word -> four E4M3 bytes of e2m1 * 2^-6 */
+__device__ __forceinline__ uint32_t e4m3_lo(uint32_t q) { return ((q << 2) & 0x1C1C1C1Cu) | ((q << 4) & 0x80808080u); }
+__device__ __forceinline__ uint32_t e4m3_hi(uint32_t q) { return ((q >> 2) & 0x1C1C1C1Cu) | (q & 0x80808080u); }
+
+/* E8M0 byte -> fp32 2^(b - e_max) (sb = 127 - e_max; 0 below 2^-126, NaN for 0xFF) */
+__device__ __forceinline__ float blockf(uint32_t b, int sb)
+{
+    const int x = (int)b + sb;
+    const float f = x > 0 ? u2f((uint32_t)x << 23) : 0.0f;
+    return b == 0xFFu ? u2f(0x7FC00000u) : f;
+}
+
+template <int TN, int KW, int S> constexpr int w8_stage() { return (TN * 128 + (128 / KW) * 68 + 1023) / 1024 * 1024; }
+template <int TN, int KW, int S> constexpr int w8_shm() { return S * w8_stage<TN, KW, S>() + 1024; }
+
+template <int TN, int KW, int S, int MINB>
+__global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int ROWS = 128 / KW;          /* weight rows per CTA */
+    constexpr int ACT = TN * 128;           /* TN tokens x 128 E4M3 */
+    constexpr int WB = ROWS * 64;           /* codes */
+    constexpr int STAGE = w8_stage<TN, KW, S>();
+    constexpr int NR = TN / 2;              /* accumulators per thread */
+    constexpr int NS = 4 / KW;              /* k32 steps per chunk per warpgroup */
+    static_assert(ACT % 1024 == 0 && STAGE % 1024 == 0, "stage alignment");
+    static_assert(S * STAGE >= 128 * NR * 4 || KW == 1, "reduction buffer");
+
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t raw_s = (uint32_t)__cvta_generic_to_shared(smem_raw);
+    uint8_t *smem = smem_raw + ((1024u - (raw_s & 1023u)) & 1023u);
+    const uint32_t smem_s = (uint32_t)__cvta_generic_to_shared(smem);
+
+    const int tid = threadIdx.x, wg = tid >> 7, wiw = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, c = lane & 3;
+    const int n0 = blockIdx.x * ROWS, t0 = blockIdx.y * TN;
+    const int chunks = p.k / 128;
+    const int sb = (int)p.params[1] - 126;  /* params[1] = 253 - e_max */
+    const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / 32;
+
+    auto load_stage = [&](int st, int ch) {
+        uint8_t *sa = smem + st * STAGE;
+        uint8_t *sw = sa + ACT;
+        uint8_t *ss = sw + WB;
+#pragma unroll
+        for (int i = 0; i < TN * 8 / 256; i++) {
+            const int idx = tid + 256 * i;
+            const int t = idx >> 3, u = idx & 7;
+            const int tok = t0 + t;
+            const bool ok = tok < p.m;
+            cp_async16(sa + t * 128 + ((u ^ (t & 7)) << 4),
+                       p.a8 + (size_t)(ok ? tok : 0) * p.k + (size_t)ch * 128 + u * 16, ok ? 16 : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < ROWS * 4 / 256; i++) {
+            const int idx = tid + 256 * i;
+            const int r = idx >> 2, s = idx & 3;
+            const int row = n0 + r;
+            const bool ok = row < p.n;
+            cp_async16(sw + r * 64 + ((s ^ ((r >> 1) & 3)) << 4),
+                       p.codes + (size_t)(ok ? row : 0) * crow + (size_t)ch * 64 + s * 16, ok ? 16 : 0);
+        }
+        if (tid < ROWS) {
+            const int row = n0 + tid;
+            const bool ok = row < p.n;
+            cp_async4(ss + tid * 4, p.scales + (size_t)(ok ? row : 0) * srow + (size_t)ch * 4, ok ? 4 : 0);
+        }
+    };
+
+    float acc[NR], part[NR];
+#pragma unroll
+    for (int i = 0; i < NR; i++) { acc[i] = 0.0f; part[i] = 0.0f; }
+#pragma unroll
+    for (int i = 0; i < NR; i++) { reg_fence(acc[i]); reg_fence(part[i]); }
+
+#pragma unroll
+    for (int s = 0; s < S - 2; s++) {
+        if (s < chunks) load_stage(s, s);
+        cp_commit();
+    }
+
+    /* this lane's weight rows inside the CTA: rb and rb + 8 (same unit swizzle) */
+    const int rb = (KW == 1 ? wg * 64 : 0) + 16 * wiw + g;
+    const int rsw = (rb >> 1) & 3;
+    for (int ch = 0; ch < chunks; ch++) {
+        cp_wait<S - 3>();
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+        {
+            /* the stage of chunk ch - 2: every warpgroup waited for all of its wgmmas before
+             * the barrier above */
+            const int nx = ch + S - 2;
+            if (nx < chunks) load_stage(nx % S, nx);
+            cp_commit();
+        }
+        const int st = ch % S;
+        const uint8_t *sw = smem + st * STAGE + ACT;
+        const uint8_t *ss = sw + WB;
+        const uint32_t sa_s = smem_s + st * STAGE;
+        const uint32_t sc0 = *(const uint32_t *)(ss + rb * 4), sc1 = *(const uint32_t *)(ss + (rb + 8) * 4);
+#pragma unroll
+        for (int jj = 0; jj < NS; jj++) {
+            const int j = KW == 1 ? jj : 2 * wg + jj;
+            const uint32_t q0 = *(const uint32_t *)(sw + rb * 64 + ((j ^ rsw) << 4) + 4 * c);
+            const uint32_t q1 = *(const uint32_t *)(sw + (rb + 8) * 64 + ((j ^ rsw) << 4) + 4 * c);
+            const uint32_t a0 = e4m3_lo(q0), a1 = e4m3_lo(q1), a2 = e4m3_hi(q0), a3 = e4m3_hi(q1);
+            const float f0 = blockf((sc0 >> (8 * j)) & 0xFFu, sb), f1 = blockf((sc1 >> (8 * j)) & 0xFFu, sb);
+            const uint64_t desc = sw128_desc(sa_s + 32 * j);
+            wg_fence();
+            WgmmaF8<TN>::mma(part, a0, a1, a2, a3, desc);
+            wg_commit();
+            wg_wait0();
+#pragma unroll
+            for (int i = 0; i < NR; i++) reg_fence(part[i]);
+            /* promotion: accumulator i belongs to row rb + 8 * ((i >> 1) & 1) */
+#pragma unroll
+            for (int i = 0; i < NR; i++) acc[i] = ffma(part[i], (i & 2) ? f1 : f0, acc[i]);
+        }
+    }
+    cp_wait<0>();
+
+    if (KW == 2) {
+        /* warpgroup 1 parks its accumulators (float i of thread t at i * 128 + t), warpgroup 0
+         * adds them to its own (one order: deterministic) and writes the tile */
+        __syncthreads();
+        float *xb = (float *)smem;
+        if (wg == 1) {
+#pragma unroll
+            for (int i = 0; i < NR; i++) xb[i * 128 + (tid & 127)] = acc[i];
+        }
+        __syncthreads();
+        if (wg == 1) return;
+#pragma unroll
+        for (int i = 0; i < NR; i++) acc[i] = fadd(acc[i], xb[i * 128 + tid]);
+    }
+
+    const float alpha = fmul(p.params[0], 64.0f);
+    const int row = n0 + rb;
+#pragma unroll
+    for (int i = 0; i < TN / 8; i++) {
+        const int tok = t0 + 8 * i + 2 * c;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
+            if (tk < p.m && rw < p.n) {
+                const float v = fmul(fmul(acc[4 * i + e], alpha), p.ascale[tk]);
+                const size_t o = (size_t)tk * p.n + rw;
+                if (p.out_bf16) ((uint16_t *)p.c)[o] = f32_to_bf16(v);
+                else ((float *)p.c)[o] = v;
+            }
+        }
+    }
+#endif
+}
+
+template <int TN, int KW, int S, int MINB>
+lofp_status launch_w8(const W8P &p, cudaStream_t st)
+{
+    const dim3 grid((unsigned)((p.n + 128 / KW - 1) / (128 / KW)), (unsigned)((p.m + TN - 1) / TN));
+    if (grid.y > 65535) return LOFP_ERR_UNSUPPORTED;
+    const int shm = w8_shm<TN, KW, S>();
+    LOFP_CU(cudaFuncSetAttribute(w4a8_kernel<TN, KW, S, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm));
+    w4a8_kernel<TN, KW, S, MINB><<<grid, 256, shm, st>>>(p);
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
+
+/* 1 if the current device runs sm_90a code (compute capability exactly 9.0), cached per device */
+bool is_sm90_dev(void)
+{
+    static int cache[64];  /* 0 unknown, 1 yes, 2 no */
+    int dev = 0, ma = 0, mi = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return false;
+    if (dev < 64 && cache[dev]) return cache[dev] == 1;
+    if (cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        return false;
+    const bool yes = ma == 9 && mi == 0;
+    if (dev < 64) cache[dev] = yes ? 1 : 2;
+    return yes;
+}
+
+size_t scales_bytes(size_t m) { return round_up_sz(m * sizeof(float), 256); }
+
+lofp_status check_ws(size_t m, size_t k, const void *d_ws, size_t ws_bytes)
+{
+    if (!d_ws || ((uintptr_t)d_ws & 255)) return LOFP_ERR_INVALID_ARG;
+    if (ws_bytes < lofp_cuda_w4a8_workspace_bytes(m, k)) return LOFP_ERR_INVALID_ARG;
+    return LOFP_OK;
+}
+
+} // namespace
+
+extern "C" size_t lofp_cuda_w4a8_workspace_bytes(size_t m, size_t k)
+{
+    if (m == 0 || k == 0 || m > 0x7FFFFFFF || k > 0x7FFFFFFF) return 0;
+    return scales_bytes(m) + m * k;
+}
+
+extern "C" lofp_status lofp_cuda_w4a8_quantize_act(const void *d_a, size_t m, size_t k, void *d_ws,
+                                                   size_t ws_bytes, lofp_cuda_stream stream)
+{
+    clear_cuda_error();
+    if (!d_a || ((uintptr_t)d_a & 15)) return LOFP_ERR_INVALID_ARG;
+    if (m == 0 || k == 0 || k % 128) return LOFP_ERR_SHAPE;
+    if (m > 0x7FFFFFFF || k > 0x7FFFFFFF) return LOFP_ERR_SIZE_OVERFLOW;
+    const lofp_status r = check_ws(m, k, d_ws, ws_bytes);
+    if (r != LOFP_OK) return r;
+    float *sc = (float *)d_ws;
+    uint8_t *q = (uint8_t *)d_ws + scales_bytes(m);
+    act_quant_kernel<<<(unsigned)m, 256, 0, (cudaStream_t)stream>>>((const uint16_t *)d_a, k, q, sc);
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
+
+/* Configurations: m <= 64: 64 weight rows x 64 tokens per CTA (KW = 2), 8 stages (the weight
+ * stream is the cost: 6 chunks in flight); m > 64: 128 tokens, 128 rows (KW = 1) or 64 rows
+ * (KW = 2), whichever needs fewer CTA waves x work per CTA (ties to KW = 1, no reduction).
+ * LOFP_CUDA_W4A8_CFG="TN,KW" overrides (benchmark sweeps). */
+extern "C" lofp_status lofp_cuda_w4a8_gemm_quantized(const lofp_cuda_w4 *w, size_t m, lofp_dtype out_dt,
+                                                     void *d_c, const void *d_ws, size_t ws_bytes,
+                                                     lofp_cuda_stream stream)
+{
+    clear_cuda_error();
+    if (!w || !w->d_codes || !d_c) return LOFP_ERR_INVALID_ARG;
+    if (out_dt != LOFP_DTYPE_F32 && out_dt != LOFP_DTYPE_BF16) return LOFP_ERR_INVALID_ARG;
+    if (w->id != LOFP_SCHEME_MXFP4) return LOFP_ERR_UNSUPPORTED;
+    if (m == 0) return LOFP_ERR_SHAPE;
+    if (m > 0x7FFFFFFF) return LOFP_ERR_SIZE_OVERFLOW;
+    const lofp_status r = check_ws(m, w->k, d_ws, ws_bytes);
+    if (r != LOFP_OK) return r;
+    if (!is_sm90_dev()) return LOFP_ERR_UNSUPPORTED;
+    cudaStream_t st = (cudaStream_t)stream;
+    W8P p;
+    p.codes = w->d_codes; p.scales = w->d_scales; p.params = w->d_params;
+    p.ascale = (const float *)d_ws;
+    p.a8 = (const uint8_t *)d_ws + scales_bytes(m);
+    p.c = d_c;
+    p.m = (int)m; p.n = (int)w->n; p.k = (int)w->k; p.out_bf16 = out_dt == LOFP_DTYPE_BF16;
+    int tn = m <= 64 ? 64 : 128, kw = 2;
+    if (tn == 128) {
+        const long long sms = sm_count();
+        const long long tiles_m = ((long long)m + 127) / 128;
+        const long long c1 = (p.n + 127) / 128 * tiles_m, c2 = (p.n + 63) / 64 * tiles_m;
+        const double t1 = (double)((c1 + sms - 1) / sms), t2 = 0.5 * (double)((c2 + sms - 1) / sms);
+        kw = t1 <= t2 ? 1 : 2;
+    }
+    const char *cfg = getenv("LOFP_CUDA_W4A8_CFG");
+    if (cfg) {
+        int a = 0, b = 0;
+        if (sscanf(cfg, "%d,%d", &a, &b) == 2 && (a == 64 || a == 128) && (b == 1 || b == 2)) { tn = a; kw = b; }
+    }
+    if (tn == 64) return kw == 2 ? launch_w8<64, 2, 8, 1>(p, st) : launch_w8<64, 1, 6, 1>(p, st);
+    return kw == 2 ? launch_w8<128, 2, 6, 1>(p, st) : launch_w8<128, 1, 5, 1>(p, st);
+}
+
+extern "C" lofp_status lofp_cuda_w4a8_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m, lofp_dtype out_dt,
+                                           void *d_c, void *d_ws, size_t ws_bytes, lofp_cuda_stream stream)
+{
+    clear_cuda_error();
+    if (!w || !w->d_codes || !d_a || !d_c) return LOFP_ERR_INVALID_ARG;
+    if (out_dt != LOFP_DTYPE_F32 && out_dt != LOFP_DTYPE_BF16) return LOFP_ERR_INVALID_ARG;
+    if (w->id != LOFP_SCHEME_MXFP4) return LOFP_ERR_UNSUPPORTED;
+    if (m == 0) return LOFP_ERR_SHAPE;
+    if (m > 0x7FFFFFFF) return LOFP_ERR_SIZE_OVERFLOW;
+    if (((uintptr_t)d_a & 15)) return LOFP_ERR_INVALID_ARG;
+    lofp_status r = check_ws(m, w->k, d_ws, ws_bytes);
+    if (r != LOFP_OK) return r;
+    if (!is_sm90_dev()) return LOFP_ERR_UNSUPPORTED;
+    r = lofp_cuda_w4a8_quantize_act(d_a, m, w->k, d_ws, ws_bytes, stream);
+    if (r != LOFP_OK) return r;
+    return lofp_cuda_w4a8_gemm_quantized(w, m, out_dt, d_c, d_ws, ws_bytes, stream);
+}
