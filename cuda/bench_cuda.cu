@@ -7,6 +7,7 @@
  * random data.
  */
 #include <algorithm>
+#include <chrono>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "lofp/lofp.h"
 #include "lofp/lofp_cuda.h"
 #include "cuda_check.h"
+#include "lofp_cuda_internal.h"
 
 
 static void *g_flush;
@@ -182,7 +184,9 @@ static void bench_quantize(void)
 static void bench_gemm(void)
 {
     struct { size_t n, k; } shapes[] = {{8192, 8192}, {14336, 4096}};
-    const size_t ms[] = {1, 16, 64, 256, 4096};
+    const size_t ms[] = {1, 16, 64, 256, 1024, 2048, 4096};
+    /* both routes of lofp_cuda_w4a16_gemm_route at these M (the crossover of the large-M path) */
+    const size_t route_ms[] = {256, 512, 1024, 2048, 4096};
     const int NCOPY = 4; /* 4 weight copies rotate: > 60 MiB L2 */
     for (const char *preset : {"nvfp4", "mxfp4"})
         for (auto sh : shapes) {
@@ -280,6 +284,40 @@ static void bench_gemm(void)
                         emit(name, us, by, pt.what == 2 ? 0 : 2.0 * m * n * k, extra8);
                     }
                     CU(cudaFree(ws8));
+                }
+                CU(cudaFree(a));
+                CU(cudaFree(c));
+            }
+            /* the two routes at large M: dequantize + cuBLASLt (gemm_large.cu) and the kernels
+             * (wgmma); host_us: CPU time of one enqueue of the large route (cached algorithm) */
+            const bool lt = lofp_cuda_large_available() != 0;
+            if (!lt) printf("{\"name\": \"w4a16_route_large_unavailable\", \"error\": \"cuBLASLt not found\"}\n");
+            for (size_t m : route_ms) {
+                uint16_t *a;
+                void *c;
+                CU(cudaMalloc(&a, m * k * 2));
+                CU(cudaMalloc(&c, m * n * 4));
+                fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
+                for (int route : {LOFP_GEMM_ROUTE_LARGE, LOFP_GEMM_ROUTE_KERNEL}) {
+                    if (route == LOFP_GEMM_ROUTE_LARGE && !lt) continue;
+                    double us = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm_route(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL, route)); }, m > 256, m > 256 ? 1 : 20);
+                    double host = 0;
+                    if (route == LOFP_GEMM_ROUTE_LARGE) {
+                        std::vector<double> hs;
+                        for (int it = 0; it < 11; it++) {
+                            CU(cudaDeviceSynchronize());
+                            const auto t0 = std::chrono::steady_clock::now();
+                            LC(lofp_cuda_w4a16_gemm_route(&W[it % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL, route));
+                            hs.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+                        }
+                        CU(cudaDeviceSynchronize());
+                        std::sort(hs.begin(), hs.end());
+                        host = hs[hs.size() / 2];
+                    }
+                    char name[96], extra[128];
+                    snprintf(name, sizeof name, "w4a16_route_%s_%s_m%zu_n%zu_k%zu", route == LOFP_GEMM_ROUTE_LARGE ? "large" : "kernel", preset, m, n, k);
+                    snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"host_us\": %.1f", m, n, k, host);
+                    emit(name, us, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
                 }
                 CU(cudaFree(a));
                 CU(cudaFree(c));

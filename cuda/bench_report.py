@@ -71,7 +71,7 @@ def main():
     for preset in ("nvfp4", "mxfp4"):
         for n, k in ((8192, 8192), (14336, 4096)):
             rf = L.get(f"read_floor_{preset}_n{n}_k{k}")
-            for m in (1, 16, 64, 256, 4096):
+            for m in (1, 16, 64, 256, 1024, 2048, 4096):
                 key = f"w4a16_{preset}_m{m}_n{n}_k{k}"
                 o = L.get(key)
                 if not o:
@@ -107,6 +107,29 @@ def main():
         if nm.startswith("w4_prepare_"):
             p(f"\nOne-time load step `lofp_cuda_w4_prepare` ({nm[11:]}, checkpoint-layout codes and scales in): "
               f"{o['us']:.1f} µs of GPU time ({o['bytes'] / o['us'] / 1e6:.2f} TB/s).")
+    # the two routes of the W4A16 dispatch at large M (lofp_cuda_w4a16_gemm_route): the crossover
+    rk = [kk for kk in L if kk.startswith("w4a16_route_")]
+    if rk:
+        p("\nW4A16 routes at large M (bf16 out): `large` = dequantize to bf16 + cuBLASLt (gemm_large.cu), "
+          "`kernel` = the wgmma kernel; the production path takes `large` from M = "
+          "LOFP_CUDA_LARGE_M_MIN. % = cuBLAS bf16 time / route time.\n")
+        p("| weights | N x K | M | large µs | kernel µs | cuBLAS bf16 µs | large % | kernel % | faster | large host µs/call |")
+        p("|---|---|---|---|---|---|---|---|---|---|")
+        for preset in ("nvfp4", "mxfp4"):
+            for n, k in ((8192, 8192), (14336, 4096)):
+                for m in (256, 512, 1024, 2048, 4096):
+                    lg = L.get(f"w4a16_route_large_{preset}_m{m}_n{n}_k{k}")
+                    kn = L.get(f"w4a16_route_kernel_{preset}_m{m}_n{n}_k{k}")
+                    if not lg and not kn:
+                        continue
+                    t = T.get(f"torch_bf16_mm_m{m}_n{n}_k{k}")
+                    f = lambda x: f"{x['us']:.1f}" if x else "-"
+                    pc = lambda x: f"{100 * t['us'] / x['us']:.0f} %" if x and t else "-"
+                    fast = "-" if not (lg and kn) else ("large" if lg["us"] < kn["us"] else "kernel")
+                    hu = f"{lg.get('host_us', 0):.1f}" if lg else "-"
+                    p(f"| {preset} | {n} x {k} | {m} | {f(lg)} | {f(kn)} | {f(t)} | {pc(lg)} | {pc(kn)} | {fast} | {hu} |")
+    if "w4a16_route_large_unavailable" in L:
+        p("\n**The large-M route did not run: cuBLASLt could not be opened on this machine.**")
 
     # ---- attention
     p("\n### UltraQuant decode attention, B=8, Hq=32, Hk=8, D=128, N=32768, block 16\n")

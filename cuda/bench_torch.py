@@ -86,12 +86,14 @@ def bench_mm():
             peers["fp8_rowwise"] = fp8
         except Exception as e:
             print(json.dumps({"name": "torch_fp8_rowwise_error", "error": repr(e)[:300]}), flush=True)
-        for m in (1, 16, 64, 256, 4096):
+        for m in (1, 16, 64, 256, 512, 1024, 2048, 4096):
             a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
             small = m <= 256
             us = time_us(lambda i: a @ ws[i % 4].T, flush=not small, batch=20 if small else 1)
             emit(f"torch_bf16_mm_m{m}_n{n}_k{k}", us, n * k * 2.0 + m * k * 2 + m * n * 2,
                  2.0 * m * n * k, m=m, n=n, k=k)
+            if m in (512, 1024, 2048):  # cuBLAS only: the large-M crossover of lofp's W4A16
+                continue
             for name, fn in peers.items():
                 try:
                     us = time_us(lambda i: fn(a, i), flush=not small, batch=20 if small else 1,

@@ -502,8 +502,8 @@ static lofp_status launch_gemv(const GemmP &p, int mt, cudaStream_t st)
     return LOFP_OK;
 }
 
-extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
-                                            lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream)
+static lofp_status w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m, lofp_dtype out_dt,
+                              void *d_c, lofp_cuda_stream stream, int route)
 {
     clear_cuda_error();
     if (!w || !w->d_codes || !d_a || !d_c || m == 0) return LOFP_ERR_INVALID_ARG;
@@ -511,6 +511,12 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
     if (((uintptr_t)d_a & 15)) return LOFP_ERR_INVALID_ARG;
     if (m > 0x7FFFFFFF) return LOFP_ERR_SIZE_OVERFLOW;
     cudaStream_t st = (cudaStream_t)stream;
+    /* large M: dequantize to bf16 + cuBLASLt (gemm_large.cu); the kernels below where cuBLASLt
+     * is absent, refuses, or the transient buffer cannot be allocated */
+    if (route == LOFP_GEMM_ROUTE_LARGE || (route == LOFP_GEMM_ROUTE_AUTO && m >= LOFP_CUDA_LARGE_M_MIN)) {
+        const lofp_status r = gemm_large_launch(w, d_a, m, out_dt == LOFP_DTYPE_BF16, d_c, st);
+        if (r != LOFP_ERR_UNSUPPORTED || route == LOFP_GEMM_ROUTE_LARGE) return r;
+    }
     GemmP p;
     p.codes = w->d_codes; p.scales = w->d_scales; p.params = w->d_params;
     p.a = (const uint16_t *)d_a; p.c = d_c;
@@ -561,4 +567,17 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d
     }
     LOFP_CU_LAUNCH();
     return LOFP_OK;
+}
+
+extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
+                                            lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream)
+{
+    return w4a16_gemm(w, d_a, m, out_dt, d_c, stream, LOFP_GEMM_ROUTE_AUTO);
+}
+
+extern "C" lofp_status lofp_cuda_w4a16_gemm_route(const lofp_cuda_w4 *w, const void *d_a, size_t m,
+                                                  lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream,
+                                                  int route)
+{
+    return w4a16_gemm(w, d_a, m, out_dt, d_c, stream, route);
 }

@@ -9,6 +9,33 @@
 #include "lofp/lofp.h"
 #include "lofp/lofp_cuda.h"
 
+/* W4A16 shape classes (docs/CUDA.md): m >= LOFP_CUDA_LARGE_M_MIN goes to the dequantize +
+ * cuBLASLt path of gemm_large.cu where cuBLASLt can be opened; the wgmma kernel below that (and
+ * as the fallback). The crossover comes from bench_cuda's w4a16_route_* timings. */
+#define LOFP_CUDA_LARGE_M_MIN 1024
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Internal entry points for test_cuda and bench_cuda (not part of the public API). */
+enum { LOFP_GEMM_ROUTE_AUTO = 0, LOFP_GEMM_ROUTE_LARGE = 1, LOFP_GEMM_ROUTE_KERNEL = 2 };
+/* lofp_cuda_w4a16_gemm with the route forced: AUTO is the public function; LARGE only the
+ * dequantize + cuBLASLt path (LOFP_ERR_UNSUPPORTED where it is unavailable or refuses);
+ * KERNEL the dispatch without the large path (GEMV / wgmma / mma.sync). */
+lofp_status lofp_cuda_w4a16_gemm_route(const lofp_cuda_w4 *w, const void *d_a, size_t m,
+                                       lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream,
+                                       int route);
+/* Test hooks of the large path: cap_bytes (0 = default 256 MiB) bounds the transient bf16 weight
+ * buffer (smaller -> more N chunks); lt_off != 0 makes cuBLASLt look absent. Not thread-safe
+ * with respect to concurrent GEMM calls' choice of route (tests only). */
+void lofp_cuda_large_test_config(size_t cap_bytes, int lt_off);
+/* 1 when the large path can run (cuBLASLt opened and not switched off by the hook). */
+int lofp_cuda_large_available(void);
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef __cplusplus
 namespace lofpcu {
 
 /* Records a CUDA failure (text kept thread-locally for lofp_cuda_last_error). */
@@ -31,6 +58,13 @@ inline size_t round_up_sz(size_t a, size_t m) { return (a + m - 1) / m * m; }
 struct GemmP;
 lofp_status gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st);
 
+/* W4A16 for large M (gemm_large.cu): dequantize to a transient bf16 buffer + one cuBLASLt GEMM
+ * per chunk of rows of W. Returns LOFP_ERR_UNSUPPORTED when cuBLASLt is absent or refuses, or the
+ * transient memory cannot be had; the caller then runs the kernels (its work overwrites all of C). */
+bool gemm_large_available(void);
+lofp_status gemm_large_launch(const lofp_cuda_w4 *w, const void *d_a, size_t m, int out_bf16, void *d_c,
+                              cudaStream_t st);
+
 } // namespace lofpcu
 
 /* Every CUDA runtime call goes through this: on failure it records the error and returns
@@ -46,5 +80,6 @@ lofp_status gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st);
 
 /* After a kernel launch: checks the launch status. */
 #define LOFP_CU_LAUNCH() LOFP_CU(cudaGetLastError())
+#endif /* __cplusplus */
 
 #endif

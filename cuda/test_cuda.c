@@ -10,7 +10,9 @@
  *      Dequantize to f32/bf16/f16 compared bit for bit with lofp_dequantize. Non-finite input:
  *      the same status and first index, and the same bytes under propagation. 8192 x 8192 cases.
  *   3. W4A16 GEMV/GEMM (NVFP4, MXFP4; fp32 and bf16 output) against an fp64 product of the
- *      CPU-dequantized weights: relative Frobenius error.
+ *      CPU-dequantized weights: relative Frobenius error. The large-M path (dequantize +
+ *      cuBLASLt) through the public API at m >= LOFP_CUDA_LARGE_M_MIN, forced at small shapes,
+ *      in N chunks (small cap), and the fallback to the kernels where cuBLASLt is absent.
  *   3b. W4A8 (opt-in, MXFP4 x E4M3): the activation quantizer byte for byte against lofp_encode,
  *      the GEMM against the fp64 product (rounding-error bound, and an exactness case whose only
  *      error is fp32 summation), every kernel configuration, argument errors.
@@ -31,6 +33,7 @@
 #include "lofp/lofp.h"
 #include "lofp/lofp_cuda.h"
 #include "cuda_check.h"
+#include "lofp_cuda_internal.h"
 #include "test_util.h"
 
 int lofp_test_division(unsigned long long *nbad, unsigned long long *first);
@@ -437,6 +440,9 @@ static void test_quantize(void)
 }
 
 /* ---- 3. W4A16 ---- */
+/* -1: the public lofp_cuda_w4a16_gemm; else the LOFP_GEMM_ROUTE_* of the internal entry point */
+static int g_route = -1;
+
 static double gemm_case(const char *preset, size_t m, size_t n, size_t k, int out_bf16, int print)
 {
     lofp_scheme s;
@@ -464,7 +470,8 @@ static double gemm_case(const char *preset, size_t m, size_t n, size_t k, int ou
     lofp_cuda_w4 W;
     LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, dglobal, n, k, &W, NULL));
     CU(cudaMemset(dc, 0xFF, ob)); /* NaN poison */
-    LC(lofp_cuda_w4a16_gemm(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL));
+    if (g_route < 0) LC(lofp_cuda_w4a16_gemm(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL));
+    else LC(lofp_cuda_w4a16_gemm_route(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL, g_route));
     CU(cudaDeviceSynchronize());
     void *hc = halloc(ob);
     d2h(hc, dc, ob);
@@ -497,6 +504,74 @@ static double gemm_case(const char *preset, size_t m, size_t n, size_t k, int ou
     return err;
 }
 
+/* With cuBLASLt switched off (test hook), the forced large route must refuse without touching C,
+ * and the public API must still compute (the kernels). */
+static void gemm_large_off_case(const char *preset)
+{
+    lofp_scheme s;
+    CHECK_OK(lofp_scheme_preset(preset, &s));
+    const size_t n = 32, k = 128, m = 4;
+    uint8_t *dcodes = dalloc(n * k / 2), *dscales = dalloc(n * k / s.block);
+    uint16_t *da = dalloc(m * k * 2);
+    float *dc = dalloc(m * n * 4);
+    CU(cudaMemset(dcodes, 0x22, n * k / 2));
+    CU(cudaMemset(dscales, 0x38, n * k / s.block)); /* UE4M3 1.0 / E8M0 2^-71: finite */
+    CU(cudaMemset(da, 0, m * k * 2));
+    CU(cudaMemset(dc, 0xFF, m * n * 4));
+    lofp_cuda_w4 W;
+    LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, NULL, n, k, &W, NULL));
+    const lofp_status r = lofp_cuda_w4a16_gemm_route(&W, da, m, LOFP_DTYPE_F32, dc, NULL, LOFP_GEMM_ROUTE_LARGE);
+    CHECKF(r == LOFP_ERR_UNSUPPORTED, "%s: forced large route without cuBLASLt returned %s", preset, lofp_status_name(r));
+    CU(cudaDeviceSynchronize());
+    uint32_t *hc = halloc(m * n * 4);
+    d2h(hc, dc, m * n * 4);
+    size_t touched = 0;
+    for (size_t i = 0; i < m * n; i++) touched += hc[i] != 0xFFFFFFFFu;
+    CHECKF(touched == 0, "%s: refused large route wrote %zu outputs", preset, touched);
+    lofp_cuda_w4_free(&W);
+    free(hc);
+    CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(da)); CU(cudaFree(dc));
+    g_cases++;
+}
+
+/* The large-M path (gemm_large.cu): dequantize to bf16 + cuBLASLt. Same tolerance as the kernels
+ * (exact products, fp32 accumulation in another order). */
+static void test_gemm_large(void)
+{
+    const int f0 = tu_failures;
+    const int lt = lofp_cuda_large_available();
+    printf("  large-M path (m >= %d): cuBLASLt %s\n", LOFP_CUDA_LARGE_M_MIN,
+           lt ? "available" : "NOT AVAILABLE -- the public cases below run the kernels, the forced ones are skipped");
+    const char *ps[] = {"nvfp4", "mxfp4"};
+    for (int p = 0; p < 2; p++) {
+        /* through the public API: m at and past the threshold, N an odd multiple of 16 */
+        gemm_case(ps[p], LOFP_CUDA_LARGE_M_MIN, 528, 1024, 0, 1);
+        gemm_case(ps[p], LOFP_CUDA_LARGE_M_MIN + 37, 272, 1152, 1, 1);
+        if (lt) {
+            /* forced at small shapes */
+            g_route = LOFP_GEMM_ROUTE_LARGE;
+            gemm_case(ps[p], 1, 272, 1152, 0, 1);
+            gemm_case(ps[p], 37, 528, 1024, 1, 1);
+            gemm_case(ps[p], 130, 272, 1152, 0, 1);
+            /* N in chunks: 64 rows per chunk (272 = 4 x 64 + 16), then the 16-row minimum */
+            lofp_cuda_large_test_config((size_t)64 * 1152 * 2, 0);
+            gemm_case(ps[p], 77, 272, 1152, 0, 1);
+            gemm_case(ps[p], 77, 272, 1152, 1, 1);
+            lofp_cuda_large_test_config(1, 0);
+            gemm_case(ps[p], 40, 80, 1024, 1, 1);
+            lofp_cuda_large_test_config(0, 0);
+            g_route = -1;
+        }
+        /* cuBLASLt "absent": the public API falls back to the kernels, the forced route refuses */
+        lofp_cuda_large_test_config(0, 1);
+        CHECK(lofp_cuda_large_available() == 0);
+        gemm_case(ps[p], LOFP_CUDA_LARGE_M_MIN, 272, 1024, 0, 1);
+        gemm_large_off_case(ps[p]);
+        lofp_cuda_large_test_config(0, 0);
+    }
+    printf("  W4A16 large-M path: %s\n", tu_failures == f0 ? "ok" : "FAILED");
+}
+
 static void test_gemm(void)
 {
     const int f0 = tu_failures;
@@ -524,6 +599,7 @@ static void test_gemm(void)
         }
     }
     printf("  W4A16 GEMV/GEMM: %s\n", tu_failures == f0 ? "ok" : "FAILED");
+    test_gemm_large();
 }
 
 /* ---- 3b. W4A8 (MXFP4 weights x E4M3 activations, opt-in) ---- */

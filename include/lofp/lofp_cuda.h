@@ -14,7 +14,8 @@
  *     stream. Results are written only by work on the given stream.
  *   - Memory is owned by the caller, except lofp_cuda_w4 (allocated by lofp_cuda_w4_prepare,
  *     released by lofp_cuda_w4_free). Nothing is cached between calls and there is no global
- *     mutable state except the one-time UltraQuant exponent table and a thread-local error text.
+ *     mutable state except the one-time UltraQuant exponent table, a thread-local error text and,
+ *     for W4A16 at large m, the per-device cuBLASLt handle, memory pool and algorithm cache.
  *     Functions are thread-safe: two host threads may call any of them concurrently on different
  *     streams as long as they do not write the same buffers or share a workspace.
  *   - Semantics are the CPU library's (lofp.h, docs/FORMATS.md): quantize and the UltraQuant store
@@ -142,10 +143,12 @@ LOFP_API lofp_status lofp_cuda_w4_prepare(const lofp_scheme *s, const uint8_t *d
 LOFP_API void lofp_cuda_w4_free(lofp_cuda_w4 *w);
 
 /* C[m, n] = A[m, k] . W^T with A bf16 row-major [m, k] (d_a, 16-byte aligned), fp32 accumulation
- * and the weights dequantized in registers (bf16 tensor-core mma.sync), C row-major [m, n] in fp32
- * or bf16 (out_dt LOFP_DTYPE_F32 / LOFP_DTYPE_BF16, RNE). m >= 1; m <= 64 takes the split-K GEMV
- * kernel, larger m the tiled GEMM. The result equals the fp64 product of the dequantized operands
- * up to fp32 summation-order error (docs/CUDA.md). Asynchronous on `stream`; deterministic. */
+ * and the weights dequantized exactly to bf16 (in registers, or for m >= 1024 into a transient
+ * stream-ordered buffer multiplied by cuBLASLt where the process can dlopen it), C row-major
+ * [m, n] in fp32 or bf16 (out_dt LOFP_DTYPE_F32 / LOFP_DTYPE_BF16, RNE). m >= 1; small m takes the
+ * split-K GEMV kernel, larger m the tiled GEMM (docs/CUDA.md, shape classes). The result equals
+ * the fp64 product of the dequantized operands up to fp32 summation-order error. Asynchronous on
+ * `stream`; deterministic for a given device (and cuBLASLt version). */
 LOFP_API lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                           lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream);
 
