@@ -28,7 +28,7 @@
  * (cudaMallocFromPoolAsync / cudaFreeAsync on the caller's stream) from a per-device pool that
  * keeps up to one chunk + workspace reserved between calls (release threshold), so repeated
  * calls do not map fresh memory after every synchronisation. Allocation failure -> unsupported
- * -> the wgmma kernel.
+ * -> the wgmma kernel. So is a stream being captured into a CUDA graph.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -307,6 +307,13 @@ lofp_status lofpcu::gemm_large_launch(const lofp_cuda_w4 *w, const void *d_a, si
     }
     const DevState *ds = dev_state(dev);
     if (!ds) return LOFP_ERR_UNSUPPORTED;
+    /* not inside a stream capture (CUDA graphs): an allocation from a non-default pool that the
+     * capture refused would invalidate the caller's capture; the kernels capture fine */
+    cudaStreamCaptureStatus cap_st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(st, &cap_st) != cudaSuccess || cap_st != cudaStreamCaptureStatusNone) {
+        (void)cudaGetLastError();
+        return LOFP_ERR_UNSUPPORTED;
+    }
     const size_t n = w->n, k = w->k;
     const bool nv = w->id == LOFP_SCHEME_NVFP4;
     /* rows per chunk: a multiple of 16 (keeps every chunk's output columns 32-byte aligned) */
