@@ -162,6 +162,16 @@ static void bench_quantize(void)
         snprintf(extra, sizeof extra, "\"passes\": %d", two ? 2 : 1);
         emit(name, us, bytes, 0, extra);
     }
+    /* NVFP4 two-level on a tensor that fits in the L2 (4096 x 4096 bf16 = 32 MB of 60 MiB): the
+     * quantize pass should read the input from the L2 that the amax pass filled; bytes counted
+     * as one DRAM read of the input plus the outputs (not a quant_ row: the table is 8192^2) */
+    {
+        lofp_scheme s;
+        lofp_scheme_preset("nvfp4", &s);
+        const size_t r4 = 4096, k4 = 4096, n4 = r4 * k4;
+        double us = time_us([&](int) { LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, x, r4, k4, LOFP_LAYOUT_LINEAR, codes, scales, g, ws, NULL)); }, true);
+        emit("l2fit_quant_nvfp4_4096x4096", us, n4 * 2.0 + n4 / 2.0 + n4 / 16.0, 0, "\"passes\": 2");
+    }
     /* the amax pass alone (one-level quantize time is the other pass) and dequantize */
     {
         lofp_scheme s;

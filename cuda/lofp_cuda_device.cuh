@@ -266,6 +266,78 @@ LHD uint32_t e2m1_rne_fast(float a)
     return c > 7u ? 7u : c;
 }
 
+/* E2M1 code of q >= 0 (finite) under RNE, plus 0x4A800000: the same three-candidate rule as
+ * e2m1x2_bf16_codes below in fp32, with C = 2^22 (ulp 0.5): bits(fl(q*k + C + j/2)) - bits(C) is
+ * j + round(2kq) for 2kq < 2^22, and past it still >= 8 (the patterns are monotone), so the min
+ * with 7 saturates. Three fp32 fmas (one rounding each) and two integer mins; the caller
+ * subtracts 0x4A800000 once per packed word. test_codec_host checks it against lofp_encode. */
+LHD uint32_t e2m1_rne_fma_bits(float q)
+{
+    const uint32_t r1 = f2u(ffma(q, 1.0f, 4194304.0f));  /* round(2q) */
+    const uint32_t r2 = f2u(ffma(q, 0.5f, 4194305.0f));  /* round(q) + 2 */
+    const uint32_t r4 = f2u(ffma(q, 0.25f, 4194306.0f)); /* round(q/2) + 4 */
+    uint32_t m = r1 < r2 ? r1 : r2;
+    m = m < r4 ? m : r4;
+    return m < 0x4A800007u ? m : 0x4A800007u;
+}
+
+/* ---- MXFP4 from bf16, two elements per 32-bit word ----
+ * With the E8M0 scale 2^(sb-127) and e = x / scale (exact: a power of two, and a result below
+ * fp32's normal range is < 0.25, code 0 either way), put C = 2^(sb-121) = 64 * scale, whose bf16
+ * ulp u is scale / 2. For 0 <= a = |x| < 64 * scale, bits(fl_bf16(a * k + C + j*u)) - bits(C) is
+ * j + round_half_even(a * k / u) (a * k + C + j*u stays in C's binade, and the mantissa's parity is
+ * the integer's): with k = 1, 1/2, 1/4 and j = 0, 2, 4 that is round(2e), round(e) + 2 and
+ * round(e/2) + 4, the E2M1 code of e if it lies in [0, 2), [2, 4) and [4, 8). Each of the three is
+ * >= the right one outside its range (round is monotone: 2e <= e + 2 iff e <= 2, e + 2 <= e/2 + 4
+ * iff e <= 4), so the code is min(the three, 7). One fma.rn.bf16x2 (one rounding) each gives them
+ * for two elements at once, and the min is a 16x2 integer min on the patterns.
+ * Valid for 3 <= sb <= 248: C and C + 4u are normal finite bf16, and every subnormal a is below
+ * u / 2 (so a flush of subnormal inputs could not change the result). The callers keep the fp32
+ * path for the other scale bytes. a2 holds |x| of two elements (bits 15 and 31 clear); returns
+ * the two codes plus bf16 bits(C) in each half (the caller subtracts it once per packed word). */
+LHD uint32_t bf16x2_fma_rn(uint32_t a, uint32_t b, uint32_t c)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#else
+    /* exact in double whenever the bf16 rounding depends on a * b (a * b >= 2^-45 c here),
+     * else the double sum is within 2^-52 of c and rounds to c as the exact sum would */
+    uint32_t d = 0;
+    for (int h = 0; h < 2; h++) {
+        const int s = 16 * h;
+        const double r = (double)u2f(((a >> s) & 0xFFFFu) << 16) * (double)u2f(((b >> s) & 0xFFFFu) << 16) +
+                         (double)u2f(((c >> s) & 0xFFFFu) << 16);
+        int ex;
+        const double m = frexp(r, &ex); /* r = m * 2^ex, m in [0.5, 1): 8 significant bits */
+        const float q = (float)ldexp(rint(ldexp(m, 8)), ex - 8);
+        d |= (f2u(q) >> 16) << s;
+    }
+    return d;
+#endif
+}
+LHD uint32_t vmin_u16x2(uint32_t a, uint32_t b)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("min.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+#else
+    const uint32_t lo = (a & 0xFFFFu) < (b & 0xFFFFu) ? (a & 0xFFFFu) : (b & 0xFFFFu);
+    const uint32_t hi = (a >> 16) < (b >> 16) ? (a >> 16) : (b >> 16);
+    return lo | (hi << 16);
+#endif
+}
+/* cb = bits(C) in both halves ((sb + 6) << 7, times 0x10001) */
+LHD uint32_t e2m1x2_bf16_codes(uint32_t a2, uint32_t cb)
+{
+    const uint32_t r1 = bf16x2_fma_rn(a2, 0x3F803F80u, cb);               /* k = 1 */
+    const uint32_t r2 = bf16x2_fma_rn(a2, 0x3F003F00u, cb + 0x00020002u); /* k = 1/2, j = 2 */
+    const uint32_t r4 = bf16x2_fma_rn(a2, 0x3E803E80u, cb + 0x00040004u); /* k = 1/4, j = 4 */
+    return vmin_u16x2(vmin_u16x2(vmin_u16x2(r1, r2), r4), cb + 0x00070007u);
+}
+
 /* UE4M3 (RNE) of bs in [1e-12, 448] (the NVFP4 block scale after its clamp) and its value. */
 LHD uint32_t ue4m3_rne_fast(float bs)
 {

@@ -13,9 +13,14 @@
  *                    touched last.
  *   mx_kernel        block/16 lanes per block (block 32..256), 16 elements each; E8M0 rule in
  *                    integer code; elements x * 2^(127-e) (exact, equal to the CPU's division);
- *                    E4M3/E5M2 through the native cvt.rn.satfinite (checked bit-exact by the test,
- *                    LOFP_CUDA_GENERIC=1 forces the integer encoder), others integer.
+ *                    E4M3/E5M2 through the native cvt.rn.satfinite (probed against the integer
+ *                    encoder once per device; the integer encoder where they differ), others
+ *                    integer.
  *   mx_generic_kernel  one thread per block, any block that is a multiple of 32 (two passes).
+ *   nvfp4_bf16_flat_kernel  NVFP4 from bf16 under RNE with linear scales and no padding:
+ *                    coalesced 16-byte loads, two lanes per block, reverse item order.
+ *   mxfp4_bf16_flat_kernel  MXFP4 from bf16 under RNE with linear scales and no padding: coalesced
+ *                    16-byte loads, two elements per fma.rn.bf16x2 encoder step.
  *   uq_warp_kernel   one warp per row, padded K = 32*E (32..1024): butterfly stages in registers
  *                    and across lanes (shfl_xor), group amax across 32/E lanes.
  *   uq_smem_kernel   one CTA per row in shared memory: larger K and the dense Hadamard.
@@ -559,10 +564,15 @@ __global__ void __launch_bounds__(256) nvfp4_fast_kernel(BQParams p)
             for (int i = 0; i < 16; i++) {
                 const float gi = fmul(raw_elem<DT>(raw, 16 * s + i), global);
                 const float q = div_markstein(fabsf(gi), bq, rcp);
-                const uint32_t c = with_sign<22, 3>(mf_rne_magic_bits(q, 0, 1, 6.0f), gi, p.pms);
-                if (i < 8) lo = pack_mul<22, 4>(i & 7, c, p.pm[i & 7], lo);
-                else hi = pack_mul<22, 4>(i & 7, c, p.pm[i & 7], hi);
+                /* code + 0x4A800000, the sign ORed in at bit 3 (bit 3 of the offset is clear),
+                 * added into nibble i & 7 by mad.lo; the offsets (0x4A800000 << 4k, mod 2^32)
+                 * are taken off once per word */
+                const uint32_t c = with_sign<0, 3>(e2m1_rne_fma_bits(q), gi, p.pms);
+                if (i < 8) lo = pack_mul<0, 4>(i & 7, c, p.pm[i & 7], lo);
+                else hi = pack_mul<0, 4>(i & 7, c, p.pm[i & 7], hi);
             }
+            lo -= 0x4A800000u * 0x11111111u;
+            hi -= 0x4A800000u * 0x11111111u;
         } else { /* the version-2 arithmetic, non-finite values included */
             note_nonfinite_raw<DT, 16>(p.ws, raw, 16 * s, p.k, r, j0);
             float g[16], bmax = 0.0f;
@@ -632,9 +642,11 @@ __global__ void __launch_bounds__(256) mx_fast_kernel(BQParams p, int lg_log2)
 #pragma unroll
             for (int i = 0; i < 32; i++) {
                 const float e = fmul(raw_elem<DT>(raw, i), inv);
-                const uint32_t c = with_sign<22, 3>(mf_rne_magic_bits(e, 0, 1, 6.0f), e, p.pms);
-                out[i >> 3] = pack_mul<22, 4>(i & 7, c, p.pm[i & 7], out[i >> 3]);
+                const uint32_t c = with_sign<0, 3>(e2m1_rne_fma_bits(fabsf(e)), e, p.pms);
+                out[i >> 3] = pack_mul<0, 4>(i & 7, c, p.pm[i & 7], out[i >> 3]);
             }
+#pragma unroll
+            for (int w = 0; w < 4; w++) out[w] -= 0x4A800000u * 0x11111111u;
         } else if (ELEM == T_E2M3 || ELEM == T_E3M2) {
             constexpr int emin = ELEM == T_E2M3 ? 0 : -2, mb = ELEM == T_E2M3 ? 3 : 2;
             constexpr float mx = ELEM == T_E2M3 ? 7.5f : 28.0f;
@@ -669,6 +681,225 @@ __global__ void __launch_bounds__(256) mx_fast_kernel(BQParams p, int lg_log2)
         dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
     }
     if (li == 0) p.scales[scale_off(p.L, r, b)] = (uint8_t)sb;
+}
+
+/* ---- MXFP4 from bf16, RNE, flat (version 4) ----
+ * Linear scales, no padding, K a multiple of 32: block g is 16-byte input words 4g..4g+3, code
+ * word g (16 bytes) and scale byte g, so there is no row/column split. A warp item is 32 blocks:
+ * load i of lane l is input word 128 * item + 32 i + l (each load instruction of the warp reads 512
+ * contiguous bytes), i.e. quarter l % 4 of block 8 i + l / 4; the block amax comes from two
+ * shuffles across the four lanes of a quarter group (two slots per 32-bit shuffle), lane l
+ * computes the scale of slot l % 4 of its group and two more shuffles hand the four bytes to all
+ * four lanes. The elements are encoded two per word by e2m1x2_bf16_codes (three fma.rn.bf16x2 and
+ * three 16x2 mins per pair, see lofp_cuda_device.cuh) after a byte permute that pairs element j
+ * with j + 4, so that four code words combine into the 8-nibble output word by three IMADs.
+ * Scale bytes outside 3..248 and non-finite blocks take the fp32 path (the version-3 code). */
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
+{
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
+__global__ void __launch_bounds__(256) mxfp4_bf16_flat_kernel(BQParams p)
+{
+    const size_t nblk = p.rows * p.nb, nw = nblk * 4;
+    const int lane = threadIdx.x & 31;
+    const uint4 *x = (const uint4 *)p.x;
+    uint32_t *codes = (uint32_t *)p.codes;
+    const size_t nwarps = (size_t)gridDim.x * (blockDim.x >> 5);
+    for (size_t wb = ((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5) * 128; wb < nw; wb += nwarps * 128) {
+        uint32_t w[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const size_t gid = wb + 32 * i + lane;
+            uint4 t = make_uint4(0u, 0u, 0u, 0u);
+            if (gid < nw) t = __ldg(x + gid);
+            /* pair element j with j + 4: word j = [e_j, e_(j+4)] */
+            w[i][0] = prmt(t.x, t.z, 0x5410u);
+            w[i][1] = prmt(t.x, t.z, 0x7632u);
+            w[i][2] = prmt(t.y, t.w, 0x5410u);
+            w[i][3] = prmt(t.y, t.w, 0x7632u);
+        }
+        /* quarter maxima of |x| patterns, two slots per word, then across the quarter group */
+        uint32_t mq[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            uint32_t m[2];
+#pragma unroll
+            for (int t = 0; t < 2; t++) {
+                const int i = 2 * h + t;
+                uint32_t m2 = vmax_u16x2(w[i][0] & 0x7FFF7FFFu, w[i][1] & 0x7FFF7FFFu);
+                m2 = vmax_u16x2(m2, vmax_u16x2(w[i][2] & 0x7FFF7FFFu, w[i][3] & 0x7FFF7FFFu));
+                m[t] = max(m2 & 0xFFFFu, m2 >> 16);
+            }
+            mq[h] = m[0] | (m[1] << 16);
+            mq[h] = vmax_u16x2(mq[h], __shfl_xor_sync(0xFFFFFFFFu, mq[h], 1));
+            mq[h] = vmax_u16x2(mq[h], __shfl_xor_sync(0xFFFFFFFFu, mq[h], 2));
+        }
+        /* this lane's slot: l % 4 */
+        const int my = lane & 3;
+        const uint32_t mm = ((my & 2) ? mq[1] : mq[0]) >> ((my & 1) * 16) & 0xFFFFu;
+        const size_t myblk = wb / 4 + 8 * my + lane / 4;
+        uint32_t sb = 0xFFu;
+        if (myblk < nblk) {
+            if (mm < 0x7F80u) {
+                sb = mx_scale_byte(T_E2M1, p.rule, p.amax_floor, p.ceil_clamp, u2f(mm << 16));
+            } else { /* rare: the first non-finite element of the block, read again */
+                uint32_t raw[16];
+                load_raw<LOFP_DTYPE_BF16, 32>(p.x, myblk * 32, raw);
+                note_nonfinite_raw<LOFP_DTYPE_BF16, 32>(p.ws, raw, 0, p.k, 0, myblk * 32);
+                atomicAdd(&p.ws->nonfinite_blocks, 1ull);
+            }
+            p.scales[myblk] = (uint8_t)sb;
+        }
+        /* all four scale bytes of the group to each of its lanes: byte i = slot i */
+        uint32_t t = __shfl_xor_sync(0xFFFFFFFFu, sb, 1);
+        const uint32_t two = (lane & 1) ? (t | (sb << 8)) : (sb | (t << 8));
+        t = __shfl_xor_sync(0xFFFFFFFFu, two, 2);
+        const uint32_t four = (lane & 2) ? (t | (two << 16)) : (two | (t << 16));
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const size_t gid = wb + 32 * i + lane;
+            if (gid >= nw) break;
+            const uint32_t sbi = (four >> (8 * i)) & 0xFFu;
+            uint32_t out;
+            if (sbi >= 3u && sbi <= 248u) {
+                const uint32_t cb = ((sbi + 6u) << 7) * 0x10001u;
+                uint32_t c[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    /* codes + bits(C) per half, the signs moved to bits 3 and 19 */
+                    c[j] = e2m1x2_bf16_codes(w[i][j] & 0x7FFF7FFFu, cb) + ((w[i][j] & 0x80008000u) >> 12);
+                }
+                /* nibble j = element j (low halves), nibble j + 4 = element j + 4 (high halves) */
+                out = (c[0] + c[1] * 16u) + (c[2] + c[3] * 16u) * 256u - cb * 0x1111u;
+            } else if (sbi == 0xFFu) {
+                out = 0u;
+            } else { /* scale bytes 0..2 and 249..254: the fp32 encoder */
+                const float inv = e8m0_recip(sbi);
+                out = 0u;
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const float e = fmul(u2f(h ? (w[i][j] & 0xFFFF0000u) : (w[i][j] << 16)), inv);
+                        const uint32_t cc = mf_mag_rne_magic(e, 0, 1, 6.0f) | ((f2u(e) >> 31) << 3);
+                        out |= cc << (4 * (j + 4 * h));
+                    }
+            }
+            codes[gid] = out;
+        }
+    }
+}
+
+/* ---- NVFP4 from bf16, RNE, flat (version 4) ----
+ * Linear scales, no padding: block g is 16-byte input words 2g, 2g+1, code words (4 bytes) 2g,
+ * 2g+1 and scale byte g. A warp item is 64 blocks: load i of lane l is input word 128 * item +
+ * 32 i + l (512 contiguous bytes per warp load), i.e. half l % 2 of block 16 i + l / 2. The block
+ * maxima come from one shuffle per two slots; lane l computes the scales of slots i with
+ * i % 2 == l % 2 (two per lane, as the one-thread-per-32-elements kernel did) and hands them
+ * (byte, divisor, reciprocal) to its partner. Per element: x * global, Markstein's division,
+ * e2m1_rne_fma_bits; the same fp32 operations as nvfp4_fast_kernel. Items run in reverse order
+ * after the amax pass (the L2 holds the tensor's end). Non-finite blocks take the version-2
+ * arithmetic, the pair of lanes sharing the block maximum by a two-lane shuffle. */
+__global__ void __launch_bounds__(256) nvfp4_bf16_flat_kernel(BQParams p)
+{
+    const size_t nblk = p.rows * p.nb, nw = nblk * 2, nitems = (nw + 127) / 128;
+    const int lane = threadIdx.x & 31, h = lane & 1;
+    const uint4 *x = (const uint4 *)p.x;
+    uint32_t *codes = (uint32_t *)p.codes;
+    const float global = p.amax_bits ? nvfp4_global_from_amax(u2f(*p.amax_bits)) : p.global;
+    if (blockIdx.x == 0 && threadIdx.x == 0 && p.global_out) *p.global_out = global;
+    const size_t nwarps = (size_t)gridDim.x * (blockDim.x >> 5);
+    for (size_t it = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; it < nitems; it += nwarps) {
+        const size_t wb = (p.reverse ? nitems - 1 - it : it) * 128;
+        uint4 w[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const size_t gid = wb + 32 * i + lane;
+            w[i] = make_uint4(0u, 0u, 0u, 0u);
+            if (gid < nw) w[i] = __ldg(x + gid);
+        }
+        /* block maxima of the |x| patterns, two slots per 32-bit shuffle */
+        uint32_t mb[4];
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+            uint32_t m[2];
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const uint4 &v = w[2 * t + u];
+                const uint32_t m2 = vmax_u16x2(vmax_u16x2(v.x & 0x7FFF7FFFu, v.y & 0x7FFF7FFFu),
+                                               vmax_u16x2(v.z & 0x7FFF7FFFu, v.w & 0x7FFF7FFFu));
+                m[u] = max(m2 & 0xFFFFu, m2 >> 16);
+            }
+            uint32_t mq = m[0] | (m[1] << 16);
+            mq = vmax_u16x2(mq, __shfl_xor_sync(0xFFFFFFFFu, mq, 1));
+            mb[2 * t] = mq & 0xFFFFu;
+            mb[2 * t + 1] = mq >> 16;
+        }
+        /* scales of slots h and h + 2 here, of the other two from the partner lane */
+        uint32_t sb[4];
+        float bq[4], rcp[4];
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+            const int i = 2 * t;
+            const uint32_t mm = h ? mb[i + 1] : mb[i];
+            float q = 1.0f, r = 1.0f;
+            uint32_t b = 0u;
+            if (mm < 0x7F80u) { /* max |fl(x * global)| = fl(max|x| * global) (monotone rounding) */
+                b = nvfp4_scale(fmul(u2f(mm << 16), global), &q);
+                r = frcp(q);
+            }
+            const uint32_t ob = __shfl_xor_sync(0xFFFFFFFFu, b, 1);
+            const float oq = __shfl_xor_sync(0xFFFFFFFFu, q, 1), orc = __shfl_xor_sync(0xFFFFFFFFu, r, 1);
+            /* selects, not an index by h (that would put the arrays in local memory) */
+            sb[i] = h ? ob : b; bq[i] = h ? oq : q; rcp[i] = h ? orc : r;
+            sb[i + 1] = h ? b : ob; bq[i + 1] = h ? q : oq; rcp[i + 1] = h ? r : orc;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const size_t gid = wb + 32 * i + lane;
+            if (gid >= nw) break;
+            const size_t blk = gid >> 1;
+            const uint32_t raw[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
+            uint32_t out = 0u, sbyte = sb[i];
+            if (mb[i] < 0x7F80u) {
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const float gj = fmul(raw_elem<LOFP_DTYPE_BF16>(raw, j), global);
+                    const float q = div_markstein(fabsf(gj), bq[i], rcp[i]);
+                    const uint32_t c = with_sign<0, 3>(e2m1_rne_fma_bits(q), gj, p.pms);
+                    out = pack_mul<0, 4>(j, c, p.pm[j], out);
+                }
+                out -= 0x4A800000u * 0x11111111u;
+            } else { /* the version-2 arithmetic, non-finite values included */
+                note_nonfinite_raw<LOFP_DTYPE_BF16, 8>(p.ws, raw, 0, p.k, 0, gid * 8);
+                float g[8], bmax = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    g[j] = fmul(raw_elem<LOFP_DTYPE_BF16>(raw, j), global);
+                    const float a = fabs_(g[j]);
+                    if (a > bmax) bmax = a; /* NaN never wins: the same max in any order */
+                }
+                /* both lanes of the block are here (same block maximum) */
+                const unsigned pair = 3u << (lane & ~1);
+                const float ob = __shfl_xor_sync(pair, bmax, 1);
+                if (ob > bmax) bmax = ob;
+                float q;
+                sbyte = nvfp4_scale(bmax, &q);
+                const float r = frcp(q);
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const float a = fabs_(g[j]);
+                    const float qq = is_finite_bits(f2u(a)) ? div_markstein(a, q, r) : a;
+                    out |= (e2m1_rne_fast(qq) | ((f2u(g[j]) >> 31) << 3)) << (4 * j);
+                }
+            }
+            codes[gid] = out;
+            if (h == (i & 1)) p.scales[blk] = (uint8_t)sbyte;
+        }
+    }
 }
 
 /* ---- MX, any block (multiple of 32): one thread per block, two passes ---- */
@@ -1160,12 +1391,6 @@ static bool valid_dt(lofp_dtype dt)
     return dt == LOFP_DTYPE_F32 || dt == LOFP_DTYPE_BF16 || dt == LOFP_DTYPE_F16;
 }
 
-static bool env_generic(void)
-{
-    const char *e = getenv("LOFP_CUDA_GENERIC");
-    return e && *e && *e != '0';
-}
-
 /* Whether the native E4M3/E5M2 cvt equals the integer encoder on this device: probed once per
  * device (about 90 M conversions, well under a millisecond of GPU time, one synchronisation), and
  * the integer path is used if anything differs. */
@@ -1248,7 +1473,7 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
     const int vec = (k == kp) && (k % 16 == 0) && (((uintptr_t)x & 31) == 0);
     const bool use_fast = vec && s->rounding == LOFP_RNE;
     /* pack multipliers of the fast kernels: code bit C, slot width W, sign at C + SB */
-    int pk_c = 22, pk_w = 4, pk_sb = 3;
+    int pk_c = 0, pk_w = 4, pk_sb = 3; /* E2M1: e2m1_rne_fma_bits leaves the code at bit 0 */
     if (s->elem == LOFP_ELEM_E2M3) { pk_c = 20; pk_w = 8; pk_sb = 5; }
     if (s->elem == LOFP_ELEM_E3M2) { pk_c = 21; pk_w = 8; pk_sb = 5; }
     const int sms = sm_count();
@@ -1307,8 +1532,8 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
     p.codes = codes; p.scales = scales; p.L = L;
     p.mode = (int)s->rounding; p.elem = (int)s->elem; p.rule = (int)s->scale_rule;
     p.ceil_clamp = s->ceil_clamp; p.propagate = s->propagate_nonfinite;
-    p.generic = env_generic() || ((s->elem == LOFP_ELEM_E4M3 || s->elem == LOFP_ELEM_E5M2) &&
-                                  s->rounding == LOFP_RNE && !native_fp8_ok());
+    p.generic = (s->elem == LOFP_ELEM_E4M3 || s->elem == LOFP_ELEM_E5M2) && s->rounding == LOFP_RNE &&
+                !native_fp8_ok();
     p.amax_floor = s->amax_floor; p.seed = s->seed;
     p.ws = ws;
     for (int i = 0; i < 8; i++) p.pm[i] = pack_mul_host(pk_c, pk_w, i);
@@ -1337,6 +1562,15 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
             p.global = have_global ? global : 1.0f;
         }
         const unsigned grid = (unsigned)((total + 255) / 256);
+        if (use_fast && dt == LOFP_DTYPE_BF16 && layout == LOFP_LAYOUT_LINEAR) {
+            /* one warp item (64 blocks) per warp, one-shot grid (as the MXFP4 flat kernel) */
+            const size_t items = (total * 2 + 127) / 128;
+            size_t g = (items + 7) / 8;
+            if (g > 0x40000000u) g = 0x40000000u; /* the kernel loops past it */
+            nvfp4_bf16_flat_kernel<<<(unsigned)g, 256, 0, st>>>(p);
+            LOFP_CU_LAUNCH();
+            return LOFP_OK;
+        }
         if (use_fast) {
             /* two blocks per thread when the row holds an even number of them */
             const unsigned g32 = (unsigned)((total / 2 + 255) / 256);
@@ -1383,6 +1617,17 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
     const int lgl = B == 32 ? 1 : B == 64 ? 2 : B == 128 ? 3 : 4; /* lanes = block / 16 */
     const size_t threads = total << lgl;
     const unsigned grid = (unsigned)((threads + 255) / 256);
+    if (use_fast && dt == LOFP_DTYPE_BF16 && s->elem == LOFP_ELEM_E2M1 && B == 32 &&
+        layout == LOFP_LAYOUT_LINEAR) {
+        /* one warp item (32 blocks) per warp, all at once: the one-wave grid-stride variant of
+         * the flat dequantize measured slower (uneven end of the wave) than a one-shot grid */
+        const size_t items = (total + 31) / 32;
+        size_t g = (items + 7) / 8;
+        if (g > 0x40000000u) g = 0x40000000u; /* the kernel loops past it */
+        mxfp4_bf16_flat_kernel<<<(unsigned)g, 256, 0, st>>>(p);
+        LOFP_CU_LAUNCH();
+        return LOFP_OK;
+    }
     if (use_fast && !p.generic) {
         /* 32 elements per lane: block/32 lanes per block */
         const unsigned gf = (unsigned)(((total << (lgl - 1)) + 255) / 256);

@@ -496,8 +496,47 @@ static void test_uq_code_all(void)
     printf("  uq_code vs the compare formula, all 2^32 patterns: %s\n", bad ? "FAILED" : "ok");
 }
 
+/* The packed MXFP4-from-bf16 encoder (e2m1x2_bf16_codes, host emulation of fma.rn.bf16x2) for
+ * every scale byte it is used for (3..248) and every finite bf16 magnitude, both halves of the
+ * word, against lofp_encode of e = x * 2^(127 - sb) as the fp32 reference computes it. */
+static void test_e2m1x2_bf16_all(void)
+{
+    long bad = 0;
+    for (uint32_t sb = 3; sb <= 248; sb++) {
+        const uint32_t cb = ((sb + 6) << 7) * 0x10001u;
+        const float inv = e8m0_recip(sb);
+        for (uint32_t p = 0; p < 0x7F80u; p++) {
+            const uint32_t q = (p * 40503u + 7u) % 0x7F80u; /* another magnitude in the other half */
+            const uint32_t r = e2m1x2_bf16_codes(p | (q << 16), cb) - cb;
+            for (int h = 0; h < 2; h++) {
+                const uint32_t m = h ? q : p;
+                const uint32_t want = lofp_encode(LOFP_ELEM_E2M1, fmul(bf(m << 16), inv), LOFP_RNE, LOFP_SATURATE, 0) & 7u;
+                const uint32_t got = (r >> (16 * h)) & 0xFFFFu;
+                if (got != want && bad++ < 5)
+                    fprintf(stderr, "e2m1x2 bf16: sb %u x %04x: got %u want %u\n", sb, m, got, want);
+            }
+        }
+    }
+    EXPECT(bad == 0, "e2m1x2_bf16_codes: %ld mismatches", bad);
+}
+
+/* e2m1_rne_fma_bits on every fp32 pattern in [2^-5, 16) and every 61st one elsewhere */
+static void test_e2m1_fma_bits(void)
+{
+    long bad = 0;
+    for (uint64_t u = 0; u < 0x7F800000u; u += (u >= 0x3D000000u && u < 0x41800000u) ? 1 : 61) {
+        const float q = bf((uint32_t)u);
+        const uint32_t want = lofp_encode(LOFP_ELEM_E2M1, q, LOFP_RNE, LOFP_SATURATE, 0) & 7u;
+        const uint32_t got = e2m1_rne_fma_bits(q) - 0x4A800000u;
+        if (got != want && bad++ < 5) fprintf(stderr, "e2m1_rne_fma_bits %08x: got %u want %u\n", (unsigned)u, got, want);
+    }
+    EXPECT(bad == 0, "e2m1_rne_fma_bits: %ld mismatches", bad);
+}
+
 int main(void)
 {
+    test_e2m1_fma_bits();
+    test_e2m1x2_bf16_all();
     test_magic_encoders();
     test_nvfp4_dequant_bases();
     test_encoders();

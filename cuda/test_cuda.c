@@ -84,6 +84,17 @@ static void gen(float *x, size_t rows, size_t k, int kind)
                 v = (double)lofp_decode(LOFP_ELEM_E2M1, (uint32_t)(tu_next(&g_rng) & 15)) *
                     ldexp(1.0, (int)(tu_next(&g_rng) % 5) - 2);
                 break;
+            case 4: { /* every scale byte: block (16 elements) i has magnitudes 2^(E-5)..2^(E+1)
+                       * with E sweeping -140..126 over the blocks (subnormal to the top binade),
+                       * random mantissas, signs, some zeros and exact E2M1 midpoints */
+                const int E = -140 + (int)((i / 16 * 37) % 267);
+                const uint64_t t = tu_next(&g_rng);
+                if (t % 13 == 0) v = 0.0;
+                else if (t % 13 == 1) v = (0.25 + 0.5 * (double)((t >> 8) % 4)) * ldexp(1.0, E - 1);
+                else v = (1.0 + tu_uniform(&g_rng)) * ldexp(1.0, E - (int)((t >> 8) % 6));
+                if ((t >> 20) & 1) v = -v;
+                break;
+            }
             default: /* zeros and small integers */
                 v = (tu_next(&g_rng) % 3 == 0) ? 0.0 : (double)((int)(tu_next(&g_rng) % 17) - 8) * 0.125;
                 break;
@@ -367,7 +378,7 @@ static void test_quantize(void)
     for (size_t p = 0; p < sizeof presets / sizeof *presets; p++)
         for (int d = 0; d < 3; d++)
             for (int r = 0; r < 4; r++)
-                for (int kind = 0; kind < 4; kind++) {
+                for (int kind = 0; kind < 5; kind++) {
                     qopts o = {presets[p], (lofp_rounding)r, -1, 0, 0, 0, 0, 0, 0, 0};
                     qcase(&o, dts[d], 37, 512, kind, LOFP_LAYOUT_LINEAR, -1);
                 }
@@ -395,6 +406,37 @@ static void test_quantize(void)
                           (b & 1) ? LOFP_LAYOUT_PACKED_U32 : LOFP_LAYOUT_LINEAR, -1);
                 }
     printf("  MX rules x granularities: %s\n", tu_failures == f1 ? "ok" : "FAILED");
+    /* MXFP4 from bf16, RNE, linear (the flat kernel): every rule, shapes whose block count is no
+     * multiple of a warp item (32 blocks), one block per row, every scale byte (kind 4: the packed
+     * encoder for bytes 3..248 and the fp32 one for the rest), zero and non-finite blocks */
+    f1 = tu_failures;
+    for (int rule = 0; rule < 4; rule++)
+        for (int kind = 0; kind < 5; kind++) {
+            qopts o = {"mxfp4", LOFP_RNE, rule, 0, 0, 0, 0, 0, 0, 0};
+            qcase(&o, LOFP_DTYPE_BF16, 33, 32, kind, LOFP_LAYOUT_LINEAR, -1);
+            qcase(&o, LOFP_DTYPE_BF16, 7, 96, kind, LOFP_LAYOUT_LINEAR, -1);
+            qcase(&o, LOFP_DTYPE_BF16, 67, 4096, kind, LOFP_LAYOUT_LINEAR, -1);
+            o.propagate = kind & 1;
+            qcase(&o, LOFP_DTYPE_BF16, 5, 160, kind, LOFP_LAYOUT_LINEAR, 5 * 160 - 1 - 37 * kind);
+        }
+    printf("  MXFP4 bf16 flat kernel (rules, tails, every scale byte): %s\n", tu_failures == f1 ? "ok" : "FAILED");
+    /* NVFP4 from bf16, RNE, linear (the flat kernel): two-level (reverse order), one-level and a
+     * given global; one block per row, block counts that are no multiple of a warp item (64
+     * blocks), every scale byte range (kind 4), and a 4096 x 4096 tensor (fits in the L2) */
+    f1 = tu_failures;
+    for (int kind = 0; kind < 5; kind++)
+        for (int v = 0; v < 3; v++) {
+            qopts o = {"nvfp4", LOFP_RNE, -1, 0, v == 1, 0, 0, 0, 0, v == 2};
+            qcase(&o, LOFP_DTYPE_BF16, 3, 16, kind, LOFP_LAYOUT_LINEAR, -1);
+            qcase(&o, LOFP_DTYPE_BF16, 5, 48, kind, LOFP_LAYOUT_LINEAR, -1);
+            qcase(&o, LOFP_DTYPE_BF16, 61, 1024, kind, LOFP_LAYOUT_LINEAR, -1);
+            qcase(&o, LOFP_DTYPE_BF16, 9, 160, kind, LOFP_LAYOUT_LINEAR, 9 * 160 - 1 - 37 * kind);
+        }
+    {
+        qopts o = {"nvfp4", LOFP_RNE, -1, 0, 0, 0, 0, 0, 0, 0};
+        qcase(&o, LOFP_DTYPE_BF16, 4096, 4096, 1, LOFP_LAYOUT_LINEAR, -1);
+    }
+    printf("  NVFP4 bf16 flat kernel (two-level, one-level, given global, tails): %s\n", tu_failures == f1 ? "ok" : "FAILED");
     /* NVFP4 one-level and with_global; UltraQuant unrotated, dense, D sizes; padding */
     f1 = tu_failures;
     for (int kind = 0; kind < 4; kind++) {
