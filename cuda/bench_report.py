@@ -103,6 +103,10 @@ def main():
             f = lambda x: f"{x['us']:.1f}" if x else "-"
             met = ("yes" if o["us"] <= tf8["us"] else "no") if tf8 else "-"
             p(f"| {m} | {n} x {k} | {o['us']:.1f} | {f(og)} | {f(oq)} | {f(tf8)} | {f(w16)} | {met} |")
+        sw = [(kk, v["us"]) for kk, v in L.items() if kk.startswith("w4a8sweep_")]
+        if sw:
+            p("\nW4A8 GEMM alone per tile configuration (`LOFP_CUDA_W4A8_CFG` = TN,KW), µs: "
+              + "; ".join(f"{kk[len('w4a8sweep_mxfp4_'):]} {us:.1f}" for kk, us in sw))
     for nm, o in L.items():
         if nm.startswith("w4_prepare_"):
             p(f"\nOne-time load step `lofp_cuda_w4_prepare` ({nm[11:]}, checkpoint-layout codes and scales in): "
