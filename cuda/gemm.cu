@@ -118,19 +118,23 @@ __device__ __forceinline__ void wfrag(uint32_t qa, uint32_t qb, int h, uint32_t 
 }
 
 /* ---- GEMV: m <= 8*NT ---- */
-/* The lane's activations of one chunk: NT token tiles x 32 contiguous bf16. a_row[nt] points at
- * the lane's token row (clamped to m - 1, so no lane is predicated off and no register is zeroed:
- * columns past m compute a copy of token m - 1 and are never stored) plus its 32c offset. */
+/* One 128-chunk of K for MT weight m16 tiles and NT token tiles. */
+/* The lane's activations of one chunk: NT token tiles x 32 contiguous bf16 (zero past m). */
 template <int NT>
-__device__ __forceinline__ void gemv_loada(const uint16_t *const (&a_row)[NT], int ch, uint4 (&av)[NT][4])
+__device__ __forceinline__ void gemv_loada(const GemmP &p, int ch, int g, int c, uint4 (&av)[NT][4])
 {
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++)
+    for (int nt = 0; nt < NT; nt++) {
+        const int tok = nt * 8 + g;
 #pragma unroll
-        for (int w4 = 0; w4 < 4; w4++) av[nt][w4] = __ldg((const uint4 *)(a_row[nt] + (size_t)ch * 128) + w4);
+        for (int w4 = 0; w4 < 4; w4++) {
+            if (tok < p.m)
+                av[nt][w4] = __ldg((const uint4 *)(p.a + (size_t)tok * p.k + (size_t)ch * 128 + 32 * c + 8 * w4));
+            else av[nt][w4] = make_uint4(0, 0, 0, 0);
+        }
+    }
 }
 
-/* One 128-chunk of K for MT weight m16 tiles and NT token tiles. */
 template <int MT, int NT, int NV>
 __device__ __forceinline__ void gemv_chunk(const uint4 (&av)[NT][4], int sbias,
                                            const uint4 (&wq)[MT][2], const uint32_t (&ws)[MT][2],
@@ -166,44 +170,29 @@ __device__ __forceinline__ void gemv_chunk(const uint4 (&av)[NT][4], int sbias,
     }
 }
 
-/* The lane's weights of one chunk: rows g and g+8 of each tile, 16 code bytes and the scale
- * pair (NVFP4) / scale byte (MXFP4) each; w0 / s0 point at the lane's row g of tile 0, w8 / s8
- * are the strides of 8 rows. */
 template <int MT, int NV>
-__device__ __forceinline__ void gemv_loadw(const uint8_t *w0, const uint8_t *s0, size_t w8, size_t s8, int ch,
-                                           uint4 (&wq)[MT][2], uint32_t (&ws)[MT][2])
+__device__ __forceinline__ void gemv_loadw(const GemmP &p, int n0, int ch, int g, int c, size_t crow,
+                                           size_t srow, uint4 (&wq)[MT][2], uint32_t (&ws)[MT][2])
 {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            wq[mt][h] = __ldg((const uint4 *)(w0 + (2 * mt + h) * w8 + (size_t)ch * 64));
-            if (NV) ws[mt][h] = __ldg((const unsigned short *)(s0 + (2 * mt + h) * s8 + (size_t)ch * 8));
-            else ws[mt][h] = __ldg(s0 + (2 * mt + h) * s8 + (size_t)ch * 4);
+            const size_t r = (size_t)(n0 + 16 * mt + g + 8 * h);
+            wq[mt][h] = __ldg((const uint4 *)(p.codes + r * crow + (size_t)ch * 64 + 16 * c));
+            if (NV) ws[mt][h] = __ldg((const unsigned short *)(p.scales + r * srow + (size_t)ch * 8 + 2 * c));
+            else ws[mt][h] = __ldg(p.scales + r * srow + (size_t)ch * 4 + c);
         }
 }
 
-/* Warps per CTA (they split K), the depth D of each warp's register ring of weight chunks and
- * the CTAs per SM the registers must allow, one configuration per (MT, NT, WIDE). The m <= 16
- * grids at MT * NT <= 2 have at most ~4 CTAs of 4 warps per SM when N <= 64 * SMs (8192^2: 512
- * CTAs on 132 SMs), so those get up to 128 registers, enough for D = 6 chunks (6 x 10
- * registers) at m <= 8. WIDE (m <= 8 and more than 4 CTAs per SM, e.g. N = 14336: 896 CTAs):
- * D = 3 under 102 registers, 5 CTAs per SM (1.36 waves there instead of 1.7). MT = 4 (m = 9..16
- * at K <= 4096): D = 3, the most that fits 255 registers without spilling (2 chunks of 4 tiles
- * ahead, as many bytes as the two-chunk steps of version 3 had in flight). */
-constexpr int GV_WK = 4;
-template <int MT, int NT, int WIDE> struct GvCfg {
-    static constexpr int D = MT == 4 || WIDE ? 3 : MT * NT >= 8 ? 2 : MT == 1 && NT == 1 ? 6 : 4;
-    static constexpr int MINB = WIDE ? 5 : MT * NT <= 2 ? 4 : 1;
-};
-
-/* Version 7: a ring of D chunk buffers, fully unrolled so that slot s is always chunk
- * base + s (no register moves); a slot is refilled with the chunk D ahead right after its
- * chunk is computed, so D - 1 chunks of weights are always in flight. */
-template <int MT, int NT, int NV, int WIDE>
-__global__ void __launch_bounds__(32 * GV_WK, (GvCfg<MT, NT, WIDE>::MINB)) gemv_kernel(GemmP p)
+/* Version 3 (restored after version 7, cuda/NOTES.md): each warp walks its K range two chunks
+ * per step with the next two chunks' weights already requested, so up to four chunks of
+ * weights are in flight; the activations of a chunk are loaded when it is computed (L1/L2). */
+constexpr int GV_WK = 4; /* warps per CTA, splitting K (4 won every measured shape) */
+template <int MT, int NT, int NV>
+__global__ void __launch_bounds__(32 * GV_WK) gemv_kernel(GemmP p)
 {
-    constexpr int WK = GV_WK, D = GvCfg<MT, NT, WIDE>::D;
+    constexpr int WK = GV_WK;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, c = lane & 3;
     const int n0 = blockIdx.x * 16 * MT;
@@ -211,17 +200,6 @@ __global__ void __launch_bounds__(32 * GV_WK, (GvCfg<MT, NT, WIDE>::MINB)) gemv_
     const int c_beg = (int)((long long)chunks * warp / WK), c_end = (int)((long long)chunks * (warp + 1) / WK);
     const int sbias = NV ? 0 : (int)p.params[1];
     const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
-
-    const uint16_t *a_row[NT];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        const int tok = min(nt * 8 + g, p.m - 1);
-        a_row[nt] = p.a + (size_t)tok * p.k + 32 * c;
-    }
-    /* the lane's row g of tile 0; row g + 8h of tile mt is 2mt + h strides of 8 rows further */
-    const size_t r0 = (size_t)(n0 + g);
-    const uint8_t *const w0 = p.codes + r0 * crow + 16 * c, *const s0 = p.scales + r0 * srow + (NV ? 2 : 1) * c;
-    const size_t w8 = 8 * crow, s8 = 8 * srow;
 
     float acc[MT][NT][4];
 #pragma unroll
@@ -231,22 +209,28 @@ __global__ void __launch_bounds__(32 * GV_WK, (GvCfg<MT, NT, WIDE>::MINB)) gemv_
 #pragma unroll
             for (int t = 0; t < 4; t++) acc[i][j][t] = 0.0f;
 
-    uint4 wq[D][MT][2];
-    uint32_t ws[D][MT][2];
-#pragma unroll
-    for (int s = 0; s < D; s++)
-        if (c_beg + s < c_end) gemv_loadw<MT, NV>(w0, s0, w8, s8, c_beg + s, wq[s], ws[s]);
-    for (int base = c_beg; base < c_end; base += D) {
-#pragma unroll
-        for (int s = 0; s < D; s++) {
-            const int ch = base + s;
-            if (ch < c_end) {
-                uint4 av[NT][4];
-                gemv_loada<NT>(a_row, ch, av);
-                gemv_chunk<MT, NT, NV>(av, sbias, wq[s], ws[s], acc);
-                if (ch + D < c_end) gemv_loadw<MT, NV>(w0, s0, w8, s8, ch + D, wq[s], ws[s]);
-            }
+    /* two chunks per step, the next two prefetched: up to four chunks of weights in flight */
+    uint4 wa[MT][2], wb[MT][2], na[MT][2], nb[MT][2];
+    uint32_t sa[MT][2], sb[MT][2], nsa[MT][2], nsb[MT][2];
+    uint4 aa[NT][4], ab[NT][4];
+    if (c_beg < c_end) gemv_loadw<MT, NV>(p, n0, c_beg, g, c, crow, srow, wa, sa);
+    if (c_beg + 1 < c_end) gemv_loadw<MT, NV>(p, n0, c_beg + 1, g, c, crow, srow, wb, sb);
+    for (int ch = c_beg; ch < c_end; ch += 2) {
+        if (ch + 2 < c_end) gemv_loadw<MT, NV>(p, n0, ch + 2, g, c, crow, srow, na, nsa);
+        if (ch + 3 < c_end) gemv_loadw<MT, NV>(p, n0, ch + 3, g, c, crow, srow, nb, nsb);
+        gemv_loada<NT>(p, ch, g, c, aa);
+        gemv_chunk<MT, NT, NV>(aa, sbias, wa, sa, acc);
+        if (ch + 1 < c_end) {
+            gemv_loada<NT>(p, ch + 1, g, c, ab);
+            gemv_chunk<MT, NT, NV>(ab, sbias, wb, sb, acc);
         }
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                wa[mt][h] = na[mt][h]; sa[mt][h] = nsa[mt][h];
+                wb[mt][h] = nb[mt][h]; sb[mt][h] = nsb[mt][h];
+            }
     }
 
     /* deterministic cross-warp reduction */
@@ -479,24 +463,23 @@ extern "C" void lofp_cuda_w4_free(lofp_cuda_w4 *w)
 template <int NT, int NV>
 static lofp_status launch_gemv(const GemmP &p, int mt, cudaStream_t st)
 {
-#define GV(MTV, WIDEV)                                                                         \
+#define GV(MTV)                                                                                \
     do {                                                                                       \
         const unsigned grid = (unsigned)(p.n / (16 * MTV));                                    \
         const size_t shm = (size_t)GV_WK * MTV * NT * 4 * 32 * sizeof(float);                  \
         if (shm > 48 * 1024)                                                                   \
-            LOFP_CU(cudaFuncSetAttribute(gemv_kernel<MTV, NT, NV, WIDEV>,                      \
+            LOFP_CU(cudaFuncSetAttribute(gemv_kernel<MTV, NT, NV>,                             \
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm)); \
-        gemv_kernel<MTV, NT, NV, WIDEV><<<grid, 32 * GV_WK, shm, st>>>(p);                     \
+        gemv_kernel<MTV, NT, NV><<<grid, 32 * GV_WK, shm, st>>>(p);                            \
     } while (0)
     if constexpr (NT == 2) {
-        if (mt == 4) GV(4, 0);
-        else if (mt == 2) GV(2, 0);
-        else GV(1, 0);
+        if (mt == 4) GV(4);
+        else if (mt == 2) GV(2);
+        else GV(1);
     } else if constexpr (NT > 2) {
-        if (mt == 2) GV(2, 0);
-        else GV(1, 0);
-    } else if (p.n / 16 > 4 * sm_count()) GV(1, 1);
-    else GV(1, 0);
+        if (mt == 2) GV(2);
+        else GV(1);
+    } else GV(1);
 #undef GV
     LOFP_CU_LAUNCH();
     return LOFP_OK;

@@ -627,11 +627,11 @@ static void test_gemm(void)
         gemm_case(ps[p], 300, 272, 1024, 0, 1); /* n not a multiple of 128 */
         gemm_case(ps[p], 5, 272, 1152, 1, 1);   /* GEMV: partial row blocks, 9 chunks */
         gemm_case(ps[p], 16, 272, 1152, 0, 1);
-        /* every GEMV token count m = 1..32 (NT = 1, 2, 4 token tiles; lanes past m read token
-         * m - 1), with N / 16 odd, 2 mod 4 and 0 mod 4 (MT = 1, 2, 4 tiles per warp at m = 9..16),
-         * K of 1 chunk (three of the four warps idle), 3, 5, 9 and 17 chunks (uneven splits, none a
-         * multiple of the register ring's depth) and 64 chunks; both output types */
-        /* m <= 8 with more than 4 CTAs per SM (N / 16 = 896): the WIDE ring (D = 3, 5 CTAs per SM) */
+        /* every GEMV token count m = 1..32 (NT = 1, 2, 4 token tiles; lanes past m load zeros),
+         * with N / 16 odd, 2 mod 4 and 0 mod 4 (MT = 1, 2, 4 tiles per warp at m = 9..16), K of 1
+         * chunk (three of the four warps idle), 3, 5, 9 and 17 chunks (uneven splits, odd chunk
+         * counts per warp: the two-chunk step's tail) and 64 chunks; both output types */
+        /* m <= 8 with a grid of more than 4 CTAs per SM (N / 16 = 896) */
         gemm_case(ps[p], 1, 14336, 640, 0, 1);
         gemm_case(ps[p], 7, 14336, 384, 1, 1);
         const size_t gn[] = {272, 288, 320, 528}, gk[] = {128, 384, 640, 1152, 2176, 8192};
