@@ -176,6 +176,16 @@ template <> struct WgmmaF8<128> {
     }
 };
 
+/* cp.async to a shared-window address (no generic-to-shared conversion per copy) */
+__device__ __forceinline__ void cp16s(uint32_t sa, const void *g, int n)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(g), "r"(n));
+}
+__device__ __forceinline__ void cp4s(uint32_t sa, const void *g, int n)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(sa), "l"(g), "r"(n));
+}
+
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
@@ -228,33 +238,41 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
     const int sb = (int)p.params[1] - 126;  /* params[1] = 253 - e_max */
     const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / 32;
 
+    /* the loader's addresses are fixed per thread: computed once, each chunk only adds its
+     * offset (the per-chunk 64-bit address arithmetic was a quarter of the loop's instructions) */
+    constexpr int NA = TN * 8 / 256, NW = ROWS * 4 / 256;
+    /* copy i of a thread: activation token row t = tid/8 + 32 i, unit u = tid % 8 (so t % 8 and
+     * the swizzled unit are the same for every i: destination adst + 4096 i); weight row
+     * r = tid/4 + 64 i, unit s = tid % 4 ((r >> 1) & 3 the same for every i: wdst + 4096 i) */
+    const uint8_t *asrc[NA], *wsrc[NW];
+    int asz[NA], wsz[NW];
+    const uint32_t adst = (uint32_t)((tid >> 3) * 128 + (((tid & 7) ^ ((tid >> 3) & 7)) << 4));
+    const uint32_t wdst = (uint32_t)(ACT + (tid >> 2) * 64 + (((tid & 3) ^ ((tid >> 3) & 3)) << 4));
+#pragma unroll
+    for (int i = 0; i < NA; i++) {
+        const int t = (tid >> 3) + 32 * i;
+        const bool ok = t0 + t < p.m;
+        asrc[i] = p.a8 + (size_t)(ok ? t0 + t : 0) * p.k + (tid & 7) * 16;
+        asz[i] = ok ? 16 : 0;
+    }
+#pragma unroll
+    for (int i = 0; i < NW; i++) {
+        const int r = (tid >> 2) + 64 * i;
+        const bool ok = n0 + r < p.n;
+        wsrc[i] = p.codes + (size_t)(ok ? n0 + r : 0) * crow + (tid & 3) * 16;
+        wsz[i] = ok ? 16 : 0;
+    }
+    const bool sok = tid < ROWS && n0 + tid < p.n;
+    const uint8_t *ssrc = p.scales + (size_t)(sok ? n0 + tid : 0) * srow;
+    const uint32_t sdst = (uint32_t)(ACT + WB + 4 * tid);
+
     auto load_stage = [&](int st, int ch) {
-        uint8_t *sa = smem + st * STAGE;
-        uint8_t *sw = sa + ACT;
-        uint8_t *ss = sw + WB;
+        const uint32_t base = smem_s + (uint32_t)(st * STAGE);
 #pragma unroll
-        for (int i = 0; i < TN * 8 / 256; i++) {
-            const int idx = tid + 256 * i;
-            const int t = idx >> 3, u = idx & 7;
-            const int tok = t0 + t;
-            const bool ok = tok < p.m;
-            cp_async16(sa + t * 128 + ((u ^ (t & 7)) << 4),
-                       p.a8 + (size_t)(ok ? tok : 0) * p.k + (size_t)ch * 128 + u * 16, ok ? 16 : 0);
-        }
+        for (int i = 0; i < NA; i++) cp16s(base + adst + 4096 * i, asrc[i] + (size_t)ch * 128, asz[i]);
 #pragma unroll
-        for (int i = 0; i < ROWS * 4 / 256; i++) {
-            const int idx = tid + 256 * i;
-            const int r = idx >> 2, s = idx & 3;
-            const int row = n0 + r;
-            const bool ok = row < p.n;
-            cp_async16(sw + r * 64 + ((s ^ ((r >> 1) & 3)) << 4),
-                       p.codes + (size_t)(ok ? row : 0) * crow + (size_t)ch * 64 + s * 16, ok ? 16 : 0);
-        }
-        if (tid < ROWS) {
-            const int row = n0 + tid;
-            const bool ok = row < p.n;
-            cp_async4(ss + tid * 4, p.scales + (size_t)(ok ? row : 0) * srow + (size_t)ch * 4, ok ? 4 : 0);
-        }
+        for (int i = 0; i < NW; i++) cp16s(base + wdst + 4096 * i, wsrc[i] + (size_t)ch * 64, wsz[i]);
+        if (tid < ROWS) cp4s(base + sdst, ssrc + (size_t)ch * 4, sok ? 4 : 0);
     };
 
     float acc[NR], part[NR];
@@ -287,14 +305,16 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
         const uint8_t *sw = smem + st * STAGE + ACT;
         const uint8_t *ss = sw + WB;
         const uint32_t sa_s = smem_s + st * STAGE;
-        const uint32_t sc0 = *(const uint32_t *)(ss + rb * 4), sc1 = *(const uint32_t *)(ss + (rb + 8) * 4);
+        /* lane c of a quad converts the scales of block c of its two rows; step j takes block j's
+         * factors from lane c = j of the quad (the four lanes share the rows) */
+        const float g0 = blockf(ss[rb * 4 + c], sb), g1 = blockf(ss[(rb + 8) * 4 + c], sb);
 #pragma unroll
         for (int jj = 0; jj < NS; jj++) {
             const int j = KW == 1 ? jj : 2 * wg + jj;
             const uint32_t q0 = *(const uint32_t *)(sw + rb * 64 + ((j ^ rsw) << 4) + 4 * c);
             const uint32_t q1 = *(const uint32_t *)(sw + (rb + 8) * 64 + ((j ^ rsw) << 4) + 4 * c);
             const uint32_t a0 = e4m3_lo(q0), a1 = e4m3_lo(q1), a2 = e4m3_hi(q0), a3 = e4m3_hi(q1);
-            const float f0 = blockf((sc0 >> (8 * j)) & 0xFFu, sb), f1 = blockf((sc1 >> (8 * j)) & 0xFFu, sb);
+            const float f0 = __shfl_sync(0xFFFFFFFFu, g0, (lane & ~3) | j), f1 = __shfl_sync(0xFFFFFFFFu, g1, (lane & ~3) | j);
             const uint64_t desc = sw128_desc(sa_s + 32 * j);
             wg_fence();
             WgmmaF8<TN>::mma(part, a0, a1, a2, a3, desc);
