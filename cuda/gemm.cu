@@ -12,6 +12,9 @@
  * 32 contiguous elements (one 16-byte load; one NVFP4 scale pair, one MXFP4 scale) and of an
  * activation row 32 contiguous bf16 (four 16-byte loads, in natural memory order).
  *
+ * Prepared layout: tile-major codes and scales (16 rows x one 128-element chunk contiguous,
+ * gemm_common.cuh w4_code_off / w4_scale_off), so the GEMV's weight stream is contiguous.
+ *
  * Dequantization (Marlin's bit trick, docs/CUDA.md): lofp_cuda_w4_prepare de-interleaves the
  * nibbles of every 32-bit word (even elements in the low half-word); pair p of a word is then
  * t = q << (12 - 4p); bf16x2 = (t & 0x80008000) | ((t & 0x70007000) >> 6), i.e. e2m1 * 2^-126,
@@ -39,24 +42,39 @@ using namespace lofpcu;
 namespace {
 
 /* ---- prepare ---- */
+/* Output word o of the tile-major codes (gemm_common.cuh: block o / 256 = tile t, chunk ch; row
+ * 16 t + (o / 16) % 16; word o % 16 of that row's 64 chunk bytes) from the row-major input, with
+ * the nibbles de-interleaved. Writes are contiguous; each 16 lanes read one 64-byte run. */
 __global__ void w4_prep_codes(const uint8_t *codes, const uint8_t *scales, uint8_t *out, size_t n,
                               size_t k, int nvfp4)
 {
-    const size_t words = n * k / 8;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words;
-         i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t x = ((const uint32_t *)codes)[i];
-        if (nvfp4) {
-            const size_t r = i / (k / 8), col = (i % (k / 8)) * 8;
-            if (scales[r * (k / 16) + col / 16] == 0) x = 0;
-        }
-        uint32_t o = 0;
+    const size_t words = n * k / 8, nch = k / 128;
+    for (size_t o = blockIdx.x * (size_t)blockDim.x + threadIdx.x; o < words;
+         o += (size_t)gridDim.x * blockDim.x) {
+        const size_t b = o >> 8, t = b / nch, ch = b - t * nch;
+        const size_t r = t * 16 + ((o >> 4) & 15), col = ch * 128 + (o & 15) * 8;
+        uint32_t x = ((const uint32_t *)codes)[r * (k / 8) + col / 8];
+        if (nvfp4 && scales[r * (k / 16) + col / 16] == 0) x = 0;
+        uint32_t v = 0;
 #pragma unroll
-        for (int t = 0; t < 4; t++) {
-            o |= ((x >> (8 * t)) & 0xFu) << (4 * t);            /* element 2t -> nibble t */
-            o |= ((x >> (8 * t + 4)) & 0xFu) << (16 + 4 * t);   /* element 2t+1 -> nibble 4+t */
+        for (int q = 0; q < 4; q++) {
+            v |= ((x >> (8 * q)) & 0xFu) << (4 * q);            /* element 2q -> nibble q */
+            v |= ((x >> (8 * q + 4)) & 0xFu) << (16 + 4 * q);   /* element 2q+1 -> nibble 4+q */
         }
-        ((uint32_t *)out)[i] = o;
+        ((uint32_t *)out)[o] = v;
+    }
+}
+
+/* Output byte o of the tile-major scales (sb = 8 NVFP4 / 4 MXFP4 bytes per row and chunk; block
+ * o / (16 sb) = tile t, chunk ch; row 16 t + (o / sb) % 16, byte o % sb) from the linear input. */
+__global__ void w4_prep_scales(const uint8_t *scales, uint8_t *out, size_t n, size_t k, int sb)
+{
+    const size_t bytes = n * (k / 128) * sb, nch = k / 128;
+    for (size_t o = blockIdx.x * (size_t)blockDim.x + threadIdx.x; o < bytes;
+         o += (size_t)gridDim.x * blockDim.x) {
+        const size_t b = o / (16 * sb), t = b / nch, ch = b - t * nch;
+        const size_t r = t * 16 + (o / sb) % 16;
+        out[o] = scales[r * (nch * sb) + ch * sb + o % sb];
     }
 }
 
@@ -170,18 +188,21 @@ __device__ __forceinline__ void gemv_chunk(const uint4 (&av)[NT][4], int sbias,
     }
 }
 
+/* The lane's weights of one chunk: rows g and g+8 of each tile, 16 code bytes and the scale pair
+ * (NVFP4) / byte (MXFP4) each. wl / sl: the lane's unit of row g of tile 0 at chunk 0; rows g + 8h
+ * of tile mt at chunk ch are w4_code_off(16 mt + 8 h, ch, 0) further (tile-major layout,
+ * gemm_common.cuh), so the 8 rows of one load instruction are 512 contiguous bytes. */
 template <int MT, int NV>
-__device__ __forceinline__ void gemv_loadw(const GemmP &p, int n0, int ch, int g, int c, size_t crow,
-                                           size_t srow, uint4 (&wq)[MT][2], uint32_t (&ws)[MT][2])
+__device__ __forceinline__ void gemv_loadw(const uint8_t *wl, const uint8_t *sl, size_t nch, int ch,
+                                           uint4 (&wq)[MT][2], uint32_t (&ws)[MT][2])
 {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const size_t r = (size_t)(n0 + 16 * mt + g + 8 * h);
-            wq[mt][h] = __ldg((const uint4 *)(p.codes + r * crow + (size_t)ch * 64 + 16 * c));
-            if (NV) ws[mt][h] = __ldg((const unsigned short *)(p.scales + r * srow + (size_t)ch * 8 + 2 * c));
-            else ws[mt][h] = __ldg(p.scales + r * srow + (size_t)ch * 4 + c);
+            wq[mt][h] = __ldg((const uint4 *)(wl + w4_code_off(16 * mt + 8 * h, ch, 0, nch)));
+            if (NV) ws[mt][h] = __ldg((const unsigned short *)(sl + w4_scale_off(16 * mt + 8 * h, ch, 8, nch)));
+            else ws[mt][h] = __ldg(sl + w4_scale_off(16 * mt + 8 * h, ch, 4, nch));
         }
 }
 
@@ -199,7 +220,9 @@ __global__ void __launch_bounds__(32 * GV_WK) gemv_kernel(GemmP p)
     const int chunks = p.k / 128;
     const int c_beg = (int)((long long)chunks * warp / WK), c_end = (int)((long long)chunks * (warp + 1) / WK);
     const int sbias = NV ? 0 : (int)p.params[1];
-    const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
+    const size_t nch = (size_t)chunks;
+    const uint8_t *const wl = p.codes + w4_code_off((size_t)(n0 + g), 0, (unsigned)c, nch);
+    const uint8_t *const sl = p.scales + w4_scale_off((size_t)(n0 + g), 0, NV ? 8 : 4, nch) + (NV ? 2 : 1) * c;
 
     float acc[MT][NT][4];
 #pragma unroll
@@ -213,11 +236,11 @@ __global__ void __launch_bounds__(32 * GV_WK) gemv_kernel(GemmP p)
     uint4 wa[MT][2], wb[MT][2], na[MT][2], nb[MT][2];
     uint32_t sa[MT][2], sb[MT][2], nsa[MT][2], nsb[MT][2];
     uint4 aa[NT][4], ab[NT][4];
-    if (c_beg < c_end) gemv_loadw<MT, NV>(p, n0, c_beg, g, c, crow, srow, wa, sa);
-    if (c_beg + 1 < c_end) gemv_loadw<MT, NV>(p, n0, c_beg + 1, g, c, crow, srow, wb, sb);
+    if (c_beg < c_end) gemv_loadw<MT, NV>(wl, sl, nch, c_beg, wa, sa);
+    if (c_beg + 1 < c_end) gemv_loadw<MT, NV>(wl, sl, nch, c_beg + 1, wb, sb);
     for (int ch = c_beg; ch < c_end; ch += 2) {
-        if (ch + 2 < c_end) gemv_loadw<MT, NV>(p, n0, ch + 2, g, c, crow, srow, na, nsa);
-        if (ch + 3 < c_end) gemv_loadw<MT, NV>(p, n0, ch + 3, g, c, crow, srow, nb, nsb);
+        if (ch + 2 < c_end) gemv_loadw<MT, NV>(wl, sl, nch, ch + 2, na, nsa);
+        if (ch + 3 < c_end) gemv_loadw<MT, NV>(wl, sl, nch, ch + 3, nb, nsb);
         gemv_loada<NT>(p, ch, g, c, aa);
         gemv_chunk<MT, NT, NV>(aa, sbias, wa, sa, acc);
         if (ch + 1 < c_end) {
@@ -288,7 +311,7 @@ __global__ void __launch_bounds__(256, 1) gemm_kernel(GemmP p)
     const int wm = warp & 3, wt = warp >> 2; /* warp tile: 32 weight rows x 64 tokens */
     const int chunks = p.k / 128;
     const int sbias = NV ? 0 : (int)p.params[1];
-    const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
+    const size_t nch = (size_t)p.k / 128; /* tile-major prepared weights (gemm_common.cuh) */
 
     auto load_stage = [&](int st, int ch) {
         uint8_t *sa = smem + st * G_STAGE;
@@ -311,13 +334,13 @@ __global__ void __launch_bounds__(256, 1) gemm_kernel(GemmP p)
             const int r = idx >> 2, s = idx & 3;
             const int row = w0 + r;
             const bool ok = row < p.n;
-            cp_async16(sw + r * 64 + s * 16, p.codes + (size_t)(ok ? row : 0) * crow + (size_t)ch * 64 + s * 16, ok ? 16 : 0);
+            cp_async16(sw + r * 64 + s * 16, p.codes + w4_code_off((size_t)(ok ? row : 0), (size_t)ch, (unsigned)s, nch), ok ? 16 : 0);
         }
         if (tid < 128) {
             const int row = w0 + tid;
             const bool ok = row < p.n;
-            if (NV) cp_async8(ss + tid * 8, p.scales + (size_t)(ok ? row : 0) * srow + (size_t)ch * 8, ok ? 8 : 0);
-            else cp_async4(ss + tid * 8, p.scales + (size_t)(ok ? row : 0) * srow + (size_t)ch * 4, ok ? 4 : 0);
+            if (NV) cp_async8(ss + tid * 8, p.scales + w4_scale_off((size_t)(ok ? row : 0), (size_t)ch, 8, nch), ok ? 8 : 0);
+            else cp_async4(ss + tid * 8, p.scales + w4_scale_off((size_t)(ok ? row : 0), (size_t)ch, 4, nch), ok ? 4 : 0);
         }
     };
 
@@ -437,7 +460,8 @@ extern "C" lofp_status lofp_cuda_w4_prepare_dir(const lofp_scheme *s, const uint
     const int grid = sm_count() * 8;
     w4_prep_codes<<<grid, 256, 0, st>>>(d_codes, d_scales, w->d_codes, n, k, nv ? 1 : 0);
     LOFP_CU_LAUNCH();
-    LOFP_CU(cudaMemcpyAsync(w->d_scales, d_scales, sb, cudaMemcpyDeviceToDevice, st));
+    w4_prep_scales<<<grid, 256, 0, st>>>(d_scales, w->d_scales, n, k, nv ? 8 : 4);
+    LOFP_CU_LAUNCH();
     unsigned int *smax = (unsigned int *)(w->d_params + 2);
     LOFP_CU(cudaMemsetAsync(smax, 0, sizeof(unsigned int), st));
     if (!nv) {

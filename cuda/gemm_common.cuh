@@ -18,6 +18,26 @@ struct GemmP {
     int m, n, k, out_bf16;
 };
 
+/* The prepared weight layout (lofp_cuda_w4_prepare) is tile-major: for every 16-row tile of W
+ * and every 128-element chunk of K, the tile's 16 rows x 64 code bytes are one contiguous 1 KiB
+ * block (row-major inside it: 16-byte unit u of row r at 64 (r % 16) + 16 u), the chunks of a
+ * tile consecutive, then the next tile; the scales likewise, 16 rows x SB bytes per (tile, chunk)
+ * (SB = 8 NVFP4, 4 MXFP4). A GEMV warp's load of one 16-byte unit per lane for 8 rows is then 512
+ * contiguous bytes and a warp's K range of one tile a single contiguous run, where the row-major
+ * [N, K/2] layout gave eight 64-byte pieces a row apart. Every kernel that reads the prepared
+ * weights addresses them through these two functions (nch = K / 128). Inside a tile the offsets
+ * add: for r0 = 16 t + e and d = 16 j + f with e + f < 16, w4_code_off(r0 + d, ch, u) =
+ * w4_code_off(r0, 0, u) + w4_code_off(d, ch, 0), and the same for w4_scale_off. */
+__host__ __device__ __forceinline__ size_t w4_code_off(size_t row, size_t ch, unsigned unit, size_t nch)
+{
+    return (((row >> 4) * nch + ch) << 10) + ((row & 15) << 6) + ((size_t)unit << 4);
+}
+/* byte offset of row `row`'s SB scale bytes of chunk ch (SB = 8 NVFP4, 4 MXFP4) */
+__host__ __device__ __forceinline__ size_t w4_scale_off(size_t row, size_t ch, size_t sb, size_t nch)
+{
+    return ((row >> 4) * nch + ch) * 16 * sb + (row & 15) * sb;
+}
+
 } // namespace lofpcu
 
 namespace {

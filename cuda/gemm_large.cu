@@ -57,8 +57,10 @@ std::atomic<size_t> g_cap{DEFAULT_CAP};
 std::atomic<int> g_lt_off{0};
 
 /* ---- dequantize: one thread per prepared 32-bit word (8 weights -> one 16-byte store) ---- */
-/* k % 128 == 0: word i covers elements 8i..8i+7 of the row-major [rows, k] matrix, inside block
- * 8i / 16 (NVFP4) or 8i / 32 (MXFP4). */
+/* Prepared word j (tile-major, gemm_common.cuh: 256 words per 16-row x 128-element block, row r16
+ * of the block at words 16 r16 .. 16 r16 + 15) holds elements 8 (j % 16)..+7 of chunk ch of row
+ * 16 t + r16 (block j / 256 = t nch + ch); its scale byte is byte j / 2 (NVFP4) or j / 4 (MXFP4)
+ * of the tile-major scales (16 x 8 or 16 x 4 bytes per block, the same order). */
 template <int NV>
 __device__ __forceinline__ uint4 w4_word_bf16(uint32_t q, uint32_t sbyte, int sbias)
 {
@@ -77,15 +79,16 @@ __device__ __forceinline__ uint4 w4_word_bf16(uint32_t q, uint32_t sbyte, int sb
     return v;
 }
 
-/* Each thread takes U words a grid-stride apart per step (all loads issued before the stores:
- * U 4-byte code loads in flight per thread; warps stay fully coalesced, 128 B of codes in and
- * 512 B of bf16 out per instruction). */
+/* Each thread takes U prepared words a grid-stride apart per step (all loads issued before the
+ * stores: U 4-byte code loads in flight per thread; a warp reads 128 contiguous bytes of codes and
+ * writes two runs of 256 bytes of the row-major bf16 [rows, k] output per instruction). */
 template <int NV>
 __global__ void __launch_bounds__(256) w4_to_bf16(const uint32_t *__restrict__ codes,
                                                   const uint8_t *__restrict__ scales,
                                                   const float *__restrict__ params,
-                                                  uint4 *__restrict__ out, size_t words)
+                                                  uint4 *__restrict__ out, size_t words, uint32_t nch)
 {
+    const size_t kw = (size_t)nch * 16; /* words per row */
     constexpr int U = 4;
     const int sbias = NV ? 0 : (int)params[1];
     const size_t T = (size_t)gridDim.x * blockDim.x;
@@ -100,7 +103,10 @@ __global__ void __launch_bounds__(256) w4_to_bf16(const uint32_t *__restrict__ c
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const size_t i = i0 + u * T;
-            if (i < words) out[i] = w4_word_bf16<NV>(q[u], sb[u], sbias);
+            if (i < words) {
+                const uint32_t b = (uint32_t)(i >> 8), t = b / nch, ch = b - t * nch, r16 = ((uint32_t)i >> 4) & 15;
+                out[((size_t)t * 16 + r16) * kw + (size_t)ch * 16 + (i & 15)] = w4_word_bf16<NV>(q[u], sb[u], sbias);
+            }
         }
     }
 }
@@ -336,13 +342,14 @@ lofp_status lofpcu::gemm_large_launch(const lofp_cuda_w4 *w, const void *d_a, si
     for (size_t n0 = 0; n0 < n; n0 += rows) {
         const size_t nr = n - n0 < rows ? n - n0 : rows;
         const size_t words = nr * k / 8;
-        const uint32_t *codes = (const uint32_t *)(w->d_codes + n0 * k / 2);
-        const uint8_t *scales = w->d_scales + n0 * k / (nv ? 16 : 32);
+        /* n0 % 16 == 0: the chunk's rows are whole tiles, contiguous in the tile-major layout */
+        const uint32_t *codes = (const uint32_t *)(w->d_codes + w4_code_off(n0, 0, 0, k / 128));
+        const uint8_t *scales = w->d_scales + w4_scale_off(n0, 0, nv ? 8 : 4, k / 128);
         /* 8 CTAs of 256 per SM (full occupancy), a few waves' worth of steps each */
         size_t blocks = (words + 1023) / 1024;
         if (blocks > (size_t)sms * 32) blocks = (size_t)sms * 32;
-        if (nv) w4_to_bf16<1><<<(unsigned)blocks, 256, 0, st>>>(codes, scales, w->d_params, (uint4 *)wbf, words);
-        else w4_to_bf16<0><<<(unsigned)blocks, 256, 0, st>>>(codes, scales, w->d_params, (uint4 *)wbf, words);
+        if (nv) w4_to_bf16<1><<<(unsigned)blocks, 256, 0, st>>>(codes, scales, w->d_params, (uint4 *)wbf, words, (uint32_t)(k / 128));
+        else w4_to_bf16<0><<<(unsigned)blocks, 256, 0, st>>>(codes, scales, w->d_params, (uint4 *)wbf, words, (uint32_t)(k / 128));
         const cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) {
             record_cuda_error(e, "w4_to_bf16", __FILE__, __LINE__);

@@ -236,14 +236,16 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
     const int n0 = blockIdx.x * ROWS, t0 = blockIdx.y * TN;
     const int chunks = p.k / 128;
     const int sb = (int)p.params[1] - 126;  /* params[1] = 253 - e_max */
-    const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / 32;
+    const size_t nch = (size_t)p.k / 128; /* tile-major prepared weights (gemm_common.cuh) */
 
     /* the loader's addresses are fixed per thread: computed once, each chunk only adds its
      * offset (the per-chunk 64-bit address arithmetic was a quarter of the loop's instructions) */
     constexpr int NA = TN * 8 / 256, NW = ROWS * 4 / 256;
     /* copy i of a thread: activation token row t = tid/8 + 32 i, unit u = tid % 8 (so t % 8 and
      * the swizzled unit are the same for every i: destination adst + 4096 i); weight row
-     * r = tid/4 + 64 i, unit s = tid % 4 ((r >> 1) & 3 the same for every i: wdst + 4096 i) */
+     * r = tid/4 + 64 i, unit s = tid % 4 ((r >> 1) & 3 the same for every i: wdst + 4096 i);
+     * in the tile-major prepared layout chunk ch of the same rows is w4_code_off(0, ch, 0) /
+     * w4_scale_off(0, ch) further (gemm_common.cuh) */
     const uint8_t *asrc[NA], *wsrc[NW];
     int asz[NA], wsz[NW];
     const uint32_t adst = (uint32_t)((tid >> 3) * 128 + (((tid & 7) ^ ((tid >> 3) & 7)) << 4));
@@ -259,11 +261,11 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
     for (int i = 0; i < NW; i++) {
         const int r = (tid >> 2) + 64 * i;
         const bool ok = n0 + r < p.n;
-        wsrc[i] = p.codes + (size_t)(ok ? n0 + r : 0) * crow + (tid & 3) * 16;
+        wsrc[i] = p.codes + w4_code_off((size_t)(ok ? n0 + r : 0), 0, (unsigned)(tid & 3), nch);
         wsz[i] = ok ? 16 : 0;
     }
     const bool sok = tid < ROWS && n0 + tid < p.n;
-    const uint8_t *ssrc = p.scales + (size_t)(sok ? n0 + tid : 0) * srow;
+    const uint8_t *ssrc = p.scales + w4_scale_off((size_t)(sok ? n0 + tid : 0), 0, 4, nch);
     const uint32_t sdst = (uint32_t)(ACT + WB + 4 * tid);
 
     auto load_stage = [&](int st, int ch) {
@@ -271,8 +273,8 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
 #pragma unroll
         for (int i = 0; i < NA; i++) cp16s(base + adst + 4096 * i, asrc[i] + (size_t)ch * 128, asz[i]);
 #pragma unroll
-        for (int i = 0; i < NW; i++) cp16s(base + wdst + 4096 * i, wsrc[i] + (size_t)ch * 64, wsz[i]);
-        if (tid < ROWS) cp4s(base + sdst, ssrc + (size_t)ch * 4, sok ? 4 : 0);
+        for (int i = 0; i < NW; i++) cp16s(base + wdst + 4096 * i, wsrc[i] + w4_code_off(0, (size_t)ch, 0, nch), wsz[i]);
+        if (tid < ROWS) cp4s(base + sdst, ssrc + w4_scale_off(0, (size_t)ch, 4, nch), sok ? 4 : 0);
     };
 
     float acc[NR], part[NR];

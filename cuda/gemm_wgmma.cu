@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
     const int cbeg = KS == 2 && rank ? chalf : 0;
     const int chunks = KS == 2 ? (rank ? call - chalf : chalf) : call;
     const int sbias = NV ? 0 : (int)p.params[1];
-    const size_t crow = (size_t)p.k / 2, srow = (size_t)p.k / (NV ? 16 : 32);
+    const size_t nch = (size_t)p.k / 128; /* tile-major prepared weights (gemm_common.cuh) */
     const uint32_t sh = 4u * (uint32_t)c;
 
     auto load_stage = [&](int st, int ch) {
@@ -144,14 +144,14 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
             const int row = n0 + r;
             const bool ok = row < p.n;
             cp_async16(sw + r * 64 + ((s ^ ((r >> 1) & 3)) << 4),
-                       p.codes + (size_t)(ok ? row : 0) * crow + (size_t)ch * 64 + s * 16, ok ? 16 : 0);
+                       p.codes + w4_code_off((size_t)(ok ? row : 0), (size_t)ch, (unsigned)s, nch), ok ? 16 : 0);
         }
 #pragma unroll
         for (int r = tid; r < ROWS; r += 256) {
             const int row = n0 + r;
             const bool ok = row < p.n;
-            if (NV) cp_async8(ss + r * 8, p.scales + (size_t)(ok ? row : 0) * srow + (size_t)ch * 8, ok ? 8 : 0);
-            else cp_async4(ss + r * 8, p.scales + (size_t)(ok ? row : 0) * srow + (size_t)ch * 4, ok ? 4 : 0);
+            if (NV) cp_async8(ss + r * 8, p.scales + w4_scale_off((size_t)(ok ? row : 0), (size_t)ch, 8, nch), ok ? 8 : 0);
+            else cp_async4(ss + r * 8, p.scales + w4_scale_off((size_t)(ok ? row : 0), (size_t)ch, 4, nch), ok ? 4 : 0);
         }
     };
 

@@ -614,11 +614,67 @@ static void test_gemm_large(void)
     printf("  W4A16 large-M path: %s\n", tu_failures == f0 ? "ok" : "FAILED");
 }
 
+/* The prepared layout byte for byte (docs/CUDA.md "W4A16 weight layout"): tile-major codes with
+ * the nibbles of every word de-interleaved (zero for NVFP4 blocks whose scale byte is 0) and
+ * tile-major scales. The GEMM cases above check it only through the kernels that read it; this
+ * tells a layout fault from a kernel fault. */
+static void prep_layout_case(const char *preset, size_t n, size_t k)
+{
+    lofp_scheme s;
+    CHECK_OK(lofp_scheme_preset(preset, &s));
+    s.threads = ncpu();
+    float *w = halloc(n * k * sizeof(float));
+    gen(w, n, k, 0);
+    const size_t cb = n * k / 2, sbytes = n * k / s.block, sb = s.block == 16 ? 8 : 4, nch = k / 128;
+    uint8_t *codes = halloc(cb), *scales = halloc(sbytes), *pc = halloc(cb), *ps = halloc(sbytes);
+    float global = 1.0f;
+    CHECK_OK(lofp_quantize(&s, LOFP_DTYPE_F32, w, n, k, codes, scales, &global, NULL));
+    /* one NVFP4 block per row gets scale byte 0 (its codes must come out zeroed) */
+    if (s.block == 16)
+        for (size_t r = 0; r < n; r++) scales[r * (k / 16) + (r * 5) % (k / 16)] = 0;
+    uint8_t *dcodes = dalloc(cb), *dscales = dalloc(sbytes);
+    h2d(dcodes, codes, cb);
+    h2d(dscales, scales, sbytes);
+    lofp_cuda_w4 W;
+    LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, NULL, n, k, &W, NULL));
+    CU(cudaDeviceSynchronize());
+    d2h(pc, W.d_codes, cb);
+    d2h(ps, W.d_scales, sbytes);
+    size_t bad_c = 0, bad_s = 0, zeroed = 0;
+    for (size_t r = 0; r < n; r++)
+        for (size_t ch = 0; ch < nch; ch++) {
+            const size_t blk = (r / 16) * nch + ch;
+            for (size_t j = 0; j < sb; j++)
+                bad_s += ps[blk * 16 * sb + (r % 16) * sb + j] != scales[r * (k / s.block) + ch * sb + j];
+            for (size_t wd = 0; wd < 16; wd++) {
+                uint32_t x, got, want = 0;
+                memcpy(&x, codes + r * (k / 2) + ch * 64 + 4 * wd, 4);
+                memcpy(&got, pc + blk * 1024 + (r % 16) * 64 + 4 * wd, 4);
+                if (s.block == 16 && scales[r * (k / 16) + ch * 8 + wd / 2] == 0) {
+                    x = 0;
+                    zeroed++;
+                }
+                for (int q = 0; q < 4; q++)
+                    want |= (((x >> (8 * q)) & 0xFu) << (4 * q)) | (((x >> (8 * q + 4)) & 0xFu) << (16 + 4 * q));
+                bad_c += got != want;
+            }
+        }
+    CHECKF(bad_c == 0 && bad_s == 0, "%s prepare n=%zu k=%zu: %zu code words, %zu scale bytes off the tile-major layout",
+           preset, n, k, bad_c, bad_s);
+    if (s.block == 16) CHECKF(zeroed >= 2 * n, "%s prepare: %zu zero-scale words, want at least %zu", preset, zeroed, 2 * n);
+    lofp_cuda_w4_free(&W);
+    free(w); free(codes); free(scales); free(pc); free(ps);
+    CU(cudaFree(dcodes)); CU(cudaFree(dscales));
+    g_cases++;
+}
+
 static void test_gemm(void)
 {
     const int f0 = tu_failures;
     const char *ps[] = {"nvfp4", "mxfp4"};
     for (int p = 0; p < 2; p++) {
+        prep_layout_case(ps[p], 48, 384);
+        prep_layout_case(ps[p], 16, 128);
         const size_t ms[] = {1, 3, 8, 16, 17, 33, 64, 65, 130, 256};
         for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) gemm_case(ps[p], ms[i], 512, 1024, 0, 1);
         gemm_case(ps[p], 1, 8192, 8192, 0, 1);

@@ -112,16 +112,16 @@ LOFP_API lofp_status lofp_cuda_dequantize(const lofp_scheme *s, const uint8_t *d
 /* W4A16 GEMV / GEMM (SPEC §4): C[m, n] = A[m, k] . W[n, k]^T                                  */
 /* ------------------------------------------------------------------------------------------ */
 
-/* FP4 weights pre-arranged for the W4A16 kernels (docs/CUDA.md "W4A16 weight layout"): codes
- * with the nibbles of each 32-bit word de-interleaved (the 4 even elements in the low half-word,
- * the 4 odd ones in the high half-word), the linear scales unchanged, and a device word holding
- * the epilogue factor. Filled by lofp_cuda_w4_prepare, owned by the caller, released with
- * lofp_cuda_w4_free. Treat the fields as read-only. */
+/* FP4 weights pre-arranged for the W4A16 kernels (docs/CUDA.md "W4A16 weight layout"): codes and
+ * scales reordered tile by tile (16 rows x 128 elements of K contiguous) with the nibbles of each
+ * 32-bit code word de-interleaved, and a device word holding the epilogue factor. The layout of
+ * the buffers is private to lofp and may change between versions. Filled by lofp_cuda_w4_prepare,
+ * owned by the caller, released with lofp_cuda_w4_free. Treat the fields as read-only. */
 typedef struct lofp_cuda_w4 {
     lofp_scheme_id id;    /* LOFP_SCHEME_NVFP4 or LOFP_SCHEME_MXFP4 */
     size_t n, k;          /* weight shape [n, k]; k a multiple of 128 */
     uint8_t *d_codes;     /* n * k / 2 bytes, device */
-    uint8_t *d_scales;    /* n * k / block bytes, linear, device */
+    uint8_t *d_scales;    /* n * k / block bytes, device */
     float *d_params;      /* device: [0] = epilogue factor alpha, [1] = scale exponent bias */
 } lofp_cuda_w4;
 
