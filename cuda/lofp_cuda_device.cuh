@@ -269,15 +269,25 @@ LHD uint32_t e2m1_rne_fast(float a)
 /* E2M1 code of q >= 0 (finite) under RNE, plus 0x4A800000: the same three-candidate rule as
  * e2m1x2_bf16_codes below in fp32, with C = 2^22 (ulp 0.5): bits(fl(q*k + C + j/2)) - bits(C) is
  * j + round(2kq) for 2kq < 2^22, and past it still >= 8 (the patterns are monotone), so the min
- * with 7 saturates. Three fp32 fmas (one rounding each) and two integer mins; the caller
- * subtracts 0x4A800000 once per packed word. test_codec_host checks it against lofp_encode. */
-LHD uint32_t e2m1_rne_fma_bits(float q)
+ * with 7 (e2m1_rne_fma_bits) saturates. Three fp32 fmas (one rounding each) and two integer
+ * mins; the caller subtracts 0x4A800000 once per packed word. test_codec_host checks it against
+ * lofp_encode.
+ * The three candidates' minimum without the cap: for 0 <= q < 9 it is 0x4A800000 plus the E2M1
+ * code, except 8 for q in [7, 9) (round(q/2) + 4 = 8 there) where the code is 7. A caller that
+ * knows q < 9 packs these (a nibble holds 8) and maps 8 to 7 once per word (e2m1_fix8_word). */
+LHD uint32_t e2m1_rne_fma_bits8(float q)
 {
     const uint32_t r1 = f2u(ffma(q, 1.0f, 4194304.0f));  /* round(2q) */
     const uint32_t r2 = f2u(ffma(q, 0.5f, 4194305.0f));  /* round(q) + 2 */
     const uint32_t r4 = f2u(ffma(q, 0.25f, 4194306.0f)); /* round(q/2) + 4 */
     uint32_t m = r1 < r2 ? r1 : r2;
-    m = m < r4 ? m : r4;
+    return m < r4 ? m : r4;
+}
+/* eight packed magnitude codes 0..8 -> 0..7 (8 is the only one with bit 3 set; no borrows) */
+LHD uint32_t e2m1_fix8_word(uint32_t w) { return w - ((w >> 3) & 0x11111111u); }
+LHD uint32_t e2m1_rne_fma_bits(float q)
+{
+    const uint32_t m = e2m1_rne_fma_bits8(q);
     return m < 0x4A800007u ? m : 0x4A800007u;
 }
 
@@ -534,13 +544,27 @@ LHD float nvfp4_global_from_amax(float amax)
     return fmul(frcp(amax), 2688.0f);
 }
 
+/* fl(a / 6) for a >= 0 finite by Markstein's iteration (below): fl(1/6) is the correctly rounded
+ * reciprocal and fl(a * fl(1/6)) is within one ulp of a / 6, so the corrected quotient is the
+ * correctly rounded one wherever the remainder does not underflow (a >= 2^-100 or so; below it the
+ * result is far under the 1e-12 clamp either way). 3 FP instructions instead of the __fdiv_rn
+ * sequence with its range check and slow-path call. test_codec_host compares it with the division
+ * over every mantissa of the binades that matter. a = inf gives NaN (the caller clamps it). */
+LHD float div6_rn(float a)
+{
+    const float r = u2f(0x3E2AAAABu); /* fl(1/6) */
+    const float q0 = fmul(a, r);
+    const float rem = ffma(-q0, 6.0f, a);
+    return ffma(rem, r, q0);
+}
+
 /* Block scale: bs = clamp(bmax / 6, 1e-12, 448); byte = UE4M3(bs) (RNE). *bq gets the divisor
  * (decoded scale, 2^-9 when the byte is 0). */
 LHD uint32_t nvfp4_scale(float bmax, float *bq)
 {
-    float bs = fdiv(bmax, 6.0f);
+    float bs = div6_rn(bmax);
     if (bs < 1e-12f) bs = 1e-12f;
-    if (bs > 448.0f) bs = 448.0f;
+    if (!(bs <= 448.0f)) bs = 448.0f; /* NaN: bmax = inf, where bmax / 6 = inf clamps to 448 */
     uint32_t sb = ue4m3_rne_fast(bs);
     float q = ue4m3_value(sb);
     if (!(q > 0.0f)) q = 0x1p-9f;

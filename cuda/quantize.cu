@@ -18,7 +18,8 @@
  *                    integer.
  *   mx_generic_kernel  one thread per block, any block that is a multiple of 32 (two passes).
  *   nvfp4_bf16_flat_kernel  NVFP4 from bf16 under RNE with linear scales and no padding:
- *                    coalesced 16-byte loads, two lanes per block, reverse item order.
+ *                    coalesced 16-byte loads, two lanes per block, reverse item order, signs
+ *                    and the code cap once per 8-element word.
  *   mxfp4_bf16_flat_kernel  MXFP4 from bf16 under RNE with linear scales and no padding: coalesced
  *                    16-byte loads, two elements per fma.rn.bf16x2 encoder step.
  *   uq_warp_kernel   one warp per row, padded K = 32*E (32..1024): butterfly stages in registers
@@ -793,34 +794,80 @@ __global__ void __launch_bounds__(256) mxfp4_bf16_flat_kernel(BQParams p)
     }
 }
 
-/* ---- NVFP4 from bf16, RNE, flat (version 4) ----
+/* ---- NVFP4 from bf16, RNE, flat (version 5) ----
  * Linear scales, no padding: block g is 16-byte input words 2g, 2g+1, code words (4 bytes) 2g,
  * 2g+1 and scale byte g. A warp item is 64 blocks: load i of lane l is input word 128 * item +
  * 32 i + l (512 contiguous bytes per warp load), i.e. half l % 2 of block 16 i + l / 2. The block
  * maxima come from one shuffle per two slots; lane l computes the scales of slots i with
- * i % 2 == l % 2 (two per lane, as the one-thread-per-32-elements kernel did) and hands them
- * (byte, divisor, reciprocal) to its partner. Per element: x * global, Markstein's division,
- * e2m1_rne_fma_bits; the same fp32 operations as nvfp4_fast_kernel. Items run in reverse order
- * after the amax pass (the L2 holds the tensor's end). Non-finite blocks take the version-2
- * arithmetic, the pair of lanes sharing the block maximum by a two-lane shuffle. */
+ * i % 2 == l % 2 (two per lane) and hands them (byte, divisor, reciprocal) to its partner.
+ * Per element: x * global, Markstein's division, the three E2M1 candidates and their minimum (the
+ * same fp32 operations as nvfp4_fast_kernel), one mad.lo into the nibble. Per word of 8 elements
+ * (version 5; version 4 spent two instructions per element on the sign and one on the cap at 7):
+ * the codes 8 (q in [7, 9)) become 7 by e2m1_fix8_word, and the 8 signs come from the input's
+ * high bytes by four byte permutes (nvfp4_signs8). q < 9 holds unless the block scale was clamped
+ * at 448 (its byte is then 0x7E; those blocks, and non-finite ones, take the version-2
+ * arithmetic, the pair of lanes sharing the block maximum by a two-lane shuffle). Addresses are a
+ * base per item plus constant offsets, with the bounds tests only in a partial last item. Items
+ * run in reverse order after the amax pass (the L2 holds the tensor's end). */
+
+/* The sign bits of the 8 bf16 elements in w[0..3] (element 2t in bits 0..15 of w[t]) at bits
+ * 4j + 3: gather the high bytes (even elements' in e, odd elements' in o, byte t each), then
+ * bit 7 of byte t goes to bit 8t + 3 (even, >> 4) and stays at 8t + 7 (odd). */
+__device__ __forceinline__ uint32_t nvfp4_signs8(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3)
+{
+    const uint32_t p01 = prmt(w0, w1, 0x7531u), p23 = prmt(w2, w3, 0x7531u);
+    const uint32_t e = prmt(p01, p23, 0x6420u), o = prmt(p01, p23, 0x7531u);
+    return ((e & 0x80808080u) >> 4) | (o & 0x80808080u);
+}
+
+/* fl(1/q) for q a UE4M3 value or 2^-9 (normal, far from both ends of the range): the hardware
+ * approximation and one Newton step, which is the sequence __frcp_rn runs for such q, without its
+ * exponent-range test and slow-path call (8 instructions and a branch per scale). */
+__device__ __forceinline__ float rcp_ue4m3(float q)
+{
+    float r0;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(q));
+    const float e = __fmaf_rn(q, r0, -1.0f);
+    return __fmaf_rn(r0, -e, r0);
+}
+
 __global__ void __launch_bounds__(256) nvfp4_bf16_flat_kernel(BQParams p)
 {
     const size_t nblk = p.rows * p.nb, nw = nblk * 2, nitems = (nw + 127) / 128;
     const int lane = threadIdx.x & 31, h = lane & 1;
-    const uint4 *x = (const uint4 *)p.x;
-    uint32_t *codes = (uint32_t *)p.codes;
     const float global = p.amax_bits ? nvfp4_global_from_amax(u2f(*p.amax_bits)) : p.global;
     if (blockIdx.x == 0 && threadIdx.x == 0 && p.global_out) *p.global_out = global;
     const size_t nwarps = (size_t)gridDim.x * (blockDim.x >> 5);
-    for (size_t it = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; it < nitems; it += nwarps) {
+    size_t it = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
+    /* item it's words from this lane's first one; bounds tests only in a partial last item */
+    auto load = [&](size_t item, uint4 (&d)[4]) {
+        const size_t wb = (p.reverse ? nitems - 1 - item : item) * 128;
+        const uint4 *xp = (const uint4 *)p.x + wb + lane;
+        if (wb + 128 <= nw) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) d[i] = __ldg(xp + 32 * i);
+        } else {
+            const int left = (int)(nw - wb) - lane;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                d[i] = make_uint4(0u, 0u, 0u, 0u);
+                if (32 * i < left) d[i] = __ldg(xp + 32 * i);
+            }
+        }
+    };
+    /* a warp's next item is loaded before it encodes the current one (a grid of fewer warps than
+     * items; with one item per warp this is the plain one-shot kernel) */
+    uint4 nx[4];
+    if (it < nitems) load(it, nx);
+    for (; it < nitems; it += nwarps) {
         const size_t wb = (p.reverse ? nitems - 1 - it : it) * 128;
+        const int left = wb + 128 <= nw ? 128 : (int)(nw - wb) - lane;
+        uint32_t *cp = (uint32_t *)p.codes + wb + lane;
+        uint8_t *sp = p.scales + (wb >> 1) + (lane >> 1);
         uint4 w[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const size_t gid = wb + 32 * i + lane;
-            w[i] = make_uint4(0u, 0u, 0u, 0u);
-            if (gid < nw) w[i] = __ldg(x + gid);
-        }
+        for (int i = 0; i < 4; i++) w[i] = nx[i];
+        if (it + nwarps < nitems) load(it + nwarps, nx);
         /* block maxima of the |x| patterns, two slots per 32-bit shuffle */
         uint32_t mb[4];
 #pragma unroll
@@ -849,7 +896,7 @@ __global__ void __launch_bounds__(256) nvfp4_bf16_flat_kernel(BQParams p)
             uint32_t b = 0u;
             if (mm < 0x7F80u) { /* max |fl(x * global)| = fl(max|x| * global) (monotone rounding) */
                 b = nvfp4_scale(fmul(u2f(mm << 16), global), &q);
-                r = frcp(q);
+                r = rcp_ue4m3(q);
             }
             const uint32_t ob = __shfl_xor_sync(0xFFFFFFFFu, b, 1);
             const float oq = __shfl_xor_sync(0xFFFFFFFFu, q, 1), orc = __shfl_xor_sync(0xFFFFFFFFu, r, 1);
@@ -859,21 +906,20 @@ __global__ void __launch_bounds__(256) nvfp4_bf16_flat_kernel(BQParams p)
         }
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const size_t gid = wb + 32 * i + lane;
-            if (gid >= nw) break;
-            const size_t blk = gid >> 1;
+            if (32 * i >= left) break;
             const uint32_t raw[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
             uint32_t out = 0u, sbyte = sb[i];
-            if (mb[i] < 0x7F80u) {
+            if (mb[i] < 0x7F80u && sb[i] != 0x7Eu) {
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
                     const float gj = fmul(raw_elem<LOFP_DTYPE_BF16>(raw, j), global);
                     const float q = div_markstein(fabsf(gj), bq[i], rcp[i]);
-                    const uint32_t c = with_sign<0, 3>(e2m1_rne_fma_bits(q), gj, p.pms);
-                    out = pack_mul<0, 4>(j, c, p.pm[j], out);
+                    out = pack_mul<0, 4>(j, e2m1_rne_fma_bits8(q), p.pm[j], out);
                 }
-                out -= 0x4A800000u * 0x11111111u;
+                out = e2m1_fix8_word(out - 0x4A800000u * 0x11111111u) |
+                      nvfp4_signs8(raw[0], raw[1], raw[2], raw[3]);
             } else { /* the version-2 arithmetic, non-finite values included */
+                const size_t gid = wb + 32 * i + lane;
                 note_nonfinite_raw<LOFP_DTYPE_BF16, 8>(p.ws, raw, 0, p.k, 0, gid * 8);
                 float g[8], bmax = 0.0f;
 #pragma unroll
@@ -882,7 +928,7 @@ __global__ void __launch_bounds__(256) nvfp4_bf16_flat_kernel(BQParams p)
                     const float a = fabs_(g[j]);
                     if (a > bmax) bmax = a; /* NaN never wins: the same max in any order */
                 }
-                /* both lanes of the block are here (same block maximum) */
+                /* both lanes of the block are here (same block maximum and scale byte) */
                 const unsigned pair = 3u << (lane & ~1);
                 const float ob = __shfl_xor_sync(pair, bmax, 1);
                 if (ob > bmax) bmax = ob;
@@ -896,8 +942,8 @@ __global__ void __launch_bounds__(256) nvfp4_bf16_flat_kernel(BQParams p)
                     out |= (e2m1_rne_fast(qq) | ((f2u(g[j]) >> 31) << 3)) << (4 * j);
                 }
             }
-            codes[gid] = out;
-            if (h == (i & 1)) p.scales[blk] = (uint8_t)sbyte;
+            cp[32 * i] = out;
+            if (h == (i & 1)) sp[16 * i] = (uint8_t)sbyte;
         }
     }
 }
@@ -1437,6 +1483,26 @@ static lofp_status check_q(const lofp_scheme *s, lofp_dtype dt, size_t rows, siz
     return LOFP_OK;
 }
 
+/* resident CTAs of 256 threads per SM of nvfp4_bf16_flat_kernel (occupancy API, once per device) */
+static int nvfp4_flat_ctas_per_sm(void)
+{
+    static int cache[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        (void)cudaGetLastError();
+        return 3;
+    }
+    if (!cache[dev]) {
+        int n = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, nvfp4_bf16_flat_kernel, 256, 0) != cudaSuccess || n < 1) {
+            (void)cudaGetLastError();
+            n = 3;
+        }
+        cache[dev] = n;
+    }
+    return cache[dev];
+}
+
 static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void *x, size_t rows,
                                  size_t k, bool have_global, float global, lofp_layout layout,
                                  uint8_t *codes, uint8_t *scales, float *global_out, void *ws_v,
@@ -1563,9 +1629,16 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
         }
         const unsigned grid = (unsigned)((total + 255) / 256);
         if (use_fast && dt == LOFP_DTYPE_BF16 && layout == LOFP_LAYOUT_LINEAR) {
-            /* one warp item (64 blocks) per warp, one-shot grid (as the MXFP4 flat kernel) */
+            /* warp items of 64 blocks; one wave of CTAs (the occupancy's CTAs per SM) that loop
+             * over the items, each warp loading its next item while it encodes one.
+             * LOFP_CUDA_NVFP4Q_CTAS=c (tuning, bench_cuda) sets c CTAs per SM instead, 0 the
+             * one-shot grid of one item per warp. */
             const size_t items = (total * 2 + 127) / 128;
             size_t g = (items + 7) / 8;
+            int per_sm = -1;
+            if (const char *e = getenv("LOFP_CUDA_NVFP4Q_CTAS")) per_sm = atoi(e);
+            if (per_sm < 0) per_sm = nvfp4_flat_ctas_per_sm();
+            if (per_sm > 0 && g > (size_t)sms * per_sm) g = (size_t)sms * per_sm;
             if (g > 0x40000000u) g = 0x40000000u; /* the kernel loops past it */
             nvfp4_bf16_flat_kernel<<<(unsigned)g, 256, 0, st>>>(p);
             LOFP_CU_LAUNCH();

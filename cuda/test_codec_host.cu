@@ -533,9 +533,64 @@ static void test_e2m1_fma_bits(void)
     EXPECT(bad == 0, "e2m1_rne_fma_bits: %ld mismatches", bad);
 }
 
+/* e2m1_rne_fma_bits8 + e2m1_fix8_word (the NVFP4 flat kernel's encoder, which needs q < 9) on every
+ * fp32 pattern in [2^-5, 9) and every 61st one below; e2m1_fix8_word on every nibble position and
+ * value 0..8 among random other nibbles */
+static void test_e2m1_fma_bits8(void)
+{
+    long bad = 0;
+    for (uint64_t u = 0; u < 0x41100000u; u += u >= 0x3D000000u ? 1 : 61) {
+        const float q = bf((uint32_t)u);
+        const uint32_t want = lofp_encode(LOFP_ELEM_E2M1, q, LOFP_RNE, LOFP_SATURATE, 0) & 7u;
+        const uint32_t raw = e2m1_rne_fma_bits8(q) - 0x4A800000u;
+        const uint32_t got = raw <= 8u ? e2m1_fix8_word(raw) : 99u;
+        if (got != want && bad++ < 5) fprintf(stderr, "e2m1_rne_fma_bits8 %08x: got %u want %u\n", (unsigned)u, got, want);
+    }
+    EXPECT(bad == 0, "e2m1_rne_fma_bits8: %ld mismatches", bad);
+    for (int t = 0; t < 2000; t++)
+        for (int j = 0; j < 8; j++)
+            for (uint32_t c = 0; c <= 8; c++) {
+                uint32_t w = 0, want = 0;
+                for (int i = 0; i < 8; i++) {
+                    const uint32_t ci = i == j ? c : (uint32_t)(rnd() % 9u);
+                    w |= ci << (4 * i);
+                    want |= (ci > 7u ? 7u : ci) << (4 * i);
+                }
+                EXPECT(e2m1_fix8_word(w) == want, "e2m1_fix8_word %08x", (unsigned)w);
+            }
+}
+
+/* div6_rn (the NVFP4 block scale's bmax / 6) against the division: every mantissa of the binades
+ * around 1, the 1e-12 clamp, 448 * 6 and the top, every 7th in the others from 2^-100 up (below
+ * it, results under the 1e-12 clamp); zero; and nvfp4_scale of infinity (Markstein gives NaN
+ * there) is the clamp 448 */
+static void test_div6(void)
+{
+    long bad = 0;
+    for (int e = -126; e <= 127; e++) {
+        const bool all = (e >= -2 && e <= 2) || (e >= -42 && e <= -37) || (e >= 11 && e <= 12) || e >= 126;
+        for (uint32_t m = 0; m < 0x800000u; m += all ? 1 : 7) {
+            const float a = bf(((uint32_t)(e + 127) << 23) | m);
+            if (e < -100) { /* the remainder may underflow: only both below the clamp matters */
+                if (!(div6_rn(a) < 1e-12f) && bad++ < 5) fprintf(stderr, "div6_rn %08x\n", fb(a));
+                continue;
+            }
+            if (fb(div6_rn(a)) != fb(fdiv(a, 6.0f)) && bad++ < 5)
+                fprintf(stderr, "div6_rn %08x: got %08x want %08x\n", fb(a), fb(div6_rn(a)), fb(fdiv(a, 6.0f)));
+        }
+    }
+    EXPECT(bad == 0, "div6_rn: %ld mismatches", bad);
+    EXPECT(fb(div6_rn(0.0f)) == 0u, "div6_rn(0)");
+    float bq = 0.0f;
+    const uint32_t sb = nvfp4_scale(INFINITY, &bq);
+    EXPECT(sb == lofp_encode(LOFP_ELEM_UE4M3, 448.0f, LOFP_RNE, LOFP_SATURATE, 0) && bq == 448.0f, "nvfp4_scale(inf)");
+}
+
 int main(void)
 {
     test_e2m1_fma_bits();
+    test_e2m1_fma_bits8();
+    test_div6();
     test_e2m1x2_bf16_all();
     test_magic_encoders();
     test_nvfp4_dequant_bases();

@@ -436,7 +436,26 @@ static void test_quantize(void)
         qopts o = {"nvfp4", LOFP_RNE, -1, 0, 0, 0, 0, 0, 0, 0};
         qcase(&o, LOFP_DTYPE_BF16, 4096, 4096, 1, LOFP_LAYOUT_LINEAR, -1);
     }
-    printf("  NVFP4 bf16 flat kernel (two-level, one-level, given global, tails): %s\n", tu_failures == f1 ? "ok" : "FAILED");
+    /* its grid: the one-shot grid (one item per warp, LOFP_CUDA_NVFP4Q_CTAS=0) and one CTA per SM
+     * (each warp loops over items, its next one loaded ahead: 2000 x 1040 is 2031.25 items, more
+     * than the 8 warps x SMs, with a partial last one), through the bench's public call */
+    {
+        const char *ctas[] = {"0", "1"};
+        for (int c = 0; c < 2; c++) {
+            setenv("LOFP_CUDA_NVFP4Q_CTAS", ctas[c], 1);
+            for (int kind = 0; kind < 5; kind++)
+                for (int v = 0; v < 3; v++) {
+                    qopts o = {"nvfp4", LOFP_RNE, -1, 0, v == 1, 0, 0, 0, 0, v == 2};
+                    qcase(&o, LOFP_DTYPE_BF16, 61, 1024, kind, LOFP_LAYOUT_LINEAR, -1);
+                    qcase(&o, LOFP_DTYPE_BF16, 2000, 1040, kind, LOFP_LAYOUT_LINEAR, -1);
+                    qcase(&o, LOFP_DTYPE_BF16, 9, 160, kind, LOFP_LAYOUT_LINEAR, 9 * 160 - 1 - 37 * kind);
+                }
+            qopts o = {"nvfp4", LOFP_RNE, -1, 0, 0, 0, 0, 0, 0, 0};
+            qcase(&o, LOFP_DTYPE_BF16, 4096, 4096, 1, LOFP_LAYOUT_LINEAR, -1);
+            unsetenv("LOFP_CUDA_NVFP4Q_CTAS");
+        }
+    }
+    printf("  NVFP4 bf16 flat kernel (two-level, one-level, given global, tails, grids): %s\n", tu_failures == f1 ? "ok" : "FAILED");
     /* NVFP4 one-level and with_global; UltraQuant unrotated, dense, D sizes; padding */
     f1 = tu_failures;
     for (int kind = 0; kind < 4; kind++) {
