@@ -17,7 +17,7 @@
  *                    encoder once per device; the integer encoder where they differ), others
  *                    integer.
  *   mx_generic_kernel  one thread per block, any block that is a multiple of 32 (two passes).
- *   nvfp4_bf16_flat_kernel  NVFP4 from bf16 under RNE with linear scales and no padding:
+ *   nvfp4_bf16_flat_kernel  NVFP4 from bf16 under RNE, no padding, any scale layout:
  *                    coalesced 16-byte loads, two lanes per block, reverse item order, signs
  *                    and the code cap once per 8-element word.
  *   mxfp4_bf16_flat_kernel  MXFP4 from bf16 under RNE with linear scales and no padding: coalesced
@@ -795,9 +795,11 @@ __global__ void __launch_bounds__(256) mxfp4_bf16_flat_kernel(BQParams p)
 }
 
 /* ---- NVFP4 from bf16, RNE, flat (version 5) ----
- * Linear scales, no padding: block g is 16-byte input words 2g, 2g+1, code words (4 bytes) 2g,
- * 2g+1 and scale byte g. A warp item is 64 blocks: load i of lane l is input word 128 * item +
- * 32 i + l (512 contiguous bytes per warp load), i.e. half l % 2 of block 16 i + l / 2. The block
+ * No padding: block g is 16-byte input words 2g, 2g+1, code words (4 bytes) 2g, 2g+1 and scale
+ * byte g in the linear layout (LIN; other layouts: the byte of (row, block) of block g, the pair
+ * stepped along the item without a division). A warp item is 64 blocks: load i of lane l is
+ * input word 128 * item + 32 i + l (512 contiguous bytes per warp load), i.e. half l % 2 of block
+ * 16 i + l / 2. The block
  * maxima come from one shuffle per two slots; lane l computes the scales of slots i with
  * i % 2 == l % 2 (two per lane) and hands them (byte, divisor, reciprocal) to its partner.
  * Per element: x * global, Markstein's division, the three E2M1 candidates and their minimum (the
@@ -831,6 +833,7 @@ __device__ __forceinline__ float rcp_ue4m3(float q)
     return __fmaf_rn(r0, -e, r0);
 }
 
+template <bool LIN>
 __global__ void __launch_bounds__(256) nvfp4_bf16_flat_kernel(BQParams p)
 {
     const size_t nblk = p.rows * p.nb, nw = nblk * 2, nitems = (nw + 127) / 128;
@@ -864,6 +867,9 @@ __global__ void __launch_bounds__(256) nvfp4_bf16_flat_kernel(BQParams p)
         const int left = wb + 128 <= nw ? 128 : (int)(nw - wb) - lane;
         uint32_t *cp = (uint32_t *)p.codes + wb + lane;
         uint8_t *sp = p.scales + (wb >> 1) + (lane >> 1);
+        /* other scale layouts: (row, block) of this lane's slot-0 block, stepped by 16 blocks */
+        size_t sr = 0, sc = 0;
+        if (!LIN) split_gid((wb >> 1) + (lane >> 1), p.nb, sr, sc);
         uint4 w[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) w[i] = nx[i];
@@ -943,7 +949,12 @@ __global__ void __launch_bounds__(256) nvfp4_bf16_flat_kernel(BQParams p)
                 }
             }
             cp[32 * i] = out;
-            if (h == (i & 1)) sp[16 * i] = (uint8_t)sbyte;
+            if (LIN) {
+                if (h == (i & 1)) sp[16 * i] = (uint8_t)sbyte;
+            } else {
+                if (h == (i & 1)) p.scales[scale_off(p.L, sr, sc)] = (uint8_t)sbyte;
+                for (sc += 16; sc >= p.nb; sc -= p.nb) sr++;
+            }
         }
     }
 }
@@ -1484,7 +1495,7 @@ static lofp_status check_q(const lofp_scheme *s, lofp_dtype dt, size_t rows, siz
 }
 
 /* resident CTAs of 256 threads per SM of nvfp4_bf16_flat_kernel (occupancy API, once per device) */
-static int nvfp4_flat_ctas_per_sm(void)
+template <bool LIN> static int nvfp4_flat_ctas_per_sm(void)
 {
     static int cache[64];
     int dev = 0;
@@ -1494,7 +1505,7 @@ static int nvfp4_flat_ctas_per_sm(void)
     }
     if (!cache[dev]) {
         int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, nvfp4_bf16_flat_kernel, 256, 0) != cudaSuccess || n < 1) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, nvfp4_bf16_flat_kernel<LIN>, 256, 0) != cudaSuccess || n < 1) {
             (void)cudaGetLastError();
             n = 3;
         }
@@ -1628,7 +1639,7 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
             p.global = have_global ? global : 1.0f;
         }
         const unsigned grid = (unsigned)((total + 255) / 256);
-        if (use_fast && dt == LOFP_DTYPE_BF16 && layout == LOFP_LAYOUT_LINEAR) {
+        if (use_fast && dt == LOFP_DTYPE_BF16) {
             /* warp items of 64 blocks; one wave of CTAs (the occupancy's CTAs per SM) that loop
              * over the items, each warp loading its next item while it encodes one.
              * LOFP_CUDA_NVFP4Q_CTAS=c (tuning, bench_cuda) sets c CTAs per SM instead, 0 the
@@ -1637,10 +1648,12 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
             size_t g = (items + 7) / 8;
             int per_sm = -1;
             if (const char *e = getenv("LOFP_CUDA_NVFP4Q_CTAS")) per_sm = atoi(e);
-            if (per_sm < 0) per_sm = nvfp4_flat_ctas_per_sm();
+            const bool lin = layout == LOFP_LAYOUT_LINEAR;
+            if (per_sm < 0) per_sm = lin ? nvfp4_flat_ctas_per_sm<true>() : nvfp4_flat_ctas_per_sm<false>();
             if (per_sm > 0 && g > (size_t)sms * per_sm) g = (size_t)sms * per_sm;
             if (g > 0x40000000u) g = 0x40000000u; /* the kernel loops past it */
-            nvfp4_bf16_flat_kernel<<<(unsigned)g, 256, 0, st>>>(p);
+            if (lin) nvfp4_bf16_flat_kernel<true><<<(unsigned)g, 256, 0, st>>>(p);
+            else nvfp4_bf16_flat_kernel<false><<<(unsigned)g, 256, 0, st>>>(p);
             LOFP_CU_LAUNCH();
             return LOFP_OK;
         }

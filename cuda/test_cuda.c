@@ -452,10 +452,27 @@ static void test_quantize(void)
                 }
             qopts o = {"nvfp4", LOFP_RNE, -1, 0, 0, 0, 0, 0, 0, 0};
             qcase(&o, LOFP_DTYPE_BF16, 4096, 4096, 1, LOFP_LAYOUT_LINEAR, -1);
+            qcase(&o, LOFP_DTYPE_BF16, 2000, 1040, 4, LOFP_LAYOUT_SWIZZLE_128X4, -1);
             unsetenv("LOFP_CUDA_NVFP4Q_CTAS");
         }
     }
-    printf("  NVFP4 bf16 flat kernel (two-level, one-level, given global, tails, grids): %s\n", tu_failures == f1 ? "ok" : "FAILED");
+    /* the same kernel writing the other scale layouts: every layout x kind x variant; one block
+     * per row (the (row, block) step wraps rows 16 times), 3 blocks per row, rows that are no
+     * multiple of 128 or 4 (padding), a partial last item, and the bench's swizzle shape class */
+    for (int L = 1; L < LOFP_LAYOUT_COUNT_; L++)
+        for (int kind = 0; kind < 5; kind++)
+            for (int v = 0; v < 3; v++) {
+                qopts o = {"nvfp4", LOFP_RNE, -1, 0, v == 1, 0, 0, 0, 0, v == 2};
+                qcase(&o, LOFP_DTYPE_BF16, 37, 16, kind, (lofp_layout)L, -1);
+                qcase(&o, LOFP_DTYPE_BF16, 131, 48, kind, (lofp_layout)L, -1);
+                qcase(&o, LOFP_DTYPE_BF16, 256, 1024, kind, (lofp_layout)L, -1);
+                qcase(&o, LOFP_DTYPE_BF16, 9, 160, kind, (lofp_layout)L, 9 * 160 - 1 - 37 * kind);
+            }
+    {
+        qopts o = {"nvfp4", LOFP_RNE, -1, 0, 0, 0, 0, 0, 0, 0};
+        qcase(&o, LOFP_DTYPE_BF16, 4096, 4096, 1, LOFP_LAYOUT_SWIZZLE_128X4, -1);
+    }
+    printf("  NVFP4 bf16 flat kernel (two-level, one-level, given global, tails, grids, layouts): %s\n", tu_failures == f1 ? "ok" : "FAILED");
     /* NVFP4 one-level and with_global; UltraQuant unrotated, dense, D sizes; padding */
     f1 = tu_failures;
     for (int kind = 0; kind < 4; kind++) {
