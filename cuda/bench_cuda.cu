@@ -313,19 +313,6 @@ static void bench_gemm(void)
                         const double by = pt.what == 2 ? m * k * 3.0 : (double)wbytes + m * k * (pt.what ? 1.0 : 3.0) + m * n * 2.0;
                         emit(name, us, by, pt.what == 2 ? 0 : 2.0 * m * n * k, extra8);
                     }
-                    /* the GEMM in every tile configuration (LOFP_CUDA_W4A8_CFG), for the default's choice */
-                    if (m == 64 || m == 256 || m == 4096) {
-                        LC(lofp_cuda_w4a8_quantize_act(a, m, k, ws8, wsb, NULL));
-                        for (const char *cf : {"64,1", "64,2", "128,1", "128,2"}) {
-                            setenv("LOFP_CUDA_W4A8_CFG", cf, 1);
-                            double us = time_us([&](int i) { LC(lofp_cuda_w4a8_gemm_quantized(&W[i % NCOPY], m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL)); }, fl, bt);
-                            char name[96];
-                            snprintf(name, sizeof name, "w4a8sweep_%s_m%zu_n%zu_k%zu_%s", preset, m, n, k, cf);
-                            for (char *q = name; *q; q++) if (*q == ',') *q = 'x';
-                            emit(name, us, (double)wbytes + m * k * 1.0 + m * n * 2.0, 2.0 * m * n * k, extra8);
-                        }
-                        unsetenv("LOFP_CUDA_W4A8_CFG");
-                    }
                     CU(cudaFree(ws8));
                 }
                 CU(cudaFree(a));

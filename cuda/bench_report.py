@@ -105,10 +105,6 @@ def main():
             f = lambda x: f"{x['us']:.1f}" if x else "-"
             met = ("yes" if og["us"] <= tf8["us"] else "no") if (tf8 and og) else "-"
             p(f"| {m} | {n} x {k} | {f(og)} | {f(tf8)} | {met} | {o['us']:.1f} | {f(oq)} | {f(tq8)} | {f(w16)} |")
-        sw = [(kk, v["us"]) for kk, v in L.items() if kk.startswith("w4a8sweep_")]
-        if sw:
-            p("\nW4A8 GEMM alone per tile configuration (`LOFP_CUDA_W4A8_CFG` = TN,KW), µs: "
-              + "; ".join(f"{kk[len('w4a8sweep_mxfp4_'):]} {us:.1f}" for kk, us in sw))
     for nm, o in L.items():
         if nm.startswith("w4_prepare_"):
             p(f"\nOne-time load step `lofp_cuda_w4_prepare` ({nm[11:]}, checkpoint-layout codes and scales in): "

@@ -1,5 +1,6 @@
 /* gemm_w4a8.cu -- opt-in W4A8: MXFP4 weights x E4M3 activations on the Hopper FP8 tensor cores
- * (sm_90a wgmma .e4m3), block scales applied in fp32 at every k32 step.
+ * (sm_90a wgmma .e4m3), block scales folded into the E4M3 weights per 128-chunk, fp32 promotion
+ * once per chunk.
  *
  * Two kernels:
  *
@@ -17,24 +18,28 @@
  *    wgmma's M (64 per warpgroup), tokens its N (TN per CTA), the weights the register A operand,
  *    the E4M3 activations the shared-memory B operand (K-major, 128-byte swizzle: one 128-chunk of
  *    K is one swizzle atom row of 128 bytes per token, 16-byte unit u of token row t stored at
- *    u ^ (t & 7); k32 step j of the chunk starts at byte 32 j). Per k32 step (= one MXFP4 block):
+ *    u ^ (t & 7); k32 step j of the chunk starts at byte 32 j).
  *      - the lane's A fragment of wgmma.m64nNk32 .e4m3 is rows g and g+8 of its warp's 16 rows,
- *        k slots 4c..4c+3 (registers 0, 1) and 16+4c..16+4c+3 (registers 2, 3). The lane reads
- *        prepared word c of the block of both rows (8 nibbles each) and turns it into 8 E4M3
- *        bytes with bit operations: nibble s.e1.e0.m -> byte s.0.0.e1.e0.m.0.0, which is
- *        E4M3 with exponent field e1e0 and mantissa m00, i.e. exactly e2m1 * 2^-6 (e1e0 = 0 is
- *        the E4M3 subnormal m * 2^-7 = (m * 0.5) * 2^-6). The low nibbles of the word's four
- *        bytes (prepared elements 0, 4, 1, 5) go to slots 4c.., the high nibbles (2, 6, 3, 7) to
- *        slots 16+4c..; the activation quantizer stores the activations in the same order:
- *        inside a block, byte s = 16 h + 4 c + b holds element 8 c + P[h][b], P = {0,4,1,5},
- *        {2,6,3,7}.
- *      - one wgmma.m64nTNk32 into a fresh fp32 partial (scale-d = 0): the products of the 32
- *        exact E4M3 pairs are exact, the partial is the hardware's fp32 sum of 32 terms;
- *      - wait, then promotion acc = fma(partial, f_row, acc) with f_row = 2^(e - e_max), e the
- *        row's E8M0 scale of this block and e_max the tensor's largest (the lane's accumulators
- *        belong to two weight rows: two factors per step). Blocks more than 2^126 below e_max
- *        flush to 0; a 0xFF scale gives NaN as on the CPU.
- *    Epilogue: C = (acc * 2^(e_max - 127 + 6)) * scale_token, to fp32 or bf16 (RNE).
+ *        k slots 4c..4c+3 (registers 0, 1) and 16+4c..16+4c+3 (registers 2, 3) of the step. The
+ *        lane reads prepared word c of the block of both rows; nibble i of a word is element 2i
+ *        (i < 4) or 2(i - 4) + 1 of the word's 8, so the low half-word gives slots 4c.. and the high
+ *        half-word slots 16+4c.. (the activation quantizer stores byte 16h + 4c + b of a block as
+ *        element 8c + 2b + h). Four nibbles -> four E4M3 bytes by two prmt (e4m3_word): the
+ *        magnitude from an 8-byte table, the sign bits gathered by a byte permutation.
+ *      - per-128 promotion: for each row and chunk, e_c = the largest of its 4 block scales; block
+ *        j's table holds E4M3(v * 2^(6 - d)), d = e_c - e_j, exact for d <= 11 (W8_DMAX). The 4
+ *        (KW = 1) or 2 (KW = 2) k32 steps chain in the tensor core into one fresh partial, then
+ *        acc = fma(partial, 2^(e_c - e_max), acc) (e_max the tensor's largest scale; two factors
+ *        per lane, one per row): one FMA per output per chunk. Two partials alternate: chunk ch's
+ *        wgmmas are committed, then wait_group 1 waits for chunk ch - 1's only and its partial is
+ *        promoted while chunk ch's run.
+ *      - fallback: a chunk in which some row of the CTA spans more than 11 binades (decided per
+ *        CTA and chunk at the barrier: wgmma is warpgroup-wide) runs as before this change: every
+ *        block at d = 0, one fresh partial per k32 step, promoted with 2^(e_j - e_max).
+ *      - blocks more than 2^126 below e_max flush to 0 (the factor underflows); a 0xFF scale gives
+ *        NaN as on the CPU (a row whose chunk mixes 0xFF with finite scales spans > 11 binades
+ *        and takes the fallback; four 0xFF scales give a NaN factor).
+ *    Epilogue: C = (acc * 2^(e_max - 127 - 6)) * scale_token, to fp32 or bf16 (RNE).
  *    CTA: two warpgroups (256 threads), S-stage cp.async pipeline of 128-chunks (E4M3 activation
  *    tile, raw prepared codes with 16-byte unit s of weight row r at s ^ ((r >> 1) & 3), 4 scale
  *    bytes per row). KW = 1: the warpgroups own 64 weight rows each (CTA 128 rows) and run all 4
@@ -47,8 +52,6 @@
  * promotions -- twice the tensor work and twice the promotion FMAs -- and the UE4M3 scale cannot
  * be folded into the E4M3 weight exactly (e2m1 x ue4m3 needs up to 5 mantissa bits).
  */
-#include <stdio.h>
-#include <stdlib.h>
 
 #include "gemm_common.cuh"
 #include "lofp_cuda_internal.h"
@@ -117,12 +120,12 @@ __global__ void __launch_bounds__(256) act_quant_kernel(const uint16_t *a, size_
         /* e(i): element i of the block as fp32 divided by the scale */
         auto e = [&](int i) { return fdiv(u2f((i & 1 ? w[i >> 1] >> 16 : w[i >> 1] & 0xFFFFu) << 16), s); };
         uint32_t o[8];
-        /* output word 4h + c (bytes s = 16h + 4c + b) holds elements 8c + P[h][b] */
+        /* output word 4h + c (bytes s = 16h + 4c + b) holds elements 8c + 2b + h */
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                const int b0 = h ? 2 : 0, b1 = h ? 6 : 4, b2 = h ? 3 : 1, b3 = h ? 7 : 5;
+                const int b0 = h, b1 = 2 + h, b2 = 4 + h, b3 = 6 + h;
                 uint16_t lo, hi;
                 /* cvt ... d, a, b: a goes to the upper byte, b to the lower */
                 asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(e(8 * c + b1)), "f"(e(8 * c + b0)));
@@ -137,10 +140,10 @@ __global__ void __launch_bounds__(256) act_quant_kernel(const uint16_t *a, size_
 
 /* ---- GEMM ---- */
 
-/* D = A . B with scale-d = 0 (a fresh accumulator), A = 4 registers of E4M3, B = descriptor. */
+/* D = A . B (accum = 0: a fresh accumulator) or D += A . B, A = 4 registers of E4M3, B = descriptor. */
 template <int TN> struct WgmmaF8;
 template <> struct WgmmaF8<64> {
-    static __device__ __forceinline__ void mma(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc)
+    static __device__ __forceinline__ void mma(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int accum)
     {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
@@ -151,11 +154,11 @@ template <> struct WgmmaF8<64> {
                        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
                        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
                        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(0));
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(accum));
     }
 };
 template <> struct WgmmaF8<128> {
-    static __device__ __forceinline__ void mma(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc)
+    static __device__ __forceinline__ void mma(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int accum)
     {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
@@ -172,7 +175,7 @@ template <> struct WgmmaF8<128> {
                        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
                        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
                        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(0));
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(accum));
     }
 };
 
@@ -189,6 +192,7 @@ __device__ __forceinline__ void cp4s(uint32_t sa, const void *g, int n)
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 __device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 
 /* K-major, 128-byte swizzle descriptor (as gemm_wgmma.cu): start >> 4, LBO 1, SBO 1024 >> 4, 128B */
@@ -198,9 +202,33 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr)
            ((uint64_t)1 << 62);
 }
 
-/* low / high nibbles of the four bytes of a prepared word -> four E4M3 bytes of e2m1 * 2^-6 */
-__device__ __forceinline__ uint32_t e4m3_lo(uint32_t q) { return ((q << 2) & 0x1C1C1C1Cu) | ((q << 4) & 0x80808080u); }
-__device__ __forceinline__ uint32_t e4m3_hi(uint32_t q) { return ((q >> 2) & 0x1C1C1C1Cu) | (q & 0x80808080u); }
+/* E2M1 -> E4M3 by table. The byte table (t0: magnitudes 0..3, t1: 4..7) holds E4M3(v * 2^(6 - d))
+ * for the e2m1 magnitudes v = 0, 0.5, 1, 1.5, 2, 3, 4, 6: at d = 0 the bytes 00 60 68 6C 70 74 78 7C
+ * (all normal: 0.5 * 2^6 = 2^5 has exponent field 12), and d binades lower is the same bytes minus
+ * 8 d in each nonzero byte (the exponent field minus d) -- exact while 12 - d >= 1, i.e. d <= 11
+ * (W8_DMAX; below, 0.5 * 2^(6 - d) would be an E4M3 subnormal, another encoding). */
+constexpr uint32_t W8_T0 = 0x6C686000u, W8_T1 = 0x7C787470u;
+constexpr uint32_t W8_C0 = 0x08080800u, W8_C1 = 0x08080808u;  /* 8 per nonzero byte */
+constexpr int W8_DMAX = 11;
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
+{
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+/* a prepared word q (nibble i: element 2i for i < 4, 2(i - 4) + 1 above) -> lo = E4M3 bytes of
+ * nibbles 0..3, hi = of nibbles 4..7. Magnitude: prmt of the table with the nibbles' low 3 bits
+ * as selector (bit 3, the sign, cleared: set it would select prmt's sign-replicating mode).
+ * Sign: nibble i's sign bit is bit 4i + 3 of q (or of q << 4 = bit 4i + 7); a byte prmt of
+ * (q, q << 4) puts, for each output byte, the source byte whose bit 7 is that sign. 9 operations
+ * per word. */
+__device__ __forceinline__ void e4m3_word(uint32_t q, uint32_t t0, uint32_t t1, uint32_t &lo, uint32_t &hi)
+{
+    const uint32_t qm = q & 0x77777777u, q4 = q << 4;
+    lo = prmt(t0, t1, qm) | (prmt(q, q4, 0x1504u) & 0x80808080u);
+    hi = prmt(t0, t1, qm >> 16) | (prmt(q, q4, 0x3726u) & 0x80808080u);
+}
 
 /* E8M0 byte -> fp32 2^(b - e_max) (sb = 127 - e_max; 0 below 2^-126, NaN for 0xFF) */
 __device__ __forceinline__ float blockf(uint32_t b, int sb)
@@ -277,11 +305,13 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
         if (tid < ROWS) cp4s(base + sdst, ssrc + w4_scale_off(0, (size_t)ch, 4, nch), sok ? 4 : 0);
     };
 
-    float acc[NR], part[NR];
+    /* two partials: chunk ch's wgmmas run into pp[ch & 1] while the other one, chunk ch - 1's,
+     * is promoted (its wgmmas were committed one chunk earlier; wait_group 1 waits for them only) */
+    float acc[NR], pa[NR], pb[NR];
 #pragma unroll
-    for (int i = 0; i < NR; i++) { acc[i] = 0.0f; part[i] = 0.0f; }
+    for (int i = 0; i < NR; i++) { acc[i] = 0.0f; pa[i] = 0.0f; pb[i] = 0.0f; }
 #pragma unroll
-    for (int i = 0; i < NR; i++) { reg_fence(acc[i]); reg_fence(part[i]); }
+    for (int i = 0; i < NR; i++) { reg_fence(acc[i]); reg_fence(pa[i]); reg_fence(pb[i]); }
 
 #pragma unroll
     for (int s = 0; s < S - 2; s++) {
@@ -292,13 +322,35 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
     /* this lane's weight rows inside the CTA: rb and rb + 8 (same unit swizzle) */
     const int rb = (KW == 1 ? wg * 64 : 0) + 16 * wiw + g;
     const int rsw = (rb >> 1) & 3;
-    for (int ch = 0; ch < chunks; ch++) {
+    /* factors of the partial the previous chunk left (pp[(ch - 1) & 1]); 0 where it left none
+     * (before the first chunk, after a fallback chunk): the promotion then adds partial * 0 = +-0,
+     * exact, as the partials are always finite (at most 128 x 448 x 384 in magnitude). Promoting
+     * unconditionally keeps every wgmma wait out of divergent-looking code, where ptxas would
+     * serialize the wgmmas. */
+    float fp0 = 0.0f, fp1 = 0.0f;
+    auto promote = [&](float (&pt)[NR], float g0, float g1) {
+#pragma unroll
+        for (int i = 0; i < NR; i++) reg_fence(pt[i]);
+        /* accumulator i belongs to row rb + 8 * ((i >> 1) & 1) */
+#pragma unroll
+        for (int i = 0; i < NR; i++) acc[i] = ffma(pt[i], (i & 2) ? g1 : g0, acc[i]);
+    };
+    auto chunk = [&](int ch, float (&cur)[NR], float (&prv)[NR]) {
         cp_wait<S - 3>();
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncthreads();
+        /* thread r < ROWS copied row r's 4 scale bytes of this chunk itself (visible to it after
+         * its wait): the chunk takes the fallback for the whole CTA (a uniform branch: wgmma is
+         * warpgroup-wide) if any row's scales span more than W8_DMAX binades */
+        int span = 0;
+        if (tid < ROWS) {
+            const uint32_t sv = *(const uint32_t *)(smem + (ch % S) * STAGE + ACT + WB + 4 * tid);
+            const uint32_t x0 = sv & 0xFFu, x1 = (sv >> 8) & 0xFFu, x2 = (sv >> 16) & 0xFFu, x3 = sv >> 24;
+            span = (int)(max(max(x0, x1), max(x2, x3)) - min(min(x0, x1), min(x2, x3))) > W8_DMAX;
+        }
+        const int wide = __syncthreads_or(span);
         {
-            /* the stage of chunk ch - 2: every warpgroup waited for all of its wgmmas before
-             * the barrier above */
+            /* the stage of chunk ch - 2: its wgmmas completed (wait_group 1 in chunk ch - 1, or a
+             * wait 0) before the barrier above, in every warpgroup */
             const int nx = ch + S - 2;
             if (nx < chunks) load_stage(nx % S, nx);
             cp_commit();
@@ -307,27 +359,78 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
         const uint8_t *sw = smem + st * STAGE + ACT;
         const uint8_t *ss = sw + WB;
         const uint32_t sa_s = smem_s + st * STAGE;
-        /* lane c of a quad converts the scales of block c of its two rows; step j takes block j's
-         * factors from lane c = j of the quad (the four lanes share the rows) */
-        const float g0 = blockf(ss[rb * 4 + c], sb), g1 = blockf(ss[(rb + 8) * 4 + c], sb);
+        /* the four block scale bytes (byte j = block j) of the lane's two rows */
+        const uint32_t s0 = *(const uint32_t *)(ss + rb * 4), s1 = *(const uint32_t *)(ss + (rb + 8) * 4);
+        if (!wide) {
+            /* per-128 promotion: the weights of block j carry 2^(e_j - e_chunk), e_chunk the row's
+             * largest scale of the chunk (table of d = e_chunk - e_j: base - d * C = (base - e_chunk
+             * * C) + e_j * C, one IMAD per table word); the 4 (KW = 1) or 2 steps accumulate in the
+             * tensor core into one partial, promoted once with 2^(e_chunk - e_max) */
+            const uint32_t m0 = max(max(s0 & 0xFFu, (s0 >> 8) & 0xFFu), max((s0 >> 16) & 0xFFu, s0 >> 24));
+            const uint32_t m1 = max(max(s1 & 0xFFu, (s1 >> 8) & 0xFFu), max((s1 >> 16) & 0xFFu, s1 >> 24));
+            const uint32_t b00 = W8_T0 - m0 * W8_C0, b01 = W8_T1 - m0 * W8_C1;
+            const uint32_t b10 = W8_T0 - m1 * W8_C0, b11 = W8_T1 - m1 * W8_C1;
+            uint32_t fa[NS][4];
 #pragma unroll
-        for (int jj = 0; jj < NS; jj++) {
-            const int j = KW == 1 ? jj : 2 * wg + jj;
-            const uint32_t q0 = *(const uint32_t *)(sw + rb * 64 + ((j ^ rsw) << 4) + 4 * c);
-            const uint32_t q1 = *(const uint32_t *)(sw + (rb + 8) * 64 + ((j ^ rsw) << 4) + 4 * c);
-            const uint32_t a0 = e4m3_lo(q0), a1 = e4m3_lo(q1), a2 = e4m3_hi(q0), a3 = e4m3_hi(q1);
-            const float f0 = __shfl_sync(0xFFFFFFFFu, g0, (lane & ~3) | j), f1 = __shfl_sync(0xFFFFFFFFu, g1, (lane & ~3) | j);
-            const uint64_t desc = sw128_desc(sa_s + 32 * j);
+            for (int jj = 0; jj < NS; jj++) {
+                const int j = KW == 1 ? jj : 2 * wg + jj;
+                const uint32_t q0 = *(const uint32_t *)(sw + rb * 64 + ((j ^ rsw) << 4) + 4 * c);
+                const uint32_t q1 = *(const uint32_t *)(sw + (rb + 8) * 64 + ((j ^ rsw) << 4) + 4 * c);
+                const uint32_t e0 = (s0 >> (8 * j)) & 0xFFu, e1 = (s1 >> (8 * j)) & 0xFFu;
+                const uint32_t t00 = b00 + e0 * W8_C0, t01 = b01 + e0 * W8_C1;
+                const uint32_t t10 = b10 + e1 * W8_C0, t11 = b11 + e1 * W8_C1;
+                e4m3_word(q0, t00, t01, fa[jj][0], fa[jj][2]);
+                e4m3_word(q1, t10, t11, fa[jj][1], fa[jj][3]);
+            }
             wg_fence();
-            WgmmaF8<TN>::mma(part, a0, a1, a2, a3, desc);
+#pragma unroll
+            for (int jj = 0; jj < NS; jj++) {
+                const int j = KW == 1 ? jj : 2 * wg + jj;
+                WgmmaF8<TN>::mma(cur, fa[jj][0], fa[jj][1], fa[jj][2], fa[jj][3], sw128_desc(sa_s + 32 * j), jj);
+            }
             wg_commit();
+            wg_wait1();
+            promote(prv, fp0, fp1);
+            fp0 = blockf(m0, sb);
+            fp1 = blockf(m1, sb);
+        } else {
+            /* some row of the CTA spans more than W8_DMAX binades in this chunk: every block at
+             * d = 0 (weights e2m1 * 2^6), one fresh partial per k32 step, promoted with 2^(e_j - e_max) */
             wg_wait0();
+            promote(prv, fp0, fp1);
+            fp0 = 0.0f;
+            fp1 = 0.0f;
 #pragma unroll
-            for (int i = 0; i < NR; i++) reg_fence(part[i]);
-            /* promotion: accumulator i belongs to row rb + 8 * ((i >> 1) & 1) */
-#pragma unroll
-            for (int i = 0; i < NR; i++) acc[i] = ffma(part[i], (i & 2) ? f1 : f0, acc[i]);
+            for (int jj = 0; jj < NS; jj++) {
+                const int j = KW == 1 ? jj : 2 * wg + jj;
+                const uint32_t q0 = *(const uint32_t *)(sw + rb * 64 + ((j ^ rsw) << 4) + 4 * c);
+                const uint32_t q1 = *(const uint32_t *)(sw + (rb + 8) * 64 + ((j ^ rsw) << 4) + 4 * c);
+                uint32_t a0, a1, a2, a3;
+                e4m3_word(q0, W8_T0, W8_T1, a0, a2);
+                e4m3_word(q1, W8_T0, W8_T1, a1, a3);
+                const float f0 = blockf((s0 >> (8 * j)) & 0xFFu, sb), f1 = blockf((s1 >> (8 * j)) & 0xFFu, sb);
+                wg_fence();
+                WgmmaF8<TN>::mma(cur, a0, a1, a2, a3, sw128_desc(sa_s + 32 * j), 0);
+                wg_commit();
+                wg_wait0();
+                promote(cur, f0, f1);
+            }
         }
+    };
+    /* pairs of chunks, then the odd one (no path on which a wgmma writes a partial still in flight:
+     * ptxas would serialize the wgmmas) */
+    int ch = 0;
+    for (; ch + 1 < chunks; ch += 2) {
+        chunk(ch, pa, pb);
+        chunk(ch + 1, pb, pa);
+    }
+    if (ch < chunks) {
+        chunk(ch, pa, pb);
+        wg_wait0();
+        promote(pa, fp0, fp1);
+    } else {
+        wg_wait0();
+        promote(pb, fp0, fp1);
     }
     cp_wait<0>();
 
@@ -346,7 +449,7 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
         for (int i = 0; i < NR; i++) acc[i] = fadd(acc[i], xb[i * 128 + tid]);
     }
 
-    const float alpha = fmul(p.params[0], 64.0f);
+    const float alpha = fmul(p.params[0], 0.015625f);  /* weights carry 2^6: 2^(e_max - 133) */
     const int row = n0 + rb;
 #pragma unroll
     for (int i = 0; i < TN / 8; i++) {
@@ -427,8 +530,8 @@ extern "C" lofp_status lofp_cuda_w4a8_quantize_act(const void *d_a, size_t m, si
 
 /* Configurations: m <= 64: 64 weight rows x 64 tokens per CTA (KW = 2), 8 stages (the weight
  * stream is the cost: 6 chunks in flight); m > 64: 128 tokens, 128 rows (KW = 1) or 64 rows
- * (KW = 2), whichever needs fewer CTA waves x work per CTA (ties to KW = 1, no reduction).
- * LOFP_CUDA_W4A8_CFG="TN,KW" overrides (benchmark sweeps). */
+ * (KW = 2), whichever needs fewer CTA waves x work per CTA (ties to KW = 1, no reduction); device
+ * run 8's sweep of all four (TN, KW) pairs chose these at M = 64, 256 and 4096. */
 extern "C" lofp_status lofp_cuda_w4a8_gemm_quantized(const lofp_cuda_w4 *w, size_t m, lofp_dtype out_dt,
                                                      void *d_c, const void *d_ws, size_t ws_bytes,
                                                      lofp_cuda_stream stream)
@@ -457,12 +560,7 @@ extern "C" lofp_status lofp_cuda_w4a8_gemm_quantized(const lofp_cuda_w4 *w, size
         const double t1 = (double)((c1 + sms - 1) / sms), t2 = 0.5 * (double)((c2 + sms - 1) / sms);
         kw = t1 <= t2 ? 1 : 2;
     }
-    const char *cfg = getenv("LOFP_CUDA_W4A8_CFG");
-    if (cfg) {
-        int a = 0, b = 0;
-        if (sscanf(cfg, "%d,%d", &a, &b) == 2 && (a == 64 || a == 128) && (b == 1 || b == 2)) { tn = a; kw = b; }
-    }
-    if (tn == 64) return kw == 2 ? launch_w8<64, 2, 8, 1>(p, st) : launch_w8<64, 1, 6, 1>(p, st);
+    if (tn == 64) return launch_w8<64, 2, 8, 1>(p, st);
     return kw == 2 ? launch_w8<128, 2, 6, 1>(p, st) : launch_w8<128, 1, 5, 1>(p, st);
 }
 

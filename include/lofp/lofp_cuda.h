@@ -160,15 +160,19 @@ LOFP_API lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a
  * Activations are quantized per token ("rowwise"): scale_t = amax_t / 448 (fp32, RN; 1 for an
  * all-zero row, NaN for a row holding Inf or NaN, whose outputs are then NaN) and
  * code = E4M3(x / scale_t) with fp32 division RN and E4M3 round-to-nearest-even, saturating
- * (torch's (a.float() / scale).to(float8_e4m3fn), bit for bit, for finite input). The GEMM takes
- * one E4M3 x E2M1 wgmma per 32-element block (exact products, fp32 sum), multiplies the partial
- * by the row's block scale in fp32 and accumulates in fp32; the epilogue multiplies by scale_t.
+ * (torch's (a.float() / scale).to(float8_e4m3fn), bit for bit, for finite input). The GEMM folds
+ * each row's 4 block scales of a 128-element K chunk into the E4M3 weights relative to the
+ * chunk's largest (exact while they span at most 11 binades), sums the chunk's 128 exact
+ * products in the tensor core (FP8 MMA accumulation: about 13-14 mantissa bits, truncating),
+ * multiplies that partial by the chunk scale in fp32 and accumulates in fp32; chunks where a row
+ * spans more than 11 binades take one tensor-core partial per 32-element block instead. The
+ * epilogue multiplies by scale_t.
  *
  * Workspace (caller-owned, device, 256-byte aligned, lofp_cuda_w4a8_workspace_bytes(m, k) bytes;
  * one workspace serves one call at a time): m fp32 token scales (padded to a multiple of 256
  * bytes), then the E4M3 codes [m, k] row-major, each 32-element block of K stored permuted: byte
- * s = 16 h + 4 c + b of a block (h 0..1, c 0..3, b 0..3) holds element 8 c + P[h][b],
- * P = {{0, 4, 1, 5}, {2, 6, 3, 7}} (the order of the weight fragments in registers).
+ * s = 16 h + 4 c + b of a block (h 0..1, c 0..3, b 0..3) holds element 8 c + 2 b + h (the order
+ * of the weight fragments in registers).
  *
  * Returns LOFP_ERR_INVALID_ARG (NULL pointers, d_a not 16-byte aligned, d_ws not 256-byte aligned
  * or ws_bytes too small, out_dt not F32/BF16), LOFP_ERR_SHAPE (m = 0, k % 128), LOFP_ERR_UNSUPPORTED
