@@ -226,9 +226,8 @@ __device__ __forceinline__ void mma_bf16v(float *d, const uint32_t *a, uint32_t 
  * of a token range run side by side and share the DRAM sectors at the slot boundaries. Warp w
  * takes the 16-token sub-tiles w, w+4, w+8, ... of the split (splits are multiples of 64 tokens).
  * Each warp owns a ring of STAGES sub-tiles in shared memory, filled with cp.async STAGES-1
- * sub-tiles ahead of the one whose PV is computed (the QK of the next sub-tile overlaps the
- * softmax of the current one, so two stages are being read); a slot is 17 chunks of W = SLOT/17
- * bytes (4, 8, 16 for D = 64, 128, 256), tokens past the end are zero-filled.
+ * sub-tiles ahead of the one computed; a slot is 17 chunks of W = SLOT/17 bytes (4, 8, 16 for
+ * D = 64, 128, 256), tokens past the end are zero-filled.
  *   FLAT (block_size % 16 == 0): a sub-tile lies in one block, so one block-table entry per
  *   sub-tile (all lanes read the same word, one sub-tile ahead); the 272 chunks are spread over
  *   the lanes token-major (step k: token 2k whole and chunks 0..14 of token 2k+1; a ninth step
@@ -252,7 +251,7 @@ template <int D> struct V3Cfg {
     static constexpr int SLOT = D + 2 * (D / 32);                     /* 68, 136, 272 = 17 W */
     static constexpr int W = D == 64 ? 4 : D == 128 ? 8 : 16;          /* cp.async width */
     static constexpr int SS = D == 64 ? 80 : D == 128 ? 144 : 272;     /* smem token stride: banks 4g+c distinct */
-    static constexpr int STAGES = D == 256 ? 4 : 5;                   /* 2 being read + ST - 2 in flight */
+    static constexpr int STAGES = D == 256 ? 3 : 4;
     static constexpr int RING = 16 * SS;                               /* bytes of one stage of one warp */
     static constexpr int PIPE = 4 * STAGES * RING;
     static constexpr int MERGE = 4 * 8 * (D + 1) * 4;
@@ -320,7 +319,22 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
     const bool PK = G <= 4;
     const int hc = PK ? (2 * c) & 3 : 2 * c; /* head of this lane's C columns 2c, 2c + 1 */
 
-    uint32_t qf[NG][2][2]; /* Q fragments (B operand of QK), loaded after the ring prologue */
+    /* Q fragments (B operand of QK): head g (g & 3 when PK) */
+    uint32_t qf[NG][2][2];
+    {
+        const int hg = PK ? (g & 3) : g;
+        const bool hv = hg < G;
+        const uint16_t *qrow = p.qh + ((size_t)b * p.hq + h0 + (hv ? hg : 0)) * D;
+#pragma unroll
+        for (int q = 0; q < NG; q++)
+#pragma unroll
+            for (int hs = 0; hs < 2; hs++) {
+                const int d0 = 32 * q + 8 * c + 2 * hs;
+                uint32_t x0 = qrow[d0], x4 = qrow[d0 + 4], x1 = qrow[d0 + 1], x5 = qrow[d0 + 5];
+                qf[q][hs][0] = hv ? (x0 | (x4 << 16)) : 0u;
+                qf[q][hs][1] = hv ? (x1 | (x5 << 16)) : 0u;
+            }
+    }
 
     float acc[NMT][4];
 #pragma unroll
@@ -395,24 +409,46 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
         else { w[0] = ((const uint32_t *)ptr)[0]; w[1] = ((const uint32_t *)ptr)[1]; }
     };
 
-    /* QK of sub-tile i of this warp (ring stage st): the scores times scale * log2 e, -inf for
-     * tokens past the end. Sub-tile nsub (one past the warp's last) is computed on stale or
-     * never-written ring bytes, and its scores are never used. */
-    auto qk = [&](int i, int st, float *s) {
-        const uint8_t *buf = ring + st * C::RING;
-        const int tb = t_beg + (warp + 4 * i) * 16;
-        /* K of tokens g, g+8 */
-        uint32_t kw0[NG], kw1[NG], ks0[NW], ks1[NW];
-        const uint8_t *k0 = buf + g * SS, *k1 = buf + (g + 8) * SS;
+    int nblk = blk_of(0);
 #pragma unroll
-        for (int q = 0; q < NG; q++) {
-            kw0[q] = *(const uint32_t *)(k0 + 16 * q + 4 * c);
-            kw1[q] = *(const uint32_t *)(k1 + 16 * q + 4 * c);
+    for (int s = 0; s < ST - 1; s++) {
+        issue(s, nblk, s);
+        nblk = blk_of(s + 1);
+    }
+    int stage = 0, wstage = ST - 1;
+    for (int i = 0; i < nsub; i++) {
+        issue(i + ST - 1, nblk, wstage);
+        nblk = blk_of(i + ST);
+        wstage = wstage + 1 == ST ? 0 : wstage + 1;
+        cpa_wait<ST - 1>(); /* this lane's copies of sub-tile i have landed */
+        __syncwarp();       /* ... and every lane's are visible */
+        const uint8_t *buf = ring + stage * C::RING;
+        stage = stage + 1 == ST ? 0 : stage + 1;
+        const int tb = t_beg + (warp + 4 * i) * 16;
+
+        /* operands from shared memory: K of tokens g, g+8; V of 2c, 2c+1, 2c+8, 2c+9 */
+        uint32_t kw0[NG], kw1[NG], ks0[NW], ks1[NW], vw[4][NG], vs[4][NW];
+        {
+            const uint8_t *k0 = buf + g * SS, *k1 = buf + (g + 8) * SS;
+#pragma unroll
+            for (int q = 0; q < NG; q++) {
+                kw0[q] = *(const uint32_t *)(k0 + 16 * q + 4 * c);
+                kw1[q] = *(const uint32_t *)(k1 + 16 * q + 4 * c);
+            }
+            ld_scales(k0 + D / 2, ks0);
+            ld_scales(k1 + D / 2, ks1);
+            const int vt[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                const uint8_t *vp = buf + vt[t] * SS + D / 2 + NG;
+#pragma unroll
+                for (int q = 0; q < NG; q++) vw[t][q] = *(const uint16_t *)(vp + 16 * q + 2 * g);
+                ld_scales(vp + D / 2, vs[t]);
+            }
         }
-        ld_scales(k0 + D / 2, ks0);
-        ld_scales(k1 + D / 2, ks1);
-        /* s: (tok g, head 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1) */
-        s[0] = s[1] = s[2] = s[3] = 0.0f;
+
+        /* ---- QK ---- */
+        float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* (tok g, head 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1) */
 #pragma unroll
         for (int q = 0; q < NG; q++) {
             float a4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -437,67 +473,6 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
         s[1] = v0 ? fmul(s[1], p.scale2) : -INFINITY;
         s[2] = v1 ? fmul(s[2], p.scale2) : -INFINITY;
         s[3] = v1 ? fmul(s[3], p.scale2) : -INFINITY;
-    };
-
-    /* Software pipeline over the warp's sub-tiles: step i computes QK of sub-tile i + 1 (ring
-     * loads, FP4 decode, MMAs: independent work) in the same basic block as the softmax chain of
-     * sub-tile i (max shuffles, ex2), so the scheduler fills that chain's latency; then P and PV
-     * of sub-tile i. Ring stages in use during step i: i (V) and i + 1 (K); ST - 2 sub-tiles are
-     * in flight behind them. The arithmetic of every output is the same as without the overlap. */
-    int nblk = blk_of(0);
-#pragma unroll
-    for (int s = 0; s < ST - 1; s++) {
-        issue(s, nblk, s);
-        nblk = blk_of(s + 1);
-    }
-    /* Q fragments: head g (g & 3 when PK); loaded after the first copies are issued so that
-     * their latency overlaps the ring's first DRAM reads */
-    {
-        const int hg = PK ? (g & 3) : g;
-        const bool hv = hg < G;
-        const uint16_t *qrow = p.qh + ((size_t)b * p.hq + h0 + (hv ? hg : 0)) * D;
-#pragma unroll
-        for (int q = 0; q < NG; q++)
-#pragma unroll
-            for (int hs = 0; hs < 2; hs++) {
-                const int d0 = 32 * q + 8 * c + 2 * hs;
-                uint32_t x0 = qrow[d0], x4 = qrow[d0 + 4], x1 = qrow[d0 + 1], x5 = qrow[d0 + 5];
-                qf[q][hs][0] = hv ? (x0 | (x4 << 16)) : 0u;
-                qf[q][hs][1] = hv ? (x1 | (x5 << 16)) : 0u;
-            }
-    }
-
-    float s[4];
-    cpa_wait<ST - 2>(); /* sub-tile 0 has landed (this lane's copies) */
-    __syncwarp();       /* ... and every lane's */
-    qk(0, 0, s);
-    int stage = 0, wstage = ST - 1;
-    for (int i = 0; i < nsub; i++) {
-        /* the stage of sub-tile i - 1 is free: its PV finished in the previous step */
-        issue(i + ST - 1, nblk, wstage);
-        nblk = blk_of(i + ST);
-        wstage = wstage + 1 == ST ? 0 : wstage + 1;
-        cpa_wait<ST - 2>(); /* this lane's copies of sub-tile i + 1 have landed */
-        __syncwarp();       /* ... and every lane's */
-        const uint8_t *buf = ring + stage * C::RING;
-        const int nstage = stage + 1 == ST ? 0 : stage + 1;
-
-        /* V of tokens 2c, 2c+1, 2c+8, 2c+9 (sub-tile i) */
-        uint32_t vw[4][NG], vs[4][NW];
-        {
-            const int vt[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
-#pragma unroll
-            for (int t = 0; t < 4; t++) {
-                const uint8_t *vp = buf + vt[t] * SS + D / 2 + NG;
-#pragma unroll
-                for (int q = 0; q < NG; q++) vw[t][q] = *(const uint16_t *)(vp + 16 * q + 2 * g);
-                ld_scales(vp + D / 2, vs[t]);
-            }
-        }
-        /* QK of the next sub-tile: independent of the softmax below */
-        float sn[4];
-        qk(i + 1, nstage, sn);
-        stage = nstage;
 
         /* ---- online softmax in base 2 (heads 2c, 2c+1; tokens across g) ---- */
         float tm[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
@@ -593,8 +568,6 @@ __global__ void __launch_bounds__(128, V3Cfg<D>::MINB) uq_attn3_kernel(AttnP p)
         if (PK) pv(std::true_type());
         else pv(std::false_type());
         }
-#pragma unroll
-        for (int j = 0; j < 4; j++) s[j] = sn[j];
         __syncwarp(); /* sP and this ring stage are free for the next step */
     }
     cpa_wait<0>();
