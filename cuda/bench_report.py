@@ -130,6 +130,21 @@ def main():
                     fast = "-" if not (lg and kn) else ("large" if lg["us"] < kn["us"] else "kernel")
                     hu = f"{lg.get('host_us', 0):.1f}" if lg else "-"
                     p(f"| {preset} | {n} x {k} | {m} | {f(lg)} | {f(kn)} | {f(t)} | {pc(lg)} | {pc(kn)} | {fast} | {hu} |")
+    # the wgmma tile configurations forced one by one (lofp_cuda_wgmma_test_config), M = 64 / 256
+    if any(kk.startswith("w4a16_wgcfg") for kk in L):
+        names = ["(2,128)", "(1,128)", "(1,64)", "(2,128) KS 2", "(1,128) KS 2", "(1,64) KS 2", "(1,64) KS 4"]
+        p("\nW4A16 wgmma kernel per tile configuration (MT, TN) and K split, µs (bf16 out); default = the automatic choice.\n")
+        p("| weights | N x K | M | default | " + " | ".join(names) + " |")
+        p("|---|---|---|---|" + "---|" * len(names))
+        for preset in ("nvfp4", "mxfp4"):
+            for n, k in ((8192, 8192), (14336, 4096)):
+                for m in (64, 256):
+                    d = L.get(f"w4a16_{preset}_m{m}_n{n}_k{k}")
+                    cs = [L.get(f"w4a16_wgcfg{c}_{preset}_m{m}_n{n}_k{k}") for c in range(len(names))]
+                    if not any(cs):
+                        continue
+                    f = lambda x: f"{x['us']:.1f}" if x else "-"
+                    p(f"| {preset} | {n} x {k} | {m} | {f(d)} | " + " | ".join(f(x) for x in cs) + " |")
     if "w4a16_route_large_unavailable" in L:
         p("\n**The large-M route did not run: cuBLASLt could not be opened on this machine.**")
 

@@ -1,4 +1,4 @@
-/* gemm_wgmma.cu -- W4A16 GEMM for m > 64 on Hopper (sm_90a): wgmma.mma_async with the
+/* gemm_wgmma.cu -- W4A16 GEMM for m = 33..511 on Hopper (sm_90a): wgmma.mma_async with the
  * dequantized weights as the register A operand and the activations as the shared-memory B operand.
  *
  * Orientation as in gemm.cu: C^T[n, m] = W[n, k] . A[m, k]^T, weight rows are wgmma's M (64 per
@@ -24,6 +24,9 @@
  * then 2*MT groups of 4/MT k16 steps: dequantize a group into one of two register buffers, fence,
  * issue MT * 4/MT wgmmas, commit, wait until at most one group is in flight. So the dequantization
  * of group i overlaps the tensor-core work of group i - 1, also across chunk boundaries.
+ *
+ * Split K (KS = 2, 4): a cluster of KS CTAs shares one output tile, each runs 1/KS of the chunks,
+ * and the fp32 partials are summed in rank order through distributed shared memory (below).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,15 +114,15 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
 
     const int tid = threadIdx.x, wg = tid >> 7, wiw = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, c = lane & 3;
-    /* KS == 2: clusters of two CTAs along x share one output tile, rank 0 takes the first
-     * ceil(chunks/2) 128-chunks of K, rank 1 the rest (reduction at the end, through DSMEM) */
+    /* KS > 1: clusters of KS CTAs along x share one output tile; rank r takes 128-chunks
+     * [r*call/KS, (r+1)*call/KS) of K (possibly none when call < KS: its partial is zero), and
+     * the partials are reduced at the end through DSMEM */
     uint32_t rank = 0;
-    if (KS == 2) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-    const int n0 = (KS == 2 ? (int)(blockIdx.x >> 1) : (int)blockIdx.x) * ROWS, t0 = blockIdx.y * TN;
+    if (KS > 1) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    const int n0 = (int)(blockIdx.x / KS) * ROWS, t0 = blockIdx.y * TN;
     const int call = p.k / 128;
-    const int chalf = (call + 1) >> 1;
-    const int cbeg = KS == 2 && rank ? chalf : 0;
-    const int chunks = KS == 2 ? (rank ? call - chalf : chalf) : call;
+    const int cbeg = (int)(rank * call / KS);
+    const int chunks = (int)((rank + 1) * call / KS) - cbeg;
     const int sbias = NV ? 0 : (int)p.params[1];
     const size_t nch = (size_t)p.k / 128; /* tile-major prepared weights (gemm_common.cuh) */
     const uint32_t sh = 4u * (uint32_t)c;
@@ -246,37 +249,48 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
         for (int i = 0; i < NR; i++) reg_fence(acc[mt][i]);
     cp_wait<0>();
 
-    /* owner of accumulator (mt, i) under KS == 2: flat index mt*NR + i, first half rank 0 */
-    constexpr int HALF = MT * NR / 2;
-    if (KS == 2) {
+    /* owner of accumulator (mt, i) under KS > 1: flat index mt*NR + i, part f / PART to rank
+     * f / PART (so each rank stores 1/KS of the tile) */
+    constexpr int PART = MT * NR / KS;
+    static_assert(PART % 4 == 0, "reduction parts are float4 groups");
+    if (KS > 1) {
         /* every wgmma and cp.async of this CTA is complete: the stages are free. Each CTA parks
-         * the half it does not own (float4 q of thread tid at q*256 + tid), the cluster barrier
-         * publishes it, each CTA adds the peer's half into its own: own + peer is commutative,
-         * so the result is the same bits in either rank and run to run. */
+         * the parts it does not own (float4 q of thread tid at q*256 + tid, MT*TN*512 bytes at
+         * most, inside the stages), the cluster barrier publishes them, and each CTA sums its
+         * own part over the ranks in rank order 0, 1, .., KS-1 (its own partial in its place):
+         * the same fp32 additions in the same order whichever CTA owns the part, run to run. */
         __syncthreads();
         float4 *xb = (float4 *)smem;
 #pragma unroll
         for (int f = 0; f < MT * NR; f += 4) {
             const int mt = f / NR, i = f % NR;
-            const int own = f / HALF;
-            if (own != (int)rank) xb[((f % HALF) / 4) * 256 + tid] = make_float4(acc[mt][i], acc[mt][i + 1], acc[mt][i + 2], acc[mt][i + 3]);
+            if (f / PART != (int)rank) xb[(f / 4) * 256 + tid] = make_float4(acc[mt][i], acc[mt][i + 1], acc[mt][i + 2], acc[mt][i + 3]);
         }
         asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-        uint32_t peer;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(peer) : "r"(smem_s), "r"(rank ^ 1u));
 #pragma unroll
         for (int f = 0; f < MT * NR; f += 4) {
             const int mt = f / NR, i = f % NR;
-            const int own = f / HALF;
-            if (own == (int)rank) {
-                float x0, x1, x2, x3;
-                asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-                             : "=f"(x0), "=f"(x1), "=f"(x2), "=f"(x3)
-                             : "r"(peer + (uint32_t)((((f % HALF) / 4) * 256 + tid) * 16)) : "memory");
-                acc[mt][i] += x0; acc[mt][i + 1] += x1; acc[mt][i + 2] += x2; acc[mt][i + 3] += x3;
+            if (f / PART == (int)rank) {
+                float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma unroll
+                for (int r = 0; r < KS; r++) {
+                    float x0, x1, x2, x3;
+                    if (r == (int)rank) {
+                        x0 = acc[mt][i]; x1 = acc[mt][i + 1]; x2 = acc[mt][i + 2]; x3 = acc[mt][i + 3];
+                    } else {
+                        uint32_t peer;
+                        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(peer) : "r"(smem_s), "r"((uint32_t)r));
+                        asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                                     : "=f"(x0), "=f"(x1), "=f"(x2), "=f"(x3)
+                                     : "r"(peer + (uint32_t)(((f / 4) * 256 + tid) * 16)) : "memory");
+                    }
+                    if (r == 0) { s0 = x0; s1 = x1; s2 = x2; s3 = x3; }
+                    else { s0 = fadd(s0, x0); s1 = fadd(s1, x1); s2 = fadd(s2, x2); s3 = fadd(s3, x3); }
+                }
+                acc[mt][i] = s0; acc[mt][i + 1] = s1; acc[mt][i + 2] = s2; acc[mt][i + 3] = s3;
             }
         }
-        /* the peer may not exit while its shared memory is still being read */
+        /* the peers may not exit while their shared memory is still being read */
         asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
     }
 
@@ -289,7 +303,7 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
             const int tok = t0 + 8 * i + 2 * c;
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                if (KS == 2 && (mt * NR + 4 * i + e) / HALF != (int)rank) continue;
+                if (KS > 1 && (mt * NR + 4 * i + e) / PART != (int)rank) continue;
                 const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
                 if (tk < p.m && rw < p.n) {
                     const float v = fmul(acc[mt][4 * i + e], alpha);
@@ -327,24 +341,25 @@ lofp_status launch_wg(const GemmP &p, cudaStream_t st)
     return LOFP_OK;
 }
 
-/* CTAs of the split-K (cluster of 2) kernel that can run at once (2 x cudaOccupancyMaxActiveClusters:
- * GPCs with an odd number of free SMs lose one); cached per process, 0 if the query fails. */
-template <int MT, int TN, int S>
+/* CTAs of a split-K (cluster of KS) kernel that can run at once (KS x cudaOccupancyMaxActiveClusters:
+ * GPCs whose free slots are not a multiple of KS lose some); cached per process (the first
+ * device's answer), 0 if the query fails. */
+template <int MT, int TN, int S, int MINB, int KS>
 int split_slots()
 {
     static int cache = -1;
     if (cache >= 0) return cache;
     int r = 0;
     const int shm = wg_shm<MT, TN, S>();
-    if (cudaFuncSetAttribute(wg_kernel<1, MT, TN, S, 1, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm) == cudaSuccess) {
+    if (cudaFuncSetAttribute(wg_kernel<1, MT, TN, S, MINB, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm) == cudaSuccess) {
         cudaLaunchConfig_t cf = {};
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = 2; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
-        cf.gridDim = dim3(2); cf.blockDim = dim3(256); cf.dynamicSmemBytes = (size_t)shm;
+        at[0].val.clusterDim.x = KS; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+        cf.gridDim = dim3(KS); cf.blockDim = dim3(256); cf.dynamicSmemBytes = (size_t)shm;
         cf.attrs = at; cf.numAttrs = 1;
         int nc = 0;
-        if (cudaOccupancyMaxActiveClusters(&nc, wg_kernel<1, MT, TN, S, 1, 2>, &cf) == cudaSuccess) r = 2 * nc;
+        if (cudaOccupancyMaxActiveClusters(&nc, wg_kernel<1, MT, TN, S, MINB, KS>, &cf) == cudaSuccess) r = KS * nc;
     }
     (void)cudaGetLastError();
     cache = r;
@@ -369,52 +384,60 @@ int is_sm90(void)
 
 } // namespace
 
-/* Configurations (MT m64 tiles per warpgroup, TN tokens, KS K-splits): (2,128) 256x128 tiles, 4
- * stages, 1 CTA per SM; (1,128) 128x128, 4 stages; (1,64) 128x64, 4 stages, 2 CTAs per SM; (2,128,2)
- * and (1,128,2) split K over a cluster of two CTAs (DSMEM reduction; for small m, where the
- * unsplit tiles leave SMs idle or force the less efficient 128-row tile). The default picks the
- * one with the smallest estimated time (waves x tile work / KS, small tiles and the reduction
- * penalised); LOFP_CUDA_WGMMA_CFG="MT,TN[,KS]" overrides (benchmark sweeps). */
+/* configuration forced by lofp_cuda_wgmma_test_config (tests and benchmark sweeps); -1 = auto */
+static int g_force = -1;
+
+/* Configurations (MT m64 tiles per warpgroup, TN tokens, KS K-splits over a cluster of KS CTAs
+ * with a DSMEM reduction): 0 (2,128) 256x128 tiles, 4 stages, 1 CTA per SM; 1 (1,128) 128x128;
+ * 2 (1,64) 128x64, 2 CTAs per SM; 3 (2,128,2); 4 (1,128,2); 5 (1,64,2); 6 (1,64,4). The split ones
+ * are for small m, where the unsplit tiles leave SMs idle: at m <= 64 the 64-token tile does not
+ * pad the tensor work to 128 tokens, and 4 K-splits give N = 8192 256 CTAs at 2 per SM (16 warps
+ * per SM to hide the per-chunk latency) instead of 128 at 1. The default picks the one with the
+ * smallest estimated time (waves x work of one resident slot / KS, small tiles and the reduction
+ * penalised). */
+static const struct Cfg { int mt, tn, occ, ks; double eff; } k_cfg[7] = {
+    {2, 128, 1, 1, 1.0}, {1, 128, 1, 1, 0.9}, {1, 64, 2, 1, 0.75}, {2, 128, 1, 2, 0.95},
+    {1, 128, 1, 2, 0.85}, {1, 64, 2, 2, 0.75 * 0.95}, {1, 64, 2, 4, 0.75 * 0.9}};
+
+extern "C" void lofp_cuda_wgmma_test_config(int cfg) { g_force = cfg >= 0 && cfg < 7 ? cfg : -1; }
+
 lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st)
 {
     if (!is_sm90()) return LOFP_ERR_UNSUPPORTED;
     const int sms = sm_count();
     const int chunks = p.k / 128;
-    int mt = 2, tn = 128, ks = 1;
-    {
-        struct Cfg { int mt, tn, occ, ks; double eff; };
-        const Cfg cf[5] = {{2, 128, 1, 1, 1.0}, {1, 128, 1, 1, 0.9}, {1, 64, 2, 1, 0.75}, {2, 128, 1, 2, 0.95}, {1, 128, 1, 2, 0.85}};
+    int sel = g_force;
+    if (sel < 0) {
         double best = 1e300;
-        for (const Cfg &x : cf) {
+        for (int ci = 0; ci < 7; ci++) {
+            const Cfg &x = k_cfg[ci];
             long long slots = (long long)sms * x.occ;
-            if (x.ks == 2) {
-                if (chunks < 8) continue;
-                slots = x.mt == 2 ? split_slots<2, 128, 4>() : split_slots<1, 128, 4>();
+            if (x.ks > 1) {
+                if (chunks < 4 * x.ks) continue;
+                slots = ci == 3 ? split_slots<2, 128, 4, 1, 2>() : ci == 4 ? split_slots<1, 128, 4, 1, 2>()
+                      : ci == 5 ? split_slots<1, 64, 4, 2, 2>() : split_slots<1, 64, 4, 2, 4>();
                 if (slots <= 0) continue;
             }
             const long long ctas = (long long)x.ks * ((p.n + 128 * x.mt - 1) / (128 * x.mt)) * ((p.m + x.tn - 1) / x.tn);
-            const long long waves = (ctas + slots - 1) / slots;
-            /* time ~ waves x work of one CTA at its share of the SM */
-            const double t = (double)waves * (128.0 * x.mt * x.tn) * x.occ / x.eff / x.ks;
-            if (t < best * 0.999) { best = t; mt = x.mt; tn = x.tn; ks = x.ks; }
-        }
-    }
-    const char *cfg = getenv("LOFP_CUDA_WGMMA_CFG");
-    if (cfg) {
-        int a = 0, b = 0, c = 1;
-        const int nf = sscanf(cfg, "%d,%d,%d", &a, &b, &c);
-        if (nf < 3) c = 1;
-        if (nf >= 2 && ((a == 2 && b == 128) || (a == 1 && (b == 128 || b == 64))) && (c == 1 || (c == 2 && b == 128 && chunks >= 2))) {
-            mt = a; tn = b; ks = c;
+            /* time ~ waves x work of one CTA at its share of the SM; at 2 CTAs per SM a tail of
+             * at most a tenth of the slots counts half a wave (its CTAs have an SM to themselves:
+             * cluster slots lost to GPCs with an odd SM count can leave a few of the 256 CTAs of
+             * (1,64,4) at M = 64, N = 8192 for a second round) */
+            const long long full = ctas / slots, rem = ctas % slots;
+            const double waves = (double)full + (rem == 0 ? 0.0 : (x.occ == 2 && rem * 10 <= slots) ? 0.5 : 1.0);
+            const double t = waves * (128.0 * x.mt * x.tn) * x.occ / x.eff / x.ks;
+            if (t < best * 0.999) { best = t; sel = ci; }
         }
     }
 #define WGL(MTV, TNV, SV, MB, KSV) return nvfp4 ? launch_wg<1, MTV, TNV, SV, MB, KSV>(p, st) : launch_wg<0, MTV, TNV, SV, MB, KSV>(p, st)
-    if (ks == 2) {
-        if (mt == 2) WGL(2, 128, 4, 1, 2);
-        WGL(1, 128, 4, 1, 2);
+    switch (sel) {
+    case 1: WGL(1, 128, 4, 1, 1);
+    case 2: WGL(1, 64, 4, 2, 1);
+    case 3: WGL(2, 128, 4, 1, 2);
+    case 4: WGL(1, 128, 4, 1, 2);
+    case 5: WGL(1, 64, 4, 2, 2);
+    case 6: WGL(1, 64, 4, 2, 4);
+    default: WGL(2, 128, 4, 1, 1);
     }
-    if (mt == 2) WGL(2, 128, 4, 1, 1);
-    if (tn == 128) WGL(1, 128, 4, 1, 1);
-    WGL(1, 64, 4, 2, 1);
 #undef WGL
 }

@@ -733,6 +733,23 @@ static void test_gemm(void)
             gemm_case(ps[p], m, gn[(m + p) % 4], kk, (int)((m + p) % 2), m <= 2 || m == 16 || m == 32);
         }
     }
+    /* every wgmma tile configuration forced (the automatic choice takes only some of them at
+     * these sizes): odd m, N / 16 odd, K of 1 chunk (split ranks with no chunk), 3, 5 and 9
+     * chunks (uneven K splits) and 64; both schemes and output types */
+    for (int c = 0; c < LOFP_WGMMA_NCFG; c++) {
+        lofp_cuda_wgmma_test_config(c);
+        printf("    wgmma configuration %d forced\n", c);
+        for (int p = 0; p < 2; p++) {
+            gemm_case(ps[p], 33, 272, 1152, c & 1, 1);
+            gemm_case(ps[p], 65, 528, 128, (c + 1) & 1, 1);
+            gemm_case(ps[p], 97, 272, 8192, c & 1, 1);
+            gemm_case(ps[p], 300, 272, 640, (c + 1) & 1, 1);
+            gemm_case(ps[p], 511, 320, 384, c & 1, 1);
+        }
+    }
+    lofp_cuda_wgmma_test_config(-1);
+    /* the automatic choice where the 4-way split qualifies (32 chunks) */
+    for (int p = 0; p < 2; p++) gemm_case(ps[p], 64, 1024, 4096, p, 1);
     printf("  W4A16 GEMV/GEMM: %s\n", tu_failures == f0 ? "ok" : "FAILED");
     test_gemm_large();
 }
