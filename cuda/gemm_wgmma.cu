@@ -82,6 +82,11 @@ template <> struct Wgmma<128> {
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+/* cp.async of 16 bytes to a shared-memory address (src_bytes < 16: zero-filled) */
+__device__ __forceinline__ void cp16s(uint32_t sa, const void *gmem, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes));
+}
 __device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 
 /* Shared-memory matrix descriptor, K-major, 128-byte swizzle: start address >> 4 (bits 0-13),
@@ -127,34 +132,44 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
     const size_t nch = (size_t)p.k / 128; /* tile-major prepared weights (gemm_common.cuh) */
     const uint32_t sh = 4u * (uint32_t)c;
 
+    /* Copy roles of this thread, fixed for the whole K loop (only the stage and the chunk vary,
+     * so the loop adds a stage base and a chunk offset to these): activation copy i is token
+     * a_t + 16 i, 16-byte unit a_s (the same swizzle for every i, 16 i = 0 mod 8: destination
+     * + 2048 i); code copy i is row w_r + 64 i, unit w_s (the same swizzle, (32 i) & 3 = 0:
+     * destination + 4096 i; source + 4 tiles = 4 nch KiB per i, tile-major, + 1 KiB per chunk);
+     * the scale copy is row tid (ROWS = 128 or 256: one per thread below ROWS; + 16 SBY bytes per
+     * chunk). Rows / tokens past the matrix copy 0 bytes from the matrix's first address. */
+    constexpr int SBY = NV ? 8 : 4;
+    const int a_t = tid >> 4, a_s = tid & 15;
+    const uint32_t a_dst = (uint32_t)((a_s >> 3) * (TN * 128) + a_t * 128 + (((a_s & 7) ^ (a_t & 7)) << 4));
+    const uint16_t *a_src = p.a + (size_t)(t0 + a_t) * p.k + a_s * 8;
+    const size_t a_step = (size_t)16 * p.k;
+    const int w_r = tid >> 2, w_s = tid & 3;
+    const uint32_t w_dst = (uint32_t)(ACT + w_r * 64 + ((w_s ^ ((w_r >> 1) & 3)) << 4));
+    const uint8_t *w_src = p.codes + w4_code_off((size_t)(n0 + w_r), 0, (unsigned)w_s, nch);
+    const size_t w_step = nch * 4096;
+    const bool s_ok = n0 + tid < p.n;
+    const uint8_t *s_src = p.scales + w4_scale_off((size_t)(s_ok ? n0 + tid : 0), 0, SBY, nch);
+    const uint32_t s_dst = (uint32_t)(ACT + WB + tid * 8);
+
     auto load_stage = [&](int st, int ch) {
-        uint8_t *sa = smem + st * STAGE;
-        uint8_t *sw = sa + ACT;
-        uint8_t *ss = sw + WB;
+        const uint32_t sb = smem_s + (uint32_t)(st * STAGE);
+        const size_t aoff = (size_t)ch * 128;
 #pragma unroll
         for (int i = 0; i < TN / 16; i++) {
-            const int idx = tid + 256 * i;
-            const int t = idx >> 4, s = idx & 15;
-            const int tok = t0 + t;
-            const bool ok = tok < p.m;
-            const uint16_t *src = p.a + (size_t)(ok ? tok : 0) * p.k + (size_t)ch * 128 + s * 8;
-            cp_async16(sa + (s >> 3) * (TN * 128) + t * 128 + (((s & 7) ^ (t & 7)) << 4), src, ok ? 16 : 0);
+            const bool ok = t0 + a_t + 16 * i < p.m;
+            cp16s(sb + a_dst + 2048u * i, ok ? a_src + i * a_step + aoff : p.a, ok ? 16 : 0);
         }
+        const size_t woff = (size_t)ch << 10;
 #pragma unroll
         for (int i = 0; i < ROWS * 4 / 256; i++) {
-            const int idx = tid + 256 * i;
-            const int r = idx >> 2, s = idx & 3;
-            const int row = n0 + r;
-            const bool ok = row < p.n;
-            cp_async16(sw + r * 64 + ((s ^ ((r >> 1) & 3)) << 4),
-                       p.codes + w4_code_off((size_t)(ok ? row : 0), (size_t)ch, (unsigned)s, nch), ok ? 16 : 0);
+            const bool ok = n0 + w_r + 64 * i < p.n;
+            cp16s(sb + w_dst + 4096u * i, ok ? w_src + i * w_step + woff : p.codes, ok ? 16 : 0);
         }
-#pragma unroll
-        for (int r = tid; r < ROWS; r += 256) {
-            const int row = n0 + r;
-            const bool ok = row < p.n;
-            if (NV) cp_async8(ss + r * 8, p.scales + w4_scale_off((size_t)(ok ? row : 0), (size_t)ch, 8, nch), ok ? 8 : 0);
-            else cp_async4(ss + r * 8, p.scales + w4_scale_off((size_t)(ok ? row : 0), (size_t)ch, 4, nch), ok ? 4 : 0);
+        if (ROWS >= 256 || tid < ROWS) {
+            const uint8_t *src = s_ok ? s_src + (size_t)ch * (16 * SBY) : p.scales;
+            if (NV) asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(sb + s_dst), "l"(src), "r"(s_ok ? 8 : 0));
+            else asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(sb + s_dst), "l"(src), "r"(s_ok ? 4 : 0));
         }
     };
 
