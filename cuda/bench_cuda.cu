@@ -172,26 +172,6 @@ static void bench_quantize(void)
         double us = time_us([&](int) { LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, x, r4, k4, LOFP_LAYOUT_LINEAR, codes, scales, g, ws, NULL)); }, true);
         emit("l2fit_quant_nvfp4_4096x4096", us, n4 * 2.0 + n4 / 2.0 + n4 / 16.0, 0, "\"passes\": 2");
     }
-    /* the grid of the NVFP4 flat kernel (LOFP_CUDA_NVFP4Q_CTAS: CTAs per SM; 0 = the one-shot grid,
-     * one warp item per warp, no load ahead; unset = the occupancy's, the rows above): two-level,
-     * one-level and the L2-sized two-level, the same calls as the quant_ rows */
-    {
-        const char *ctas[] = {"0", "1", "2", "4", "8"};
-        for (const char *c : ctas) {
-            setenv("LOFP_CUDA_NVFP4Q_CTAS", c, 1);
-            for (int v = 0; v < 3; v++) {
-                lofp_scheme s;
-                lofp_scheme_preset("nvfp4", &s);
-                if (v == 1) s.two_level = 0;
-                const size_t r = v == 2 ? 4096 : rows, kk = v == 2 ? 4096 : k, nn = r * kk;
-                double us = time_us([&](int) { LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, x, r, kk, LOFP_LAYOUT_LINEAR, codes, scales, g, ws, NULL)); }, true);
-                char name[96];
-                snprintf(name, sizeof name, "nvfp4q_ctas%s_%s", c, v == 0 ? "2level" : v == 1 ? "1level" : "l2fit4096");
-                emit(name, us, (v == 0 ? 2.0 : 1.0) * nn * 2 + nn / 2.0 + nn / 16.0, 0, NULL);
-            }
-            unsetenv("LOFP_CUDA_NVFP4Q_CTAS");
-        }
-    }
     /* the amax pass alone (one-level quantize time is the other pass) and dequantize */
     {
         lofp_scheme s;

@@ -18,8 +18,8 @@
  *                    integer.
  *   mx_generic_kernel  one thread per block, any block that is a multiple of 32 (two passes).
  *   nvfp4_bf16_flat_kernel  NVFP4 from bf16 under RNE, no padding, any scale layout:
- *                    coalesced 16-byte loads, two lanes per block, reverse item order, signs
- *                    and the code cap once per 8-element word.
+ *                    coalesced 16-byte cp.async copies (the next item in flight), two lanes
+ *                    per block, reverse item order, signs and the code cap once per 8-element word.
  *   mxfp4_bf16_flat_kernel  MXFP4 from bf16 under RNE with linear scales and no padding: coalesced
  *                    16-byte loads, two elements per fma.rn.bf16x2 encoder step.
  *   uq_warp_kernel   one warp per row, padded K = 32*E (32..1024): butterfly stages in registers
@@ -794,7 +794,10 @@ __global__ void __launch_bounds__(256) mxfp4_bf16_flat_kernel(BQParams p)
     }
 }
 
-/* ---- NVFP4 from bf16, RNE, flat (version 5) ----
+/* ---- NVFP4 from bf16, RNE, flat (version 6) ----
+ * Version 6: the warp's next item is copied by cp.async into one of two shared-memory stages
+ * instead of 16 registers (80 -> 64 registers, 3 -> 4 CTAs of 256 per SM, no spill); 8 CTAs per
+ * SM in the grid.
  * No padding: block g is 16-byte input words 2g, 2g+1, code words (4 bytes) 2g, 2g+1 and scale
  * byte g in the linear layout (LIN; other layouts: the byte of (row, block) of block g, the pair
  * stepped along the item without a division). A warp item is 64 blocks: load i of lane l is
@@ -822,6 +825,16 @@ __device__ __forceinline__ uint32_t nvfp4_signs8(uint32_t w0, uint32_t w1, uint3
     return ((e & 0x80808080u) >> 4) | (o & 0x80808080u);
 }
 
+/* cp.async of 16 bytes (src_bytes 0: zero fill), its group commit and wait; "memory" keeps the
+ * shared-memory reads after the wait */
+__device__ __forceinline__ void q_cp_async16(void *smem, const void *gmem, int src_bytes)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void q_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void q_cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
 /* fl(1/q) for q a UE4M3 value or 2^-9 (normal, far from both ends of the range): the hardware
  * approximation and one Newton step, which is the sequence __frcp_rn runs for such q, without its
  * exponent-range test and slow-path call (8 instructions and a branch per scale). */
@@ -834,7 +847,7 @@ __device__ __forceinline__ float rcp_ue4m3(float q)
 }
 
 template <bool LIN>
-__global__ void __launch_bounds__(256) nvfp4_bf16_flat_kernel(BQParams p)
+__global__ void __launch_bounds__(256, 4) nvfp4_bf16_flat_kernel(BQParams p)
 {
     const size_t nblk = p.rows * p.nb, nw = nblk * 2, nitems = (nw + 127) / 128;
     const int lane = threadIdx.x & 31, h = lane & 1;
@@ -842,27 +855,26 @@ __global__ void __launch_bounds__(256) nvfp4_bf16_flat_kernel(BQParams p)
     if (blockIdx.x == 0 && threadIdx.x == 0 && p.global_out) *p.global_out = global;
     const size_t nwarps = (size_t)gridDim.x * (blockDim.x >> 5);
     size_t it = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
-    /* item it's words from this lane's first one; bounds tests only in a partial last item */
-    auto load = [&](size_t item, uint4 (&d)[4]) {
+    /* item it's words from this lane's first one, copied asynchronously into stage st of the
+     * warp's two in shared memory (the next item is in flight while the current one is encoded
+     * without 16 registers holding it: 64 registers, 4 CTAs per SM); out of range words of a
+     * partial last item are zero-filled (source size 0) */
+    __shared__ uint4 stage[8][2][4][32];
+    uint4 (&sw)[2][4][32] = stage[threadIdx.x >> 5];
+    auto load = [&](size_t item, int st) {
         const size_t wb = (p.reverse ? nitems - 1 - item : item) * 128;
         const uint4 *xp = (const uint4 *)p.x + wb + lane;
-        if (wb + 128 <= nw) {
+        const int left = wb + 128 <= nw ? 128 : (int)(nw - wb) - lane;
 #pragma unroll
-            for (int i = 0; i < 4; i++) d[i] = __ldg(xp + 32 * i);
-        } else {
-            const int left = (int)(nw - wb) - lane;
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                d[i] = make_uint4(0u, 0u, 0u, 0u);
-                if (32 * i < left) d[i] = __ldg(xp + 32 * i);
-            }
+        for (int i = 0; i < 4; i++) {
+            const bool ok = 32 * i < left;
+            q_cp_async16(&sw[st][i][lane], ok ? xp + 32 * i : (const uint4 *)p.x, ok ? 16 : 0);
         }
+        q_cp_commit();
     };
-    /* a warp's next item is loaded before it encodes the current one (a grid of fewer warps than
-     * items; with one item per warp this is the plain one-shot kernel) */
-    uint4 nx[4];
-    if (it < nitems) load(it, nx);
-    for (; it < nitems; it += nwarps) {
+    int st = 0;
+    if (it < nitems) load(it, 0);
+    for (; it < nitems; it += nwarps, st ^= 1) {
         const size_t wb = (p.reverse ? nitems - 1 - it : it) * 128;
         const int left = wb + 128 <= nw ? 128 : (int)(nw - wb) - lane;
         uint32_t *cp = (uint32_t *)p.codes + wb + lane;
@@ -870,10 +882,18 @@ __global__ void __launch_bounds__(256) nvfp4_bf16_flat_kernel(BQParams p)
         /* other scale layouts: (row, block) of this lane's slot-0 block, stepped by 16 blocks */
         size_t sr = 0, sc = 0;
         if (!LIN) split_gid((wb >> 1) + (lane >> 1), p.nb, sr, sc);
+        /* the next item's copy is issued, then this item's (the older group) waited for; each
+         * lane reads only the words it copied itself, and the stage it overwrites was read into
+         * registers in the previous iteration */
+        if (it + nwarps < nitems) {
+            load(it + nwarps, st ^ 1);
+            q_cp_wait<1>();
+        } else {
+            q_cp_wait<0>();
+        }
         uint4 w[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) w[i] = nx[i];
-        if (it + nwarps < nitems) load(it + nwarps, nx);
+        for (int i = 0; i < 4; i++) w[i] = sw[st][i][lane];
         /* block maxima of the |x| patterns, two slots per 32-bit shuffle */
         uint32_t mb[4];
 #pragma unroll
@@ -1494,26 +1514,6 @@ static lofp_status check_q(const lofp_scheme *s, lofp_dtype dt, size_t rows, siz
     return LOFP_OK;
 }
 
-/* resident CTAs of 256 threads per SM of nvfp4_bf16_flat_kernel (occupancy API, once per device) */
-template <bool LIN> static int nvfp4_flat_ctas_per_sm(void)
-{
-    static int cache[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-        (void)cudaGetLastError();
-        return 3;
-    }
-    if (!cache[dev]) {
-        int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, nvfp4_bf16_flat_kernel<LIN>, 256, 0) != cudaSuccess || n < 1) {
-            (void)cudaGetLastError();
-            n = 3;
-        }
-        cache[dev] = n;
-    }
-    return cache[dev];
-}
-
 static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void *x, size_t rows,
                                  size_t k, bool have_global, float global, lofp_layout layout,
                                  uint8_t *codes, uint8_t *scales, float *global_out, void *ws_v,
@@ -1640,18 +1640,16 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
         }
         const unsigned grid = (unsigned)((total + 255) / 256);
         if (use_fast && dt == LOFP_DTYPE_BF16) {
-            /* warp items of 64 blocks; one wave of CTAs (the occupancy's CTAs per SM) that loop
-             * over the items, each warp loading its next item while it encodes one.
-             * LOFP_CUDA_NVFP4Q_CTAS=c (tuning, bench_cuda) sets c CTAs per SM instead, 0 the
-             * one-shot grid of one item per warp. */
+            /* warp items of 64 blocks; a grid of 8 CTAs per SM (two waves at the 4 resident CTAs
+             * per SM) whose warps loop over the items, each copying its next item while it
+             * encodes one. Device run 9 swept the CTAs per SM at 3 resident (two-level 8192^2,
+             * us): one item per warp 97.4, 1: 106.1, 2: 91.4, 3 (one wave): 90.9, 4: 90.2,
+             * 8: 88.7 -- more warps with an item in flight, later CTAs filling SMs whose
+             * earlier ones finished first. */
             const size_t items = (total * 2 + 127) / 128;
             size_t g = (items + 7) / 8;
-            int per_sm = -1;
-            if (const char *e = getenv("LOFP_CUDA_NVFP4Q_CTAS")) per_sm = atoi(e);
+            if (g > (size_t)sms * 8) g = (size_t)sms * 8;
             const bool lin = layout == LOFP_LAYOUT_LINEAR;
-            if (per_sm < 0) per_sm = lin ? nvfp4_flat_ctas_per_sm<true>() : nvfp4_flat_ctas_per_sm<false>();
-            if (per_sm > 0 && g > (size_t)sms * per_sm) g = (size_t)sms * per_sm;
-            if (g > 0x40000000u) g = 0x40000000u; /* the kernel loops past it */
             if (lin) nvfp4_bf16_flat_kernel<true><<<(unsigned)g, 256, 0, st>>>(p);
             else nvfp4_bf16_flat_kernel<false><<<(unsigned)g, 256, 0, st>>>(p);
             LOFP_CU_LAUNCH();
