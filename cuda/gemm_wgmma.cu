@@ -82,6 +82,14 @@ template <> struct Wgmma<128> {
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+/* fp4pair(w >> (12 - ls), 0) (gemm_common.cuh): nibble pair 3 - ls / 4 of each 16-bit half of w as
+ * bf16x2 e2m1 * 2^-126, with one shift: w << ls and (w >> (12 - ls)) << 12 agree on bits 12-15
+ * and 28-31, the only ones the masks keep */
+__device__ __forceinline__ uint32_t fp4pair_sh(uint32_t w, uint32_t ls)
+{
+    const uint32_t t = w << ls;
+    return (t & 0x80008000u) | ((t & 0x70007000u) >> 6);
+}
 /* cp.async of 16 bytes to a shared-memory address (src_bytes < 16: zero-filled) */
 __device__ __forceinline__ void cp16s(uint32_t sa, const void *gmem, int src_bytes)
 {
@@ -130,7 +138,7 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
     const int chunks = (int)((rank + 1) * call / KS) - cbeg;
     const int sbias = NV ? 0 : (int)p.params[1];
     const size_t nch = (size_t)p.k / 128; /* tile-major prepared weights (gemm_common.cuh) */
-    const uint32_t sh = 4u * (uint32_t)c;
+    const uint32_t ls = 12u - 4u * (uint32_t)c; /* lane c takes nibble pair c */
 
     /* Copy roles of this thread, fixed for the whole K loop (only the stage and the chunk vary,
      * so the loop adds a stage base and a chunk offset to these): activation copy i is token
@@ -238,8 +246,8 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
                         for (int jj = 0; jj < 2; jj++) {
                             const uint32_t s = su[jj];
                             const uint32_t w0 = jj ? q.z : q.x, w1 = jj ? q.w : q.y;
-                            af[b][mt][u * 2 + jj][h] = bf16x2_mul(fp4pair(w0 >> sh, 0), s);      /* slots 2c,2c+1 */
-                            af[b][mt][u * 2 + jj][h + 2] = bf16x2_mul(fp4pair(w1 >> sh, 0), s);  /* slots 2c+8,+9 */
+                            af[b][mt][u * 2 + jj][h] = bf16x2_mul(fp4pair_sh(w0, ls), s);      /* slots 2c,2c+1 */
+                            af[b][mt][u * 2 + jj][h + 2] = bf16x2_mul(fp4pair_sh(w1, ls), s);  /* slots 2c+8,+9 */
                         }
                     }
                 }
