@@ -206,19 +206,28 @@ __device__ __forceinline__ void gemv_loadw(const uint8_t *wl, const uint8_t *sl,
         }
 }
 
-/* Version 3 (restored after version 7, cuda/NOTES.md): each warp walks its K range two chunks
- * per step with the next two chunks' weights already requested, so up to four chunks of
- * weights are in flight; the activations of a chunk are loaded when it is computed (L1/L2). */
-constexpr int GV_WK = 4; /* warps per CTA, splitting K (4 won every measured shape) */
-template <int MT, int NT, int NV>
-__global__ void __launch_bounds__(32 * GV_WK) gemv_kernel(GemmP p)
+/* Version 3 (restored after version 7, cuda/NOTES.md), configurable: each warp walks its K range
+ * STEP chunks per step with the next STEP chunks' weights already requested (STEP = 2: up to four
+ * chunks of weights in flight; STEP = 1: two, for fewer registers); the activations of a chunk
+ * are loaded when it is computed (L1/L2). A CTA is RW row groups x WK warps: the WK warps of a
+ * group split K over the same MT tiles and are summed in shared memory in warp order (fixed:
+ * deterministic); the RW groups take consecutive row blocks, so warps of the same K slice in
+ * different groups read the same activations at about the same time. MINB is the CTAs per SM
+ * asked of ptxas (the register bound: 65536 / (32 WK RW MINB)); 1 leaves the bound unset (0),
+ * since an explicit minimum of one CTA changes ptxas's choice (m <= 8: 82 -> 104 registers). */
+template <int MT, int NT, int NV, int WK, int RW, int MINB, int STEP>
+__global__ void __launch_bounds__(32 * WK * RW, MINB > 1 ? MINB : 0) gemv_kernel(GemmP p)
 {
-    constexpr int WK = GV_WK;
+    static_assert(STEP == 1 || STEP == 2, "one or two chunks per step");
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int kw = RW == 1 ? warp : warp % WK, rw = RW == 1 ? 0 : warp / WK;
     const int g = lane >> 2, c = lane & 3;
-    const int n0 = blockIdx.x * 16 * MT;
+    const int n0 = (blockIdx.x * RW + rw) * 16 * MT;
     const int chunks = p.k / 128;
-    const int c_beg = (int)((long long)chunks * warp / WK), c_end = (int)((long long)chunks * (warp + 1) / WK);
+    const int c_beg = (int)((long long)chunks * kw / WK);
+    /* a row group past N (N / (16 MT) not a multiple of RW) streams nothing but still meets the
+     * barrier of the reduction */
+    const int c_end = RW == 1 || n0 < p.n ? (int)((long long)chunks * (kw + 1) / WK) : c_beg;
     const int sbias = NV ? 0 : (int)p.params[1];
     const size_t nch = (size_t)chunks;
     const uint8_t *const wl = p.codes + w4_code_off((size_t)(n0 + g), 0, (unsigned)c, nch);
@@ -232,31 +241,48 @@ __global__ void __launch_bounds__(32 * GV_WK) gemv_kernel(GemmP p)
 #pragma unroll
             for (int t = 0; t < 4; t++) acc[i][j][t] = 0.0f;
 
-    /* two chunks per step, the next two prefetched: up to four chunks of weights in flight */
-    uint4 wa[MT][2], wb[MT][2], na[MT][2], nb[MT][2];
-    uint32_t sa[MT][2], sb[MT][2], nsa[MT][2], nsb[MT][2];
-    uint4 aa[NT][4], ab[NT][4];
-    if (c_beg < c_end) gemv_loadw<MT, NV>(wl, sl, nch, c_beg, wa, sa);
-    if (c_beg + 1 < c_end) gemv_loadw<MT, NV>(wl, sl, nch, c_beg + 1, wb, sb);
-    for (int ch = c_beg; ch < c_end; ch += 2) {
-        if (ch + 2 < c_end) gemv_loadw<MT, NV>(wl, sl, nch, ch + 2, na, nsa);
-        if (ch + 3 < c_end) gemv_loadw<MT, NV>(wl, sl, nch, ch + 3, nb, nsb);
-        gemv_loada<NT>(p, ch, g, c, aa);
-        gemv_chunk<MT, NT, NV>(aa, sbias, wa, sa, acc);
-        if (ch + 1 < c_end) {
-            gemv_loada<NT>(p, ch + 1, g, c, ab);
-            gemv_chunk<MT, NT, NV>(ab, sbias, wb, sb, acc);
-        }
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                wa[mt][h] = na[mt][h]; sa[mt][h] = nsa[mt][h];
-                wb[mt][h] = nb[mt][h]; sb[mt][h] = nsb[mt][h];
+    if constexpr (STEP == 2) {
+        /* two chunks per step, the next two prefetched: up to four chunks of weights in flight */
+        uint4 wa[MT][2], wb[MT][2], na[MT][2], nb[MT][2];
+        uint32_t sa[MT][2], sb[MT][2], nsa[MT][2], nsb[MT][2];
+        uint4 aa[NT][4], ab[NT][4];
+        if (c_beg < c_end) gemv_loadw<MT, NV>(wl, sl, nch, c_beg, wa, sa);
+        if (c_beg + 1 < c_end) gemv_loadw<MT, NV>(wl, sl, nch, c_beg + 1, wb, sb);
+        for (int ch = c_beg; ch < c_end; ch += 2) {
+            if (ch + 2 < c_end) gemv_loadw<MT, NV>(wl, sl, nch, ch + 2, na, nsa);
+            if (ch + 3 < c_end) gemv_loadw<MT, NV>(wl, sl, nch, ch + 3, nb, nsb);
+            gemv_loada<NT>(p, ch, g, c, aa);
+            gemv_chunk<MT, NT, NV>(aa, sbias, wa, sa, acc);
+            if (ch + 1 < c_end) {
+                gemv_loada<NT>(p, ch + 1, g, c, ab);
+                gemv_chunk<MT, NT, NV>(ab, sbias, wb, sb, acc);
             }
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    wa[mt][h] = na[mt][h]; sa[mt][h] = nsa[mt][h];
+                    wb[mt][h] = nb[mt][h]; sb[mt][h] = nsb[mt][h];
+                }
+        }
+    } else {
+        /* one chunk per step, the next one prefetched: two chunks of weights in flight */
+        uint4 wa[MT][2], na[MT][2];
+        uint32_t sa[MT][2], nsa[MT][2];
+        uint4 aa[NT][4];
+        if (c_beg < c_end) gemv_loadw<MT, NV>(wl, sl, nch, c_beg, wa, sa);
+        for (int ch = c_beg; ch < c_end; ch++) {
+            if (ch + 1 < c_end) gemv_loadw<MT, NV>(wl, sl, nch, ch + 1, na, nsa);
+            gemv_loada<NT>(p, ch, g, c, aa);
+            gemv_chunk<MT, NT, NV>(aa, sbias, wa, sa, acc);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) { wa[mt][h] = na[mt][h]; sa[mt][h] = nsa[mt][h]; }
+        }
     }
 
-    /* deterministic cross-warp reduction */
+    /* deterministic cross-warp reduction, per row group in warp (= K) order */
     extern __shared__ float red[];
     constexpr int PER = MT * NT * 4;
     if (WK > 1) {
@@ -267,15 +293,16 @@ __global__ void __launch_bounds__(32 * GV_WK) gemv_kernel(GemmP p)
 #pragma unroll
                 for (int t = 0; t < 4; t++) red[((warp * PER) + (mt * NT + nt) * 4 + t) * 32 + lane] = acc[mt][nt][t];
         __syncthreads();
-        if (warp != 0) return;
+        if (kw != 0) return;
+        const float *const rg = RW == 1 ? red : red + rw * WK * PER * 32;
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int t = 0; t < 4; t++) {
-                    float s = red[((mt * NT + nt) * 4 + t) * 32 + lane];
-                    for (int w = 1; w < WK; w++) s = fadd(s, red[((w * PER) + (mt * NT + nt) * 4 + t) * 32 + lane]);
+                    float s = rg[((mt * NT + nt) * 4 + t) * 32 + lane];
+                    for (int w = 1; w < WK; w++) s = fadd(s, rg[((w * PER) + (mt * NT + nt) * 4 + t) * 32 + lane]);
                     acc[mt][nt][t] = s;
                 }
     }
@@ -482,20 +509,28 @@ extern "C" void lofp_cuda_w4_free(lofp_cuda_w4 *w)
     memset(w, 0, sizeof *w);
 }
 
-/* The GEMV for m <= 8*NT: MT weight tiles per warp (the caller's choice), GV_WK warps per CTA.
- * Only the (MT, NT) pairs the dispatch below can choose are instantiated. */
+/* One GEMV configuration (gemv_kernel's template parameters); the grid covers N / (16 MT) row
+ * blocks in groups of RW (the caller guarantees N / 16 % MT == 0). */
+template <int MT, int NT, int NV, int WK, int RW, int MINB, int STEP>
+static lofp_status gemv_launch(const GemmP &p, cudaStream_t st)
+{
+    const unsigned grid = (unsigned)((p.n / (16 * MT) + RW - 1) / RW);
+    const size_t shm = (size_t)WK * RW * MT * NT * 4 * 32 * sizeof(float);
+    if (shm > 48 * 1024)
+        LOFP_CU(cudaFuncSetAttribute(gemv_kernel<MT, NT, NV, WK, RW, MINB, STEP>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
+    gemv_kernel<MT, NT, NV, WK, RW, MINB, STEP><<<grid, 32 * WK * RW, shm, st>>>(p);
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
+
+/* The production GEMV for m <= 8*NT: MT weight tiles per warp (the caller's choice), 4 warps per
+ * CTA splitting K, two chunks per step. Only the (MT, NT) pairs the dispatch below can choose are
+ * instantiated. */
 template <int NT, int NV>
 static lofp_status launch_gemv(const GemmP &p, int mt, cudaStream_t st)
 {
-#define GV(MTV)                                                                                \
-    do {                                                                                       \
-        const unsigned grid = (unsigned)(p.n / (16 * MTV));                                    \
-        const size_t shm = (size_t)GV_WK * MTV * NT * 4 * 32 * sizeof(float);                  \
-        if (shm > 48 * 1024)                                                                   \
-            LOFP_CU(cudaFuncSetAttribute(gemv_kernel<MTV, NT, NV>,                             \
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm)); \
-        gemv_kernel<MTV, NT, NV><<<grid, 32 * GV_WK, shm, st>>>(p);                            \
-    } while (0)
+#define GV(MTV) return gemv_launch<MTV, NT, NV, 4, 1, 1, 2>(p, st)
     if constexpr (NT == 2) {
         if (mt == 4) GV(4);
         else if (mt == 2) GV(2);
@@ -505,8 +540,6 @@ static lofp_status launch_gemv(const GemmP &p, int mt, cudaStream_t st)
         else GV(1);
     } else GV(1);
 #undef GV
-    LOFP_CU_LAUNCH();
-    return LOFP_OK;
 }
 
 static lofp_status w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m, lofp_dtype out_dt,
@@ -587,4 +620,62 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm_route(const lofp_cuda_w4 *w, const v
                                                   int route)
 {
     return w4a16_gemm(w, d_a, m, out_dt, d_c, stream, route);
+}
+
+/* ---- GEMV variants (bench and test only, lofp_cuda_internal.h) ---- */
+/* Other gemv_kernel configurations for m <= 16, named mtMT_wkWK_rwRW_bMINB_sSTEP; each applies
+ * to NT = 1 (m <= 8) and NT = 2 (m <= 16). */
+static const char *const gemv_variant_names[LOFP_CUDA_GEMV_VARIANTS] = {
+    "production",
+    "mt2_wk8_rw1_b2_s1", /* 2 tiles per warp, 8 warps, <= 128 registers, one chunk per step */
+    "mt1_wk8_rw1_b4_s1", /* 8 warps split K, <= 64 registers: 32 warps per SM */
+    "mt1_wk4_rw1_b8_s1", /* 4 warps, <= 64 registers: 8 CTAs per SM */
+    "mt1_wk8_rw2_b2_s1", /* 16 warps: two row groups x 8 K slices, <= 64 registers */
+    "mt2_wk8_rw1_b2_s2", /* 2 tiles per warp, 8 warps, <= 128 registers */
+    "mt1_wk4_rw2_b3_s2", /* 8 warps: two row groups x 4 K slices, <= 80 registers */
+    "mt1_wk8_rw1_b4_s2", /* 8 warps, <= 64 registers, two chunks per step (spills) */
+};
+
+template <int NT, int NV>
+static lofp_status gemv_variant_nt(const GemmP &p, int v, cudaStream_t st)
+{
+    switch (v) {
+    case 1:
+        if ((p.n / 16) % 2) return LOFP_ERR_UNSUPPORTED;
+        return gemv_launch<2, NT, NV, 8, 1, 2, 1>(p, st);
+    case 2: return gemv_launch<1, NT, NV, 8, 1, 4, 1>(p, st);
+    case 3: return gemv_launch<1, NT, NV, 4, 1, 8, 1>(p, st);
+    case 4: return gemv_launch<1, NT, NV, 8, 2, 2, 1>(p, st);
+    case 5:
+        if ((p.n / 16) % 2) return LOFP_ERR_UNSUPPORTED;
+        return gemv_launch<2, NT, NV, 8, 1, 2, 2>(p, st);
+    case 6: return gemv_launch<1, NT, NV, 4, 2, 3, 2>(p, st);
+    case 7: return gemv_launch<1, NT, NV, 8, 1, 4, 2>(p, st);
+    default: return LOFP_ERR_UNSUPPORTED;
+    }
+}
+
+extern "C" const char *lofp_cuda_gemv_variant_name(int variant)
+{
+    return variant >= 0 && variant < LOFP_CUDA_GEMV_VARIANTS ? gemv_variant_names[variant] : NULL;
+}
+
+extern "C" lofp_status lofp_cuda_gemv_variant(const lofp_cuda_w4 *w, const void *d_a, size_t m,
+                                              lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream,
+                                              int variant)
+{
+    if (variant < 0 || variant >= LOFP_CUDA_GEMV_VARIANTS || m > 16) return LOFP_ERR_UNSUPPORTED;
+    if (variant == 0) return w4a16_gemm(w, d_a, m, out_dt, d_c, stream, LOFP_GEMM_ROUTE_KERNEL);
+    clear_cuda_error();
+    if (!w || !w->d_codes || !d_a || !d_c || m == 0) return LOFP_ERR_INVALID_ARG;
+    if (out_dt != LOFP_DTYPE_F32 && out_dt != LOFP_DTYPE_BF16) return LOFP_ERR_INVALID_ARG;
+    if (((uintptr_t)d_a & 15)) return LOFP_ERR_INVALID_ARG;
+    GemmP p;
+    p.codes = w->d_codes; p.scales = w->d_scales; p.params = w->d_params;
+    p.a = (const uint16_t *)d_a; p.c = d_c;
+    p.m = (int)m; p.n = (int)w->n; p.k = (int)w->k; p.out_bf16 = out_dt == LOFP_DTYPE_BF16;
+    const bool nv = w->id == LOFP_SCHEME_NVFP4;
+    const cudaStream_t st = (cudaStream_t)stream;
+    if (m <= 8) return nv ? gemv_variant_nt<1, 1>(p, variant, st) : gemv_variant_nt<1, 0>(p, variant, st);
+    return nv ? gemv_variant_nt<2, 1>(p, variant, st) : gemv_variant_nt<2, 0>(p, variant, st);
 }
