@@ -90,6 +90,14 @@ __device__ __forceinline__ uint32_t fp4pair_sh(uint32_t w, uint32_t ls)
     const uint32_t t = w << ls;
     return (t & 0x80008000u) | ((t & 0x70007000u) >> 6);
 }
+/* mx_scale1 (gemm_common.cuh) of byte `unit` of w without branches: bf16 splat of 2^(b + sbias - 127),
+ * 0 when b + sbias <= 0, NaN for b = 0xFF (the same bits) */
+__device__ __forceinline__ uint32_t mx_scale_at(uint32_t w, int unit, int sbias)
+{
+    const uint32_t b = __byte_perm(w, 0, 0x4440 + unit);
+    const uint32_t v = (uint32_t)max((int)b + sbias, 0) << 7;
+    return b == 0xFFu ? 0x7FC07FC0u : v | (v << 16);
+}
 /* cp.async of 16 bytes to a shared-memory address (src_bytes < 16: zero-filled) */
 __device__ __forceinline__ void cp16s(uint32_t sa, const void *gmem, int src_bytes)
 {
@@ -240,7 +248,7 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
                             const uint32_t w = (unit < 2 ? scw[mt][h].x : scw[mt][h].y) >> (16 * (unit & 1));
                             nv_scale2(w & 0xFFFFu, su[0], su[1]);   /* blocks 2*unit, 2*unit+1 */
                         } else {
-                            su[0] = su[1] = mx_scale1((scw[mt][h].x >> (8 * unit)) & 0xFFu, sbias);
+                            su[0] = su[1] = mx_scale_at(scw[mt][h].x, unit, sbias);
                         }
 #pragma unroll
                         for (int jj = 0; jj < 2; jj++) {
