@@ -17,7 +17,7 @@
  *                    encoder once per device; the integer encoder where they differ), others
  *                    integer.
  *   mx_generic_kernel  one thread per block, any block that is a multiple of 32 (two passes).
- *   nvfp4_bf16_flat_kernel  NVFP4 from bf16 under RNE, no padding, any scale layout:
+ *   nvfp4_bf16_flat_kernel  NVFP4 from bf16 under RNE, no padding, linear scales:
  *                    coalesced 16-byte cp.async copies (the next item in flight), two lanes
  *                    per block, reverse item order, signs and the code cap once per 8-element word.
  *   mxfp4_bf16_flat_kernel  MXFP4 from bf16 under RNE with linear scales and no padding: coalesced
@@ -799,8 +799,7 @@ __global__ void __launch_bounds__(256) mxfp4_bf16_flat_kernel(BQParams p)
  * instead of 16 registers (80 -> 64 registers, 3 -> 4 CTAs of 256 per SM, no spill); 8 CTAs per
  * SM in the grid.
  * No padding: block g is 16-byte input words 2g, 2g+1, code words (4 bytes) 2g, 2g+1 and scale
- * byte g in the linear layout (LIN; other layouts: the byte of (row, block) of block g, the pair
- * stepped along the item without a division). A warp item is 64 blocks: load i of lane l is
+ * byte g (linear scale layout only). A warp item is 64 blocks: load i of lane l is
  * input word 128 * item + 32 i + l (512 contiguous bytes per warp load), i.e. half l % 2 of block
  * 16 i + l / 2. The block
  * maxima come from one shuffle per two slots; lane l computes the scales of slots i with
@@ -846,7 +845,6 @@ __device__ __forceinline__ float rcp_ue4m3(float q)
     return __fmaf_rn(r0, -e, r0);
 }
 
-template <bool LIN>
 __global__ void __launch_bounds__(256, 4) nvfp4_bf16_flat_kernel(BQParams p)
 {
     const size_t nblk = p.rows * p.nb, nw = nblk * 2, nitems = (nw + 127) / 128;
@@ -879,9 +877,6 @@ __global__ void __launch_bounds__(256, 4) nvfp4_bf16_flat_kernel(BQParams p)
         const int left = wb + 128 <= nw ? 128 : (int)(nw - wb) - lane;
         uint32_t *cp = (uint32_t *)p.codes + wb + lane;
         uint8_t *sp = p.scales + (wb >> 1) + (lane >> 1);
-        /* other scale layouts: (row, block) of this lane's slot-0 block, stepped by 16 blocks */
-        size_t sr = 0, sc = 0;
-        if (!LIN) split_gid((wb >> 1) + (lane >> 1), p.nb, sr, sc);
         /* the next item's copy is issued, then this item's (the older group) waited for; each
          * lane reads only the words it copied itself, and the stage it overwrites was read into
          * registers in the previous iteration */
@@ -969,12 +964,7 @@ __global__ void __launch_bounds__(256, 4) nvfp4_bf16_flat_kernel(BQParams p)
                 }
             }
             cp[32 * i] = out;
-            if (LIN) {
-                if (h == (i & 1)) sp[16 * i] = (uint8_t)sbyte;
-            } else {
-                if (h == (i & 1)) p.scales[scale_off(p.L, sr, sc)] = (uint8_t)sbyte;
-                for (sc += 16; sc >= p.nb; sc -= p.nb) sr++;
-            }
+            if (h == (i & 1)) sp[16 * i] = (uint8_t)sbyte;
         }
     }
 }
@@ -1639,7 +1629,10 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
             p.global = have_global ? global : 1.0f;
         }
         const unsigned grid = (unsigned)((total + 255) / 256);
-        if (use_fast && dt == LOFP_DTYPE_BF16) {
+        /* the linear scale layout only: for the swizzled and packed layouts the flat kernel's
+         * per-slot scale addressing measured slower than nvfp4_fast_kernel (device run 10,
+         * swizzle-128x4 two-level 8192^2: 107.5 us against 101.3 in run 9), so they stay there */
+        if (use_fast && dt == LOFP_DTYPE_BF16 && layout == LOFP_LAYOUT_LINEAR) {
             /* warp items of 64 blocks; a grid of 8 CTAs per SM (two waves at the 4 resident CTAs
              * per SM) whose warps loop over the items, each copying its next item while it
              * encodes one. Device run 9 swept the CTAs per SM at 3 resident (two-level 8192^2,
@@ -1649,9 +1642,7 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
             const size_t items = (total * 2 + 127) / 128;
             size_t g = (items + 7) / 8;
             if (g > (size_t)sms * 8) g = (size_t)sms * 8;
-            const bool lin = layout == LOFP_LAYOUT_LINEAR;
-            if (lin) nvfp4_bf16_flat_kernel<true><<<(unsigned)g, 256, 0, st>>>(p);
-            else nvfp4_bf16_flat_kernel<false><<<(unsigned)g, 256, 0, st>>>(p);
+            nvfp4_bf16_flat_kernel<<<(unsigned)g, 256, 0, st>>>(p);
             LOFP_CU_LAUNCH();
             return LOFP_OK;
         }
