@@ -23,7 +23,7 @@ export PYTHONPATH="$pkg" LOFP_CLI="$PWD/$build/lofp"
 $py -c "import lofp; print('lofp', lofp.__version__, 'CUDA backend', lofp.HAVE_CUDA, 'devices', lofp.cuda_device_count())"
 $py -m pytest -q -rs -s -p no:cacheprovider tests/python "$@"
 if [ $bench = 1 ]; then
-  $py scripts/bench_python.py --quick
+  $py bench/bench_python.py --quick
   # the allocating dequantize with glibc keeping large blocks (BENCHMARKS.md "Python binding")
-  MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=4294967296 $py scripts/bench_python.py --quick --only large
+  MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=4294967296 $py bench/bench_python.py --quick --only large
 fi

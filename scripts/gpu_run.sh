@@ -56,7 +56,7 @@ if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
   : >"$OUT/bench_lofp.jsonl"
   run_bench copy,quant
   echo "== bench_torch"
-  timeout "$T_TORCH" python3 cuda/bench_torch.py >"$OUT/bench_torch.jsonl" 2>&1 || echo "   bench_torch failed ($?)"
+  timeout "$T_TORCH" python3 bench/bench_torch.py >"$OUT/bench_torch.jsonl" 2>&1 || echo "   bench_torch failed ($?)"
   grep -v '^{' "$OUT/bench_torch.jsonl" | tail -5
 fi
 [ "$MODE" = all ] || [ "$MODE" = test ] && { run_test gemm; run_test gemm LOFP_CUDA_GEMM_IMPL=mma; run_test w4a8; }
@@ -71,6 +71,6 @@ if [ "$MODE" = all ] || [ "$MODE" = test ]; then
 fi
 if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
   echo "== report"
-  python3 cuda/bench_report.py "$OUT/bench_lofp.jsonl" "$OUT/bench_torch.jsonl" "$OUT/bench.md"
+  python3 bench/bench_report.py "$OUT/bench_lofp.jsonl" "$OUT/bench_torch.jsonl" "$OUT/bench.md"
 fi
 exit $rc

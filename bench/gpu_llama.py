@@ -19,7 +19,7 @@ For each model it reports
             logits between the two models on one prompt (how that error grows through 32 layers of
             random weights, which amplify it more than a trained model's would)
 
-  python3 scripts/gpu_llama.py [--layers 32] [--lm-head-bf16] [--json out.json]
+  python3 bench/gpu_llama.py [--layers 32] [--lm-head-bf16] [--json out.json]
 """
 import argparse
 import inspect

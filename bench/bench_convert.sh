@@ -2,7 +2,7 @@
 # Whole-directory conversion throughput: GB/s of bf16 input for `lofp convert` (and `lofp import`)
 # against the read() rate of the same files (cat to /dev/null), both with the files in the page
 # cache (a first read warms it). Builds a synthetic llama-style bf16 model of SIZE_GB in 8 shards.
-#   scripts/bench_convert.sh [SIZE_GB] [JOBS]        (defaults 2 and nproc)
+#   bench/bench_convert.sh [SIZE_GB] [JOBS]        (defaults 2 and nproc)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 size=${1:-2}

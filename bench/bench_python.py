@@ -12,7 +12,7 @@
    comparison for the allocating lofp.dequantize: a fresh output is page-faulted in by whoever
    writes it first, and the C call with a reused buffer never pays that.
 
-    PYTHONPATH=<pkg dir> python scripts/bench_python.py [--threads N] [--quick] [--no-hugepage]
+    PYTHONPATH=<pkg dir> python bench/bench_python.py [--threads N] [--quick] [--no-hugepage]
                                                         [--only overhead|large]
 
 --no-hugepage turns off numpy's madvise(MADV_HUGEPAGE) of large allocations (on by default where

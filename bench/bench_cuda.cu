@@ -1,6 +1,6 @@
 /* bench_cuda.cu -- times liblofp_cuda's kernels on the device (`make gpu-bench`,
  * scripts/gpu_run.sh). Prints one JSON object per line ({"name":..., "us":..., ...}); the torch
- * baselines come from cuda/bench_torch.py in the same run and cuda/bench_report.py joins them.
+ * baselines come from bench/bench_torch.py in the same run and bench/bench_report.py joins them.
  *
  * Method (METHOD.md): CUDA events around each call, warm-up first, median of N runs, inputs that
  * do not fit in L2 or an L2 flush (a 256 MiB read, see flush_read) before every timed run,
