@@ -310,30 +310,6 @@ static void bench_gemm(void)
                 CU(cudaFree(a));
                 CU(cudaFree(c));
             }
-            /* the GEMV configurations (lofp_cuda_gemv_variant; variant 0 = production) at M = 1, 16 */
-            for (size_t m : {(size_t)1, (size_t)16}) {
-                uint16_t *a;
-                void *c;
-                CU(cudaMalloc(&a, m * k * 2));
-                CU(cudaMalloc(&c, m * n * 4));
-                fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
-                for (int v = 0; v < LOFP_CUDA_GEMV_VARIANTS; v++) {
-                    const char *vn = lofp_cuda_gemv_variant_name(v);
-                    const lofp_status r0 = lofp_cuda_gemv_variant(&W[0], a, m, LOFP_DTYPE_BF16, c, NULL, v);
-                    if (r0 != LOFP_OK) {
-                        printf("{\"name\": \"gemv_var_%s_%s_m%zu_n%zu_k%zu_error\", \"error\": \"%s\"}\n", vn, preset, m, n, k,
-                               lofp_cuda_status_name(r0));
-                        continue;
-                    }
-                    double us = time_us([&](int i) { LC(lofp_cuda_gemv_variant(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL, v)); }, false, 20);
-                    char name[128], extra[128];
-                    snprintf(name, sizeof name, "gemv_var_%s_%s_m%zu_n%zu_k%zu", vn, preset, m, n, k);
-                    snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"variant\": %d", m, n, k, v);
-                    emit(name, us, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
-                }
-                CU(cudaFree(a));
-                CU(cudaFree(c));
-            }
             /* the two routes at large M: dequantize + cuBLASLt (gemm_large.cu) and the kernels
              * (wgmma); host_us: CPU time of one enqueue of the large route (cached algorithm) */
             const bool lt = lofp_cuda_large_available() != 0;

@@ -85,25 +85,6 @@ def main():
                 f = lambda x: f"{x['us']:.1f}" if x else "-"
                 p(f"| {preset} | {m} | {n} x {k} | {o['us']:.1f} | {f(rf) if m <= 64 else '-'} | {f(t)} | {f(ti)} | {f(tf8)} | "
                   f"{sp:.2f}x | {tf:.1f} | {wbw:.2f} |")
-    # ---- GEMV configurations (bench-only lofp_cuda_gemv_variant; variant 0 = production)
-    gv = {}
-    for nm, o in L.items():
-        if nm.startswith("gemv_var_") and "variant" in o:
-            vn = nm[len("gemv_var_"):].split("_nvfp4_")[0].split("_mxfp4_")[0]
-            pr = "nvfp4" if "_nvfp4_" in nm else "mxfp4"
-            gv.setdefault((o["variant"], vn), {})[(pr, o["m"], o["n"], o["k"])] = o["us"]
-    if gv:
-        cols = [(pr, m, n, k) for pr in ("nvfp4", "mxfp4") for n, k in ((8192, 8192), (14336, 4096)) for m in (1, 16)]
-        p("\n### GEMV variants (µs; bf16 out, 20 back-to-back calls over 4 weight copies)\n")
-        p("Name: mt tiles per warp, wk warps splitting K, rw row groups per CTA, b CTAs per SM asked of "
-          "ptxas (register bound), s chunks per loop step. Best of each column in bold.\n")
-        p("| variant | " + " | ".join(f"{pr} M={m} {n}x{k}" for pr, m, n, k in cols) + " |")
-        p("|---|" + "---|" * len(cols))
-        best = {col: min((d[col] for d in gv.values() if col in d), default=None) for col in cols}
-        for (v, vn) in sorted(gv):
-            d = gv[(v, vn)]
-            cell = lambda col: "-" if col not in d else (f"**{d[col]:.1f}**" if d[col] == best[col] else f"{d[col]:.1f}")
-            p(f"| {v} {vn} | " + " | ".join(cell(col) for col in cols) + " |")
     # ---- W4A8 (opt-in): MXFP4 weights x E4M3 activations on the FP8 tensor cores
     w8 = [(n, k, m) for n, k in ((8192, 8192), (14336, 4096)) for m in (1, 16, 64, 256, 4096)
           if f"w4a8_mxfp4_m{m}_n{n}_k{k}" in L]

@@ -524,22 +524,40 @@ static lofp_status gemv_launch(const GemmP &p, cudaStream_t st)
     return LOFP_OK;
 }
 
-/* The production GEMV for m <= 8*NT: MT weight tiles per warp (the caller's choice), 4 warps per
- * CTA splitting K, two chunks per step. Only the (MT, NT) pairs the dispatch below can choose are
- * instantiated. */
-template <int NT, int NV>
-static lofp_status launch_gemv(const GemmP &p, int mt, cudaStream_t st)
+/* The production GEMV configurations, one per shape class (device run 11, cuda/NOTES.md: us for
+ * 20 back-to-back calls, bf16 out; NVFP4 / MXFP4 at M = 1 and 16 of 8192^2 and 14336 x 4096):
+ *  - m <= 8 (NT = 1): one tile per warp, a CTA of two row groups x 8 warps splitting K, <= 64
+ *    registers (2 CTAs per SM), one chunk per step; it took every M = 1 column against the
+ *    previous 4-warp two-chunk configuration: 15.9 / 16.6 / 14.8 / 15.3 against 18.8 / 18.4 /
+ *    17.0 / 17.9. Any N / 16 (a row group past N idles through the reduction).
+ *  - m = 9..16 (NT = 2), N / 16 even, except at K <= 4096 where N / 16 is a multiple of 4: two
+ *    tiles per warp, 8 warps splitting K, <= 128 registers (2 CTAs per SM), one chunk per step;
+ *    M = 16 8192^2: 21.4 / 21.1 against 24.6 / 26.1.
+ *  - m = 9..16, K <= 4096 and N / 16 a multiple of 4: four tiles per warp, 4 warps, two chunks per
+ *    step (unbounded registers); M = 16 14336 x 4096: 22.2 / 21.8 against 22.8 / 22.6 for the one
+ *    above. Where N / 16 = 2 mod 4 at K <= 4096 the one above replaces the 4-warp two-tile form
+ *    (runs 1-5 at 14336 x 4096: 26-31 for one or two tiles of the 4-warp form, 24.3-24.5 for four;
+ *    not timed side by side with it).
+ *  - m = 9..16 with N / 16 odd, and m = 17..64 (NT = 4, 8): MT = 2 where N / 16 is even, else 1;
+ *    4 warps splitting K, two chunks per step (sweeps of runs 1-5). */
+template <int MT, int NT, int NV>
+static lofp_status gemv_4warp(const GemmP &p, cudaStream_t st)
 {
-#define GV(MTV) return gemv_launch<MTV, NT, NV, 4, 1, 1, 2>(p, st)
-    if constexpr (NT == 2) {
-        if (mt == 4) GV(4);
-        else if (mt == 2) GV(2);
-        else GV(1);
-    } else if constexpr (NT > 2) {
-        if (mt == 2) GV(2);
-        else GV(1);
-    } else GV(1);
-#undef GV
+    return gemv_launch<MT, NT, NV, 4, 1, 1, 2>(p, st);
+}
+
+template <int NV>
+static lofp_status launch_gemv(const GemmP &p, cudaStream_t st)
+{
+    const int n16 = p.n / 16;
+    if (p.m <= 8) return gemv_launch<1, 1, NV, 8, 2, 2, 1>(p, st);
+    if (p.m <= 16) {
+        if (p.k <= 4096 && n16 % 4 == 0) return gemv_4warp<4, 2, NV>(p, st);
+        if (n16 % 2 == 0) return gemv_launch<2, 2, NV, 8, 1, 2, 1>(p, st);
+        return gemv_4warp<1, 2, NV>(p, st);
+    }
+    if (p.m <= 32) return n16 % 2 ? gemv_4warp<1, 4, NV>(p, st) : gemv_4warp<2, 4, NV>(p, st);
+    return n16 % 2 ? gemv_4warp<1, 8, NV>(p, st) : gemv_4warp<2, 8, NV>(p, st);
 }
 
 static lofp_status w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m, lofp_dtype out_dt,
@@ -571,24 +589,7 @@ static lofp_status w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m, 
         const lofp_status r = gemm_wgmma_launch(p, nv ? 1 : 0, st);
         if (r != LOFP_ERR_UNSUPPORTED) return r;
     }
-    if (m <= 64) {
-        const int n16 = p.n / 16;
-        const int nt = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
-        /* tiles per warp, from the sweeps of device runs 1-5 (cuda/NOTES.md): one for m <= 8, two
-         * for m <= 16 at K >= 8192 and four at smaller K (N = 14336, K = 4096: 24.3-24.5 us
-         * against 26-31), two above; fewer where N / 16 is not a multiple */
-        int mt = (m <= 8) ? 1 : (m <= 16 && p.k <= 4096) ? 4 : 2;
-        if (n16 % mt) mt = n16 % 2 ? 1 : 2;
-        if (n16 % mt) mt = 1;
-#define GVN(NTV) return nv ? launch_gemv<NTV, 1>(p, mt, st) : launch_gemv<NTV, 0>(p, mt, st)
-        switch (nt) {
-        case 1: GVN(1);
-        case 2: GVN(2);
-        case 4: GVN(4);
-        default: GVN(8);
-        }
-#undef GVN
-    }
+    if (m <= 64) return nv ? launch_gemv<1>(p, st) : launch_gemv<0>(p, st);
     /* m > 64: the sm_90a wgmma kernel (gemm_wgmma.cu) unless LOFP_CUDA_GEMM_IMPL=mma or the
      * device is not sm_90; then the mma.sync kernel below. */
     if (!no_wgmma) {
@@ -620,62 +621,4 @@ extern "C" lofp_status lofp_cuda_w4a16_gemm_route(const lofp_cuda_w4 *w, const v
                                                   int route)
 {
     return w4a16_gemm(w, d_a, m, out_dt, d_c, stream, route);
-}
-
-/* ---- GEMV variants (bench and test only, lofp_cuda_internal.h) ---- */
-/* Other gemv_kernel configurations for m <= 16, named mtMT_wkWK_rwRW_bMINB_sSTEP; each applies
- * to NT = 1 (m <= 8) and NT = 2 (m <= 16). */
-static const char *const gemv_variant_names[LOFP_CUDA_GEMV_VARIANTS] = {
-    "production",
-    "mt2_wk8_rw1_b2_s1", /* 2 tiles per warp, 8 warps, <= 128 registers, one chunk per step */
-    "mt1_wk8_rw1_b4_s1", /* 8 warps split K, <= 64 registers: 32 warps per SM */
-    "mt1_wk4_rw1_b8_s1", /* 4 warps, <= 64 registers: 8 CTAs per SM */
-    "mt1_wk8_rw2_b2_s1", /* 16 warps: two row groups x 8 K slices, <= 64 registers */
-    "mt2_wk8_rw1_b2_s2", /* 2 tiles per warp, 8 warps, <= 128 registers */
-    "mt1_wk4_rw2_b3_s2", /* 8 warps: two row groups x 4 K slices, <= 80 registers */
-    "mt1_wk8_rw1_b4_s2", /* 8 warps, <= 64 registers, two chunks per step (spills) */
-};
-
-template <int NT, int NV>
-static lofp_status gemv_variant_nt(const GemmP &p, int v, cudaStream_t st)
-{
-    switch (v) {
-    case 1:
-        if ((p.n / 16) % 2) return LOFP_ERR_UNSUPPORTED;
-        return gemv_launch<2, NT, NV, 8, 1, 2, 1>(p, st);
-    case 2: return gemv_launch<1, NT, NV, 8, 1, 4, 1>(p, st);
-    case 3: return gemv_launch<1, NT, NV, 4, 1, 8, 1>(p, st);
-    case 4: return gemv_launch<1, NT, NV, 8, 2, 2, 1>(p, st);
-    case 5:
-        if ((p.n / 16) % 2) return LOFP_ERR_UNSUPPORTED;
-        return gemv_launch<2, NT, NV, 8, 1, 2, 2>(p, st);
-    case 6: return gemv_launch<1, NT, NV, 4, 2, 3, 2>(p, st);
-    case 7: return gemv_launch<1, NT, NV, 8, 1, 4, 2>(p, st);
-    default: return LOFP_ERR_UNSUPPORTED;
-    }
-}
-
-extern "C" const char *lofp_cuda_gemv_variant_name(int variant)
-{
-    return variant >= 0 && variant < LOFP_CUDA_GEMV_VARIANTS ? gemv_variant_names[variant] : NULL;
-}
-
-extern "C" lofp_status lofp_cuda_gemv_variant(const lofp_cuda_w4 *w, const void *d_a, size_t m,
-                                              lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream,
-                                              int variant)
-{
-    if (variant < 0 || variant >= LOFP_CUDA_GEMV_VARIANTS || m > 16) return LOFP_ERR_UNSUPPORTED;
-    if (variant == 0) return w4a16_gemm(w, d_a, m, out_dt, d_c, stream, LOFP_GEMM_ROUTE_KERNEL);
-    clear_cuda_error();
-    if (!w || !w->d_codes || !d_a || !d_c || m == 0) return LOFP_ERR_INVALID_ARG;
-    if (out_dt != LOFP_DTYPE_F32 && out_dt != LOFP_DTYPE_BF16) return LOFP_ERR_INVALID_ARG;
-    if (((uintptr_t)d_a & 15)) return LOFP_ERR_INVALID_ARG;
-    GemmP p;
-    p.codes = w->d_codes; p.scales = w->d_scales; p.params = w->d_params;
-    p.a = (const uint16_t *)d_a; p.c = d_c;
-    p.m = (int)m; p.n = (int)w->n; p.k = (int)w->k; p.out_bf16 = out_dt == LOFP_DTYPE_BF16;
-    const bool nv = w->id == LOFP_SCHEME_NVFP4;
-    const cudaStream_t st = (cudaStream_t)stream;
-    if (m <= 8) return nv ? gemv_variant_nt<1, 1>(p, variant, st) : gemv_variant_nt<1, 0>(p, variant, st);
-    return nv ? gemv_variant_nt<2, 1>(p, variant, st) : gemv_variant_nt<2, 0>(p, variant, st);
 }

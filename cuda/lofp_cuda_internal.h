@@ -27,15 +27,6 @@ enum { LOFP_GEMM_ROUTE_AUTO = 0, LOFP_GEMM_ROUTE_LARGE = 1, LOFP_GEMM_ROUTE_KERN
 lofp_status lofp_cuda_w4a16_gemm_route(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                        lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream,
                                        int route);
-/* GEMV configurations for bench_cuda's sweep and test_cuda (m <= 16): variant 0 is the production
- * dispatch (the KERNEL route), 1 .. LOFP_CUDA_GEMV_VARIANTS - 1 other gemv_kernel configurations
- * (warps per CTA, register bound, chunks per step; lofp_cuda_gemv_variant_name, gemm.cu).
- * LOFP_ERR_UNSUPPORTED, nothing enqueued, where a variant does not apply (m > 16, N / 16 not a
- * multiple of its tiles per warp, variant out of range). */
-#define LOFP_CUDA_GEMV_VARIANTS 8
-const char *lofp_cuda_gemv_variant_name(int variant);
-lofp_status lofp_cuda_gemv_variant(const lofp_cuda_w4 *w, const void *d_a, size_t m, lofp_dtype out_dt,
-                                   void *d_c, lofp_cuda_stream stream, int variant);
 /* Test hooks of the large path: cap_bytes (0 = default 256 MiB) bounds the transient bf16 weight
  * buffer (smaller -> more N chunks); lt_off != 0 makes cuBLASLt look absent. Not thread-safe
  * with respect to concurrent GEMM calls' choice of route (tests only). */

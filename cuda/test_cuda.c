@@ -517,8 +517,6 @@ static void test_quantize(void)
 /* ---- 3. W4A16 ---- */
 /* -1: the public lofp_cuda_w4a16_gemm; else the LOFP_GEMM_ROUTE_* of the internal entry point */
 static int g_route = -1;
-/* >= 0: lofp_cuda_gemv_variant with this variant instead (test_gemv_variants) */
-static int g_variant = -1;
 
 static double gemm_case(const char *preset, size_t m, size_t n, size_t k, int out_bf16, int print)
 {
@@ -547,21 +545,7 @@ static double gemm_case(const char *preset, size_t m, size_t n, size_t k, int ou
     lofp_cuda_w4 W;
     LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, dglobal, n, k, &W, NULL));
     CU(cudaMemset(dc, 0xFF, ob)); /* NaN poison */
-    if (g_variant >= 0) {
-        /* a variant refuses m > 16 and, at two tiles per warp, an odd N / 16 */
-        const char *vn = lofp_cuda_gemv_variant_name(g_variant);
-        const int two_tiles = vn && strncmp(vn, "mt2_", 4) == 0;
-        const int supported = m <= 16 && !(two_tiles && (n / 16) % 2);
-        const lofp_status r = lofp_cuda_gemv_variant(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL, g_variant);
-        CHECKF(r == (supported ? LOFP_OK : LOFP_ERR_UNSUPPORTED), "gemv variant %d (%s) m=%zu n=%zu: %s", g_variant,
-               vn ? vn : "?", m, n, lofp_cuda_status_name(r));
-        if (r != LOFP_OK) {
-            lofp_cuda_w4_free(&W);
-            free(w); free(codes); free(scales); free(wd); free(a);
-            CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(dglobal)); CU(cudaFree(da)); CU(cudaFree(dc));
-            return 0;
-        }
-    } else if (g_route < 0) LC(lofp_cuda_w4a16_gemm(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL));
+    if (g_route < 0) LC(lofp_cuda_w4a16_gemm(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL));
     else LC(lofp_cuda_w4a16_gemm_route(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL, g_route));
     CU(cudaDeviceSynchronize());
     void *hc = halloc(ob);
@@ -717,30 +701,34 @@ static void prep_layout_case(const char *preset, size_t n, size_t k)
     g_cases++;
 }
 
-/* Every GEMV configuration of bench_cuda's sweep (lofp_cuda_gemv_variant): m = 1..16 and 17
- * (refused), N / 16 odd (17: the two-tile variants refuse, the two-row-group ones leave a group
- * idle), 2 mod 4 and 0 mod 4, K of 1, 3, 5, 9, 17 and 64 chunks (K slices of 0, 1 and 2+ chunks
- * per warp at 8 warps, odd counts: the two-chunk step's tail), both output types, both schemes. */
-static void test_gemv_variants(void)
+/* Every GEMV configuration the dispatch chooses (gemm.cu launch_gemv), through the public call:
+ * m = 1..17 (m <= 8: one tile per warp, two row groups x 8 K warps; m = 9..16: four tiles x 4
+ * warps at K <= 4096 with N / 16 = 0 mod 4, two tiles x 8 K warps at N / 16 even otherwise, one
+ * tile x 4 warps at N / 16 odd; m = 17: the 32-token form), N / 16 odd (17: the two-row-group
+ * CTA's second group idle), 2 mod 4 and 0 mod 4, K of 1, 3, 5, 9 and 17 chunks (K slices of 0, 1
+ * and 2+ chunks per warp at 8 warps, odd counts: the two-chunk step's tail), 33 (K > 4096 below
+ * 8192) and 64; both output types and schemes. Three passes, so each m meets every N class. */
+static void test_gemv_dispatch(void)
 {
     const int f0 = tu_failures;
     const char *ps[] = {"nvfp4", "mxfp4"};
-    const size_t gn[] = {272, 288, 320}, gk[] = {128, 384, 640, 1152, 2176};
-    for (int v = 0; v < LOFP_CUDA_GEMV_VARIANTS; v++) {
-        CHECK(lofp_cuda_gemv_variant_name(v) != NULL);
-        g_variant = v;
-        for (int p = 0; p < 2; p++) {
+    const size_t gn[] = {272, 288, 320}, gk[] = {128, 384, 640, 1152, 2176, 4224, 8192};
+    for (int p = 0; p < 2; p++) {
+        for (size_t r = 0; r < 3; r++)
             for (size_t m = 1; m <= 17; m++)
-                gemm_case(ps[p], m, gn[(m + v) % 3], gk[(m + p + v) % 5], (int)((m + p + v) % 2), 0);
-            gemm_case(ps[p], 1, 2048, 8192, 0, 0);
-            gemm_case(ps[p], 16, 1024, 8192, 1, 0);
-            gemm_case(ps[p], 9, 14336, 512, 0, 0);
-        }
-        g_variant = -1;
-        printf("    variant %d %-18s %s\n", v, lofp_cuda_gemv_variant_name(v), tu_failures == f0 ? "ok" : "FAILED");
+                gemm_case(ps[p], m, gn[(m + r) % 3], gk[(m + p + 2 * r) % 7], (int)((m + p + r) % 2), 0);
+        /* the shapes of the run-11 sweep's classes at full width: K = 8192 at N / 16 = 0, 2 mod 4
+         * and odd for m = 9..16, K = 4096 with N / 16 = 0 mod 4 and 2 mod 4, many CTAs at m <= 8 */
+        gemm_case(ps[p], 1, 2048, 8192, 0, 0);
+        gemm_case(ps[p], 8, 1040, 8192, 1, 0);
+        gemm_case(ps[p], 16, 1024, 8192, 1, 0);
+        gemm_case(ps[p], 12, 1056, 8192, 0, 0);
+        gemm_case(ps[p], 13, 1040, 8192, 1, 0);
+        gemm_case(ps[p], 10, 1024, 4096, 0, 0);
+        gemm_case(ps[p], 15, 1056, 4096, 1, 0);
+        gemm_case(ps[p], 9, 14336, 512, 0, 0);
     }
-    CHECK(lofp_cuda_gemv_variant_name(LOFP_CUDA_GEMV_VARIANTS) == NULL);
-    printf("  GEMV variants (m <= 16): %s\n", tu_failures == f0 ? "ok" : "FAILED");
+    printf("  GEMV shape classes (m <= 17): %s\n", tu_failures == f0 ? "ok" : "FAILED");
 }
 
 static void test_gemm(void)
@@ -789,7 +777,7 @@ static void test_gemm(void)
     /* the automatic choice where the 4-way split qualifies (32 chunks) */
     for (int p = 0; p < 2; p++) gemm_case(ps[p], 64, 1024, 4096, p, 1);
     printf("  W4A16 GEMV/GEMM: %s\n", tu_failures == f0 ? "ok" : "FAILED");
-    test_gemv_variants();
+    test_gemv_dispatch();
     test_gemm_large();
 }
 
