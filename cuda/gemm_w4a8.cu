@@ -55,6 +55,7 @@
 
 #include "gemm_common.cuh"
 #include "lofp_cuda_internal.h"
+#include "wgmma.cuh"
 
 using namespace lofpcu;
 
@@ -147,13 +148,9 @@ template <> struct WgmmaF8<64> {
     {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                     LOFP_WG_D32
                      "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : LOFP_WG_OUT32(d)
                      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(accum));
     }
 };
@@ -162,44 +159,17 @@ template <> struct WgmmaF8<128> {
     {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                     LOFP_WG_D64
                      "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : LOFP_WG_OUT64(d)
                      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(accum));
     }
 };
 
-/* cp.async to a shared-window address (no generic-to-shared conversion per copy) */
-__device__ __forceinline__ void cp16s(uint32_t sa, const void *g, int n)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(g), "r"(n));
-}
+/* cp.async of 4 bytes to a shared-window address (no generic-to-shared conversion per copy) */
 __device__ __forceinline__ void cp4s(uint32_t sa, const void *g, int n)
 {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(sa), "l"(g), "r"(n));
-}
-
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
-__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
-
-/* K-major, 128-byte swizzle descriptor (as gemm_wgmma.cu): start >> 4, LBO 1, SBO 1024 >> 4, 128B */
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr)
-{
-    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
-           ((uint64_t)1 << 62);
 }
 
 /* E2M1 -> E4M3 by table. The byte table (t0: magnitudes 0..3, t1: 4..7) holds E4M3(v * 2^(6 - d))
@@ -389,14 +359,14 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
                 WgmmaF8<TN>::mma(cur, fa[jj][0], fa[jj][1], fa[jj][2], fa[jj][3], sw128_desc(sa_s + 32 * j), jj);
             }
             wg_commit();
-            wg_wait1();
+            wg_wait<1>();
             promote(prv, fp0, fp1);
             fp0 = blockf(m0, sb);
             fp1 = blockf(m1, sb);
         } else {
             /* some row of the CTA spans more than W8_DMAX binades in this chunk: every block at
              * d = 0 (weights e2m1 * 2^6), one fresh partial per k32 step, promoted with 2^(e_j - e_max) */
-            wg_wait0();
+            wg_wait<0>();
             promote(prv, fp0, fp1);
             fp0 = 0.0f;
             fp1 = 0.0f;
@@ -412,7 +382,7 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
                 wg_fence();
                 WgmmaF8<TN>::mma(cur, a0, a1, a2, a3, sw128_desc(sa_s + 32 * j), 0);
                 wg_commit();
-                wg_wait0();
+                wg_wait<0>();
                 promote(cur, f0, f1);
             }
         }
@@ -426,10 +396,10 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
     }
     if (ch < chunks) {
         chunk(ch, pa, pb);
-        wg_wait0();
+        wg_wait<0>();
         promote(pa, fp0, fp1);
     } else {
-        wg_wait0();
+        wg_wait<0>();
         promote(pb, fp0, fp1);
     }
     cp_wait<0>();

@@ -33,6 +33,7 @@
 
 #include "gemm_common.cuh"
 #include "lofp_cuda_internal.h"
+#include "wgmma.cuh"
 
 using namespace lofpcu;
 
@@ -47,13 +48,9 @@ template <> struct Wgmma<64> {
     {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                     LOFP_WG_D32
                      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : LOFP_WG_OUT32(d)
                      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(one));
     }
 };
@@ -62,26 +59,13 @@ template <> struct Wgmma<128> {
     {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                     LOFP_WG_D64
                      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : LOFP_WG_OUT64(d)
                      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(one));
     }
 };
 
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
 /* fp4pair(w >> (12 - ls), 0) (gemm_common.cuh): nibble pair 3 - ls / 4 of each 16-bit half of w as
  * bf16x2 e2m1 * 2^-126, with one shift: w << ls and (w >> (12 - ls)) << 12 agree on bits 12-15
  * and 28-31, the only ones the masks keep */
@@ -97,21 +81,6 @@ __device__ __forceinline__ uint32_t mx_scale_at(uint32_t w, int unit, int sbias)
     const uint32_t b = __byte_perm(w, 0, 0x4440 + unit);
     const uint32_t v = (uint32_t)max((int)b + sbias, 0) << 7;
     return b == 0xFFu ? 0x7FC07FC0u : v | (v << 16);
-}
-/* cp.async of 16 bytes to a shared-memory address (src_bytes < 16: zero-filled) */
-__device__ __forceinline__ void cp16s(uint32_t sa, const void *gmem, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
-
-/* Shared-memory matrix descriptor, K-major, 128-byte swizzle: start address >> 4 (bits 0-13),
- * leading byte offset (unused for swizzled K-major; 1), stride byte offset 1024 >> 4 (8 rows of
- * 128 bytes; bits 32-45), base offset 0 (atoms 1024-aligned), layout type 1 = 128B (bits 62-63). */
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr)
-{
-    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
-           ((uint64_t)1 << 62);
 }
 
 template <int NV, int MT, int TN, int S, int MINB, int KS>

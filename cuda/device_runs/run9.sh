@@ -1,5 +1,6 @@
 #!/bin/bash
-# Device run 9 (round four, second run), three calls on one warm machine:
+# Device runs 9, 10 and 11 (round four, second to fourth runs, each on the head of main then),
+# three calls on one warm machine:
 #   run9.sh test   build main on the device into build-dev/, every test_cuda section (gpu_run.sh test)
 #   run9.sh bench  scripts/gpu_run.sh bench on those binaries (bench_cuda + bench_torch + report)
 #   run9.sh prof   Nsight Compute (scripts/gpu_profile.sh) on the kernels named below

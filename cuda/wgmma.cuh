@@ -1,0 +1,54 @@
+/* wgmma.cuh -- pieces shared by the two sm_90a wgmma kernels (gemm_wgmma.cu: W4A16 with bf16
+ * operands; gemm_w4a8.cu: W4A8 with E4M3 operands): the warpgroup fences, the 128-byte-swizzle
+ * shared-memory descriptor, cp.async to a shared-window address, and the accumulator operand lists
+ * of the register-A wgmma forms (the kernels keep their own instruction text, which differs in
+ * shape, type and transpose operands). See the header comments of those two files. */
+#ifndef LOFP_WGMMA_CUH
+#define LOFP_WGMMA_CUH
+
+#include <stdint.h>
+
+namespace lofpcu {
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+/* waits until at most N committed wgmma groups of this warpgroup are still in flight */
+template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+/* keeps the compiler from moving accumulator reads or writes across a wgmma fence or wait */
+__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+
+/* cp.async of 16 bytes to a shared-memory address (src_bytes < 16: zero-filled) */
+__device__ __forceinline__ void cp16s(uint32_t sa, const void *gmem, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(gmem), "r"(src_bytes));
+}
+
+/* Shared-memory matrix descriptor, K-major, 128-byte swizzle: start address >> 4 (bits 0-13),
+ * leading byte offset (unused for swizzled K-major; 1), stride byte offset 1024 >> 4 (8 rows of
+ * 128 bytes; bits 32-45), base offset 0 (atoms 1024-aligned), layout type 1 = 128B (bits 62-63). */
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr)
+{
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+} // namespace lofpcu
+
+/* The fp32 accumulator operands of an m64nN wgmma for N = 64 (32 registers per thread) and N = 128
+ * (64): the register list of the instruction text and the matching "+f" constraints on d[]. The A
+ * registers and the descriptor follow as %32.. / %64.. in the kernels' own text. */
+#define LOFP_WG_D32                                                                             \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define LOFP_WG_D64                                                                             \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "         \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "         \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define LOFP_WG_OUT8(d, i)                                                                      \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+#define LOFP_WG_OUT32(d) LOFP_WG_OUT8(d, 0), LOFP_WG_OUT8(d, 8), LOFP_WG_OUT8(d, 16), LOFP_WG_OUT8(d, 24)
+#define LOFP_WG_OUT64(d) LOFP_WG_OUT32(d), LOFP_WG_OUT8(d, 32), LOFP_WG_OUT8(d, 40), LOFP_WG_OUT8(d, 48), LOFP_WG_OUT8(d, 56)
+
+#endif
