@@ -142,29 +142,8 @@ __global__ void __launch_bounds__(256) act_quant_kernel(const uint16_t *a, size_
 /* ---- GEMM ---- */
 
 /* D = A . B (accum = 0: a fresh accumulator) or D += A . B, A = 4 registers of E4M3, B = descriptor. */
-template <int TN> struct WgmmaF8;
-template <> struct WgmmaF8<64> {
-    static __device__ __forceinline__ void mma(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int accum)
-    {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
-                     LOFP_WG_D32
-                     "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-                     : LOFP_WG_OUT32(d)
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(accum));
-    }
-};
-template <> struct WgmmaF8<128> {
-    static __device__ __forceinline__ void mma(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int accum)
-    {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
-                     LOFP_WG_D64
-                     "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-                     : LOFP_WG_OUT64(d)
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(accum));
-    }
-};
+LOFP_WG_RS(WgmmaF8, "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3",
+           "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3", "1, 1");
 
 /* cp.async of 4 bytes to a shared-window address (no generic-to-shared conversion per copy) */
 __device__ __forceinline__ void cp4s(uint32_t sa, const void *g, int n)

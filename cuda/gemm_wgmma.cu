@@ -42,29 +42,8 @@ using namespace lofpcu;
 
 namespace {
 
-template <int TN> struct Wgmma;
-template <> struct Wgmma<64> {
-    static __device__ __forceinline__ void mma(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int one)
-    {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-                     LOFP_WG_D32
-                     "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                     : LOFP_WG_OUT32(d)
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(one));
-    }
-};
-template <> struct Wgmma<128> {
-    static __device__ __forceinline__ void mma(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int one)
-    {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-                     LOFP_WG_D64
-                     "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-                     : LOFP_WG_OUT64(d)
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(one));
-    }
-};
+LOFP_WG_RS(Wgmma, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+           "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "1, 1, 0");
 
 /* fp4pair(w >> (12 - ls), 0) (gemm_common.cuh): nibble pair 3 - ls / 4 of each 16-bit half of w as
  * bf16x2 e2m1 * 2^-126, with one shift: w << ls and (w >> (12 - ls)) << 12 agree on bits 12-15

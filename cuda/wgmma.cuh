@@ -51,4 +51,32 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr)
 #define LOFP_WG_OUT32(d) LOFP_WG_OUT8(d, 0), LOFP_WG_OUT8(d, 8), LOFP_WG_OUT8(d, 16), LOFP_WG_OUT8(d, 24)
 #define LOFP_WG_OUT64(d) LOFP_WG_OUT32(d), LOFP_WG_OUT8(d, 32), LOFP_WG_OUT8(d, 40), LOFP_WG_OUT8(d, 48), LOFP_WG_OUT8(d, 56)
 
+/* Defines NAME<64> and NAME<128>, each with one function
+ *   mma(d, a0..a3, desc, acc): d = A . B (acc = 0: a fresh accumulator) or d += A . B
+ * for an m64nN wgmma with A in four registers and B behind a shared-memory descriptor; INSN64 /
+ * INSN128 are the instruction names (shape and types) and TAIL the operands after the scale-d
+ * predicate (the A/B scales, and for 16-bit types B's transpose flag). */
+#define LOFP_WG_RS(NAME, INSN64, INSN128, TAIL)                                                    \
+    template <int TN> struct NAME;                                                                \
+    template <> struct NAME<64> {                                                                 \
+        static __device__ __forceinline__ void mma(float (&d)[32], uint32_t a0, uint32_t a1,     \
+                                                   uint32_t a2, uint32_t a3, uint64_t desc, int acc) \
+        {                                                                                         \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" INSN64 " {" LOFP_WG_D32   \
+                         "}, {%32, %33, %34, %35}, %36, p, " TAIL ";\n}\n"                        \
+                         : LOFP_WG_OUT32(d)                                                       \
+                         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(acc));             \
+        }                                                                                         \
+    };                                                                                            \
+    template <> struct NAME<128> {                                                                \
+        static __device__ __forceinline__ void mma(float (&d)[64], uint32_t a0, uint32_t a1,     \
+                                                   uint32_t a2, uint32_t a3, uint64_t desc, int acc) \
+        {                                                                                         \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" INSN128 " {" LOFP_WG_D64  \
+                         "}, {%64, %65, %66, %67}, %68, p, " TAIL ";\n}\n"                        \
+                         : LOFP_WG_OUT64(d)                                                       \
+                         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(acc));             \
+        }                                                                                         \
+    }
+
 #endif
