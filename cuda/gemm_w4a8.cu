@@ -204,9 +204,8 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
     static_assert(S * STAGE >= 128 * NR * 4 || KW == 1, "reduction buffer");
 
     extern __shared__ uint8_t smem_raw[];
-    const uint32_t raw_s = (uint32_t)__cvta_generic_to_shared(smem_raw);
-    uint8_t *smem = smem_raw + ((1024u - (raw_s & 1023u)) & 1023u);
-    const uint32_t smem_s = (uint32_t)__cvta_generic_to_shared(smem);
+    uint32_t smem_s;
+    uint8_t *smem = smem_align1024(smem_raw, smem_s);
 
     const int tid = threadIdx.x, wg = tid >> 7, wiw = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, c = lane & 3;

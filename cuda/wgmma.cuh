@@ -32,6 +32,17 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr)
            ((uint64_t)1 << 62);
 }
 
+/* The kernel's dynamic shared memory rounded up to a 1024-byte boundary (128-byte-swizzle atoms
+ * must be 1024-aligned; the launches ask for 1 KiB more than the stages need): returns the
+ * generic pointer and sets s to the same place as a shared-window address. */
+__device__ __forceinline__ uint8_t *smem_align1024(uint8_t *raw, uint32_t &s)
+{
+    const uint32_t raw_s = (uint32_t)__cvta_generic_to_shared(raw);
+    uint8_t *p = raw + ((1024u - (raw_s & 1023u)) & 1023u);
+    s = (uint32_t)__cvta_generic_to_shared(p);
+    return p;
+}
+
 } // namespace lofpcu
 
 /* The fp32 accumulator operands of an m64nN wgmma for N = 64 (32 registers per thread) and N = 128
