@@ -30,6 +30,10 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include "gemm_common.cuh"
 #include "lofp_cuda_internal.h"
@@ -295,6 +299,372 @@ __global__ void __launch_bounds__(256, MINB) wg_kernel(GemmP p)
 #endif
 }
 
+/* ---- Warp-specialised version (ws_kernel) ----
+ *
+ * The same tile, K order, dequantization and wgmma groups as wg_kernel above, but the loads are
+ * issued by a producer warpgroup through the Tensor Memory Accelerator and handed to the two
+ * consumer warpgroups through an S-stage ring of mbarriers, so the consumers never wait on a
+ * __syncthreads and never issue a load, and the copies run S - 1 chunks ahead of the slowest
+ * consumer:
+ *   - activations: a 2-D tensor map over A [m, k] bf16, box 64 k x TN tokens, 128-byte swizzle
+ *     (two boxes per chunk: exactly wg_kernel's two swizzle atoms; tokens past m read as zeros);
+ *   - codes: a 3-D map over the tile-major prepared codes (64 bytes x 16 nch rows x n / 16 tiles,
+ *     the tile stride nch KiB), box 64 x 16 x ROWS / 16, 64-byte swizzle (16-byte unit u of CTA
+ *     row r lands at u ^ ((r >> 1) & 3): wg_kernel's conflict-free pattern, done by the copy);
+ *   - scales: a 3-D map (16 SB bytes x nch x n / 16), box 16 SB x 1 x ROWS / 16: row r's SB bytes
+ *     at r SB.
+ * full[s] completes when the stage's bytes have landed (one arrive with the byte count, then the
+ * copies' complete_tx); empty[s] when the 8 consumer warps have seen every wgmma that read the
+ * stage complete. The producer warpgroup gives its registers to the consumers (setmaxnreg 40 /
+ * 232). Unsplit (KS = 1) launches are persistent: one CTA per SM walks the tiles n-block first
+ * (tile t, t + grid, ...), so the producer is already loading the next tile while the consumers
+ * store the last one. Split launches (KS > 1) give each cluster one tile; the partials meet
+ * through DSMEM as in wg_kernel (rank order: deterministic). */
+struct WsP {
+    CUtensorMap ta, tc, ts;
+    GemmP p;
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint32_t a, uint32_t n)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t a, uint32_t parity)
+{
+    asm volatile("{\n.reg .pred P;\nLOFP_MW%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1;\n"
+                 "@!P bra LOFP_MW%=;\n}\n" ::"r"(a), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t a)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint32_t a, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tma2(uint32_t dst, const CUtensorMap *m, int c0, int c1, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(dst), "l"(m), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void tma3(uint32_t dst, const CUtensorMap *m, int c0, int c1, int c2, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+                 ::"r"(dst), "l"(m), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory");
+}
+
+template <int NV, int MT, int TN> struct WsShape {
+    static constexpr int ROWS = 128 * MT, ACT = TN * 256, WB = ROWS * 64, SBY = NV ? 8 : 4;
+    static constexpr int SB = ROWS * SBY;                       /* bytes the scale copy writes */
+    static constexpr int STAGE = ACT + WB + (SB + 1023) / 1024 * 1024;
+};
+
+template <int NV, int MT, int TN, int S, int KS>
+__global__ void __launch_bounds__(384, 1) ws_kernel(const __grid_constant__ WsP q)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using Sh = WsShape<NV, MT, TN>;
+    constexpr int ROWS = Sh::ROWS, ACT = Sh::ACT, WB = Sh::WB, SBY = Sh::SBY, STAGE = Sh::STAGE;
+    constexpr int G = 4 / MT, NG = 8 / G, NR = TN / 2;
+    constexpr uint32_t TX = (uint32_t)(ACT + WB + Sh::SB);
+    static_assert(STAGE % 1024 == 0, "stage alignment");
+
+    extern __shared__ uint8_t smem_raw[];
+    __shared__ __align__(8) uint64_t bars[2 * S]; /* full[0..S), empty[S..2S) */
+    uint32_t smem_s;
+    uint8_t *smem = smem_align1024(smem_raw, smem_s);
+    const uint32_t full0 = smem_u32(&bars[0]), empty0 = smem_u32(&bars[S]);
+
+    const GemmP &p = q.p;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    uint32_t rank = 0;
+    if (KS > 1) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    const int call = p.k / 128;
+    const int cbeg = (int)(rank * call / KS);
+    const int chunks = (int)((rank + 1) * call / KS) - cbeg;
+    const int ntn = (p.n + ROWS - 1) / ROWS, ntiles = ntn * ((p.m + TN - 1) / TN);
+    const int cid = (int)blockIdx.x / KS, ncl = (int)gridDim.x / KS;
+
+    if (tid == 0) {
+        for (int s = 0; s < S; s++) {
+            mbar_init(full0 + 8 * s, 1);
+            mbar_init(empty0 + 8 * s, 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        if (tid == 0) {
+            asm volatile("prefetch.tensormap [%0];" ::"l"(&q.ta) : "memory");
+            asm volatile("prefetch.tensormap [%0];" ::"l"(&q.tc) : "memory");
+            asm volatile("prefetch.tensormap [%0];" ::"l"(&q.ts) : "memory");
+            uint32_t it = 0;
+            for (int t = cid; t < ntiles; t += ncl) {
+                const int n16 = (t % ntn) * (ROWS / 16), t0 = (t / ntn) * TN;
+                for (int ch = 0; ch < chunks; ch++, it++) {
+                    const uint32_t s = it % S, ph = (it / S) & 1u;
+                    mbar_wait(empty0 + 8 * s, ph ^ 1u);
+                    const uint32_t fb = full0 + 8 * s, sb = smem_s + s * STAGE;
+                    mbar_expect(fb, TX);
+                    const int kc = cbeg + ch;
+                    tma2(sb, &q.ta, kc * 128, t0, fb);
+                    tma2(sb + TN * 128, &q.ta, kc * 128 + 64, t0, fb);
+                    tma3(sb + ACT, &q.tc, 0, kc * 16, n16, fb);
+                    tma3(sb + ACT + WB, &q.ts, 0, kc, n16, fb);
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+        const int ct = tid - 128, cw = ct >> 7, wiw = (ct >> 5) & 3, lane = ct & 31;
+        const int g = lane >> 2, c = lane & 3;
+        const int sbias = NV ? 0 : (int)p.params[1];
+        const uint32_t ls = 12u - 4u * (uint32_t)c;
+        const float alpha = p.params[0];
+        uint32_t it = 0;
+        for (int t = cid; t < ntiles; t += ncl) {
+            const int n0 = (t % ntn) * ROWS, t0 = (t / ntn) * TN;
+            float acc[MT][NR];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int i = 0; i < NR; i++) acc[mt][i] = 0.0f;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int i = 0; i < NR; i++) reg_fence(acc[mt][i]);
+            uint32_t af[2][MT][G][4];
+            for (int ch = 0; ch < chunks; ch++, it++) {
+                const uint32_t s = it % S;
+                mbar_wait(full0 + 8 * s, (it / S) & 1u);
+                const uint8_t *sw = smem + s * STAGE + ACT;
+                const uint8_t *ss = sw + WB;
+                const uint32_t sa_s = smem_s + s * STAGE;
+                uint2 scw[MT][2];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int r = cw * 64 * MT + mt * 64 + 16 * wiw + g + 8 * h;
+                        if (NV) scw[mt][h] = *(const uint2 *)(ss + r * SBY);
+                        else scw[mt][h] = make_uint2(*(const uint32_t *)(ss + r * SBY), 0u);
+                    }
+#pragma unroll
+                for (int gi = 0; gi < NG; gi++) {
+                    const int b = gi & 1;
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+                        for (int h = 0; h < 2; h++) {
+                            const int r = cw * 64 * MT + mt * 64 + 16 * wiw + g + 8 * h;
+#pragma unroll
+                            for (int u = 0; u < G / 2; u++) {
+                                const int unit = gi * (G / 2) + u;
+                                const uint4 qv = *(const uint4 *)(sw + r * 64 + ((unit ^ ((r >> 1) & 3)) << 4));
+                                uint32_t su[2];
+                                if (NV) {
+                                    const uint32_t w = (unit < 2 ? scw[mt][h].x : scw[mt][h].y) >> (16 * (unit & 1));
+                                    nv_scale2(w & 0xFFFFu, su[0], su[1]);
+                                } else {
+                                    su[0] = su[1] = mx_scale_at(scw[mt][h].x, unit, sbias);
+                                }
+#pragma unroll
+                                for (int jj = 0; jj < 2; jj++) {
+                                    const uint32_t sc = su[jj];
+                                    const uint32_t w0 = jj ? qv.z : qv.x, w1 = jj ? qv.w : qv.y;
+                                    af[b][mt][u * 2 + jj][h] = bf16x2_mul(fp4pair_sh(w0, ls), sc);
+                                    af[b][mt][u * 2 + jj][h + 2] = bf16x2_mul(fp4pair_sh(w1, ls), sc);
+                                }
+                            }
+                        }
+                    }
+                    wg_fence();
+#pragma unroll
+                    for (int jj = 0; jj < G; jj++) {
+                        const int j = gi * G + jj;
+                        const uint64_t desc = sw128_desc(sa_s + (j >> 2) * (TN * 128) + (j & 3) * 32);
+#pragma unroll
+                        for (int mt = 0; mt < MT; mt++)
+                            Wgmma<TN>::mma(acc[mt], af[b][mt][jj][0], af[b][mt][jj][1], af[b][mt][jj][2], af[b][mt][jj][3], desc, 1);
+                    }
+                    wg_commit();
+                    wg_wait<1>();
+                    /* every wgmma of the previous chunk has completed: its stage goes back */
+                    if (gi == 0 && ch > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % S));
+                }
+            }
+            wg_wait<0>();
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int i = 0; i < NR; i++) reg_fence(acc[mt][i]);
+            if (chunks > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % S));
+            if (KS == 1) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    const int row = n0 + cw * 64 * MT + mt * 64 + 16 * wiw + g;
+#pragma unroll
+                    for (int i = 0; i < TN / 8; i++) {
+                        const int tok = t0 + 8 * i + 2 * c;
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
+                            if (tk < p.m && rw < p.n) {
+                                const float v = fmul(acc[mt][4 * i + e], alpha);
+                                const size_t o = (size_t)tk * p.n + rw;
+                                if (p.out_bf16) ((uint16_t *)p.c)[o] = f32_to_bf16(v);
+                                else ((float *)p.c)[o] = v;
+                            }
+                        }
+                    }
+                }
+            } else {
+                /* one tile per cluster (the launch makes it so): park the parts this CTA does not
+                 * own in the stages (every copy has landed and every wgmma has completed once
+                 * both consumer warpgroups pass the named barrier), publish them with the
+                 * cluster barrier (all 384 threads: the producer warpgroup joins below), sum
+                 * the owned part over the ranks in rank order, and a second cluster barrier
+                 * keeps each CTA's shared memory alive until its peers have read it */
+                constexpr int PART = MT * NR / KS;
+                static_assert(PART % 4 == 0, "reduction parts are float4 groups");
+                asm volatile("bar.sync 1, 256;" ::: "memory");
+                float4 *xb = (float4 *)smem;
+#pragma unroll
+                for (int f = 0; f < MT * NR; f += 4) {
+                    const int mt = f / NR, i = f % NR;
+                    if (f / PART != (int)rank) xb[(f / 4) * 256 + ct] = make_float4(acc[mt][i], acc[mt][i + 1], acc[mt][i + 2], acc[mt][i + 3]);
+                }
+                asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#pragma unroll
+                for (int f = 0; f < MT * NR; f += 4) {
+                    const int mt = f / NR, i = f % NR;
+                    if (f / PART == (int)rank) {
+                        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma unroll
+                        for (int r = 0; r < KS; r++) {
+                            float x0, x1, x2, x3;
+                            if (r == (int)rank) {
+                                x0 = acc[mt][i]; x1 = acc[mt][i + 1]; x2 = acc[mt][i + 2]; x3 = acc[mt][i + 3];
+                            } else {
+                                uint32_t peer;
+                                asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(peer) : "r"(smem_s), "r"((uint32_t)r));
+                                asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                                             : "=f"(x0), "=f"(x1), "=f"(x2), "=f"(x3)
+                                             : "r"(peer + (uint32_t)(((f / 4) * 256 + ct) * 16)) : "memory");
+                            }
+                            if (r == 0) { s0 = x0; s1 = x1; s2 = x2; s3 = x3; }
+                            else { s0 = fadd(s0, x0); s1 = fadd(s1, x1); s2 = fadd(s2, x2); s3 = fadd(s3, x3); }
+                        }
+                        acc[mt][i] = s0; acc[mt][i + 1] = s1; acc[mt][i + 2] = s2; acc[mt][i + 3] = s3;
+                    }
+                }
+                asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    const int row = n0 + cw * 64 * MT + mt * 64 + 16 * wiw + g;
+#pragma unroll
+                    for (int i = 0; i < TN / 8; i++) {
+                        const int tok = t0 + 8 * i + 2 * c;
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            if ((mt * NR + 4 * i + e) / PART != (int)rank) continue;
+                            const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
+                            if (tk < p.m && rw < p.n) {
+                                const float v = fmul(acc[mt][4 * i + e], alpha);
+                                const size_t o = (size_t)tk * p.n + rw;
+                                if (p.out_bf16) ((uint16_t *)p.c)[o] = f32_to_bf16(v);
+                                else ((float *)p.c)[o] = v;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    /* the producer warpgroup's side of the two cluster barriers of a split tile (the launch
+     * gives each cluster exactly one tile, so there is one pair at most) */
+    if (KS > 1 && wg == 0 && cid < ntiles) {
+        __syncwarp();
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    }
+#endif
+}
+
+/* cuTensorMapEncodeTiled through the runtime's driver entry point (no link against libcuda),
+ * looked up once; NULL where the driver does not provide it */
+PFN_cuTensorMapEncodeTiled_v12000 tmap_encode_fn()
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = NULL;
+    static int tried = 0;
+    if (!tried) {
+        void *f = NULL;
+        cudaDriverEntryPointQueryResult qr;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &qr) == cudaSuccess &&
+            qr == cudaDriverEntryPointSuccess)
+            fn = (PFN_cuTensorMapEncodeTiled_v12000)f;
+        (void)cudaGetLastError();
+        tried = 1;
+    }
+    return fn;
+}
+
+template <int NV, int MT, int TN, int S, int KS>
+lofp_status launch_ws(const GemmP &p, cudaStream_t st)
+{
+    using Sh = WsShape<NV, MT, TN>;
+    PFN_cuTensorMapEncodeTiled_v12000 enc = tmap_encode_fn();
+    if (!enc) return LOFP_ERR_UNSUPPORTED;
+    WsP q;
+    memset(&q, 0, sizeof q);
+    q.p = p;
+    const cuuint64_t nch = (cuuint64_t)p.k / 128, n16 = (cuuint64_t)p.n / 16;
+    const cuuint32_t one[3] = {1, 1, 1};
+    {
+        const cuuint64_t dim[2] = {(cuuint64_t)p.k, (cuuint64_t)p.m}, str[1] = {(cuuint64_t)p.k * 2};
+        const cuuint32_t box[2] = {64, TN};
+        if (enc(&q.ta, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)p.a, dim, str, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return LOFP_ERR_UNSUPPORTED;
+    }
+    {
+        const cuuint64_t dim[3] = {64, 16 * nch, n16}, str[2] = {64, nch * 1024};
+        const cuuint32_t box[3] = {64, 16, Sh::ROWS / 16};
+        if (enc(&q.tc, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, (void *)p.codes, dim, str, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return LOFP_ERR_UNSUPPORTED;
+    }
+    {
+        const cuuint64_t dim[3] = {16 * (cuuint64_t)Sh::SBY, nch, n16}, str[2] = {16 * (cuuint64_t)Sh::SBY, nch * 16 * Sh::SBY};
+        const cuuint32_t box[3] = {16 * Sh::SBY, 1, Sh::ROWS / 16};
+        if (enc(&q.ts, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, (void *)p.scales, dim, str, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return LOFP_ERR_UNSUPPORTED;
+    }
+    const long long ntiles = (long long)((p.n + Sh::ROWS - 1) / Sh::ROWS) * ((p.m + TN - 1) / TN);
+    if (ntiles * KS > 0x7FFFFFFFLL) return LOFP_ERR_UNSUPPORTED;
+    const int shm = S * Sh::STAGE + 1024;
+    LOFP_CU(cudaFuncSetAttribute(ws_kernel<NV, MT, TN, S, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm));
+    if (KS == 1) {
+        const long long g = ntiles < sm_count() ? ntiles : sm_count();
+        ws_kernel<NV, MT, TN, S, KS><<<(unsigned)g, 384, shm, st>>>(q);
+    } else {
+        cudaLaunchConfig_t cf = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = KS; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+        cf.gridDim = dim3((unsigned)(ntiles * KS)); cf.blockDim = dim3(384); cf.dynamicSmemBytes = (size_t)shm; cf.stream = st;
+        cf.attrs = at; cf.numAttrs = 1;
+        LOFP_CU(cudaLaunchKernelEx(&cf, ws_kernel<NV, MT, TN, S, KS>, q));
+    }
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
+
 template <int MT, int TN, int S> constexpr int wg_shm() { return S * (TN * 256 + 128 * MT * 72) + 1024; }
 
 template <int NV, int MT, int TN, int S, int MINB, int KS>
@@ -377,7 +747,7 @@ static const struct Cfg { int mt, tn, occ, ks; double eff; } k_cfg[7] = {
     {2, 128, 1, 1, 1.0}, {1, 128, 1, 1, 0.9}, {1, 64, 2, 1, 0.75}, {2, 128, 1, 2, 0.95},
     {1, 128, 1, 2, 0.85}, {1, 64, 2, 2, 0.75 * 0.95}, {1, 64, 2, 4, 0.75 * 0.9}};
 
-extern "C" void lofp_cuda_wgmma_test_config(int cfg) { g_force = cfg >= 0 && cfg < 7 ? cfg : -1; }
+extern "C" void lofp_cuda_wgmma_test_config(int cfg) { g_force = cfg >= 0 && cfg < LOFP_WGMMA_NCFG ? cfg : -1; }
 
 lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st)
 {
@@ -412,6 +782,7 @@ lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st
             if (t < best * 0.999) { best = t; sel = ci; }
         }
     }
+#define WSL(MTV, TNV, SV, KSV) return nvfp4 ? launch_ws<1, MTV, TNV, SV, KSV>(p, st) : launch_ws<0, MTV, TNV, SV, KSV>(p, st)
 #define WGL(MTV, TNV, SV, MB, KSV) return nvfp4 ? launch_wg<1, MTV, TNV, SV, MB, KSV>(p, st) : launch_wg<0, MTV, TNV, SV, MB, KSV>(p, st)
     switch (sel) {
     case 1: WGL(1, 128, 4, 1, 1);
@@ -420,7 +791,14 @@ lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st
     case 4: WGL(1, 128, 4, 1, 2);
     case 5: WGL(1, 64, 4, 2, 2);
     case 6: WGL(1, 64, 4, 2, 4);
+    case 7: WSL(1, 64, 8, 2);
+    case 8: WSL(2, 64, 6, 4);
+    case 9: WSL(2, 128, 4, 2);
+    case 10: WSL(1, 128, 5, 2);
+    case 11: WSL(2, 128, 4, 1);
+    case 12: WSL(1, 64, 8, 1);
     default: WGL(2, 128, 4, 1, 1);
     }
 #undef WGL
+#undef WSL
 }
