@@ -447,6 +447,209 @@ __global__ void __launch_bounds__(256, 1) gemm_kernel(GemmP p)
         }
 }
 
+/* ---- GEMV version 8: the weights as a bulk-copy stream (m <= 16) ---- */
+/* mbarrier and 1D bulk-copy wrappers (sm_90). */
+__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint64_t *b, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
+}
+/* one arrival that also announces `bytes` of copies completing on this phase */
+__device__ __forceinline__ void mbar_arrive_tx(uint64_t *b, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory");
+}
+/* waits until the phase of parity `par` has completed */
+__device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned par)
+{
+    const unsigned a = smem_u32(b);
+    unsigned done = 0;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"(a), "r"(par) : "memory");
+    } while (!done);
+}
+/* global -> shared bulk copy of `bytes` (a multiple of 16, both addresses 16-byte aligned), its
+ * completion counted on mbarrier b; evict-first in L2: every weight byte is read once per call */
+__device__ __forceinline__ void bulk_g2s(void *dst, const void *src, unsigned bytes, uint64_t *b, uint64_t pol)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                 ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(b)), "l"(pol) : "memory");
+}
+
+/* Shared memory of gemv_bulk_kernel: S stages of (codes MT x WC KiB, scales MT x WC x 16 SB
+ * bytes), the 2S mbarriers, the reduction buffer (WC warps x MT NT 4 x 32 floats). */
+template <int MT, int NT, int NV, int WC, int S>
+struct BulkShape {
+    static constexpr int SB = NV ? 8 : 4;
+    static constexpr int CB = MT * WC * 1024, SCB = MT * WC * 16 * SB, STG = CB + SCB;
+    static constexpr int PER = MT * NT * 4;
+    static constexpr size_t BYTES = (size_t)S * STG + 2 * S * 8 + (size_t)WC * PER * 32 * 4;
+};
+
+/* Version 8 (cuda/NOTES.md, round five). A CTA is WC consumer warps and one producer warp, one
+ * CTA per SM, persistent over row groups of MT tiles (group blockIdx.x, + gridDim.x, ...). The
+ * prepared layout is tile-major (gemm_common.cuh), so one tile's chunks ch0 .. ch0 + WC - 1 are
+ * one contiguous run of WC KiB of codes and one of WC x 16 SB bytes of scales: a stage is 2 MT
+ * bulk copies (one per producer lane), S stages in flight, with no per-lane load instruction for
+ * the weights. full[s] completes when a stage's bytes have landed (one arrival + the byte count),
+ * empty[s] when the WC consumer warps have read it into registers (one arrival per warp); stage i
+ * of the flat sequence (group, stage) is ring slot i % S; full[s]'s phase (i / S) & 1, empty[s]'s
+ * (i / S - 1) & 1 before the slot is refilled. Consumer warp w takes chunk w of every stage: rows g and g + 8 of each tile from a conflict-free 16-byte
+ * LDS (a warp's 8 rows x 4 units are 512 contiguous bytes), its activations by __ldg as in
+ * gemv_kernel (tokens past m clamped, one chunk ahead in registers when APF: they depend on the chunk alone, not on the
+ * group), then the same gemv_chunk decode and mma sequence. Per group the WC partial sums are
+ * added in warp order through shared memory (deterministic) and the CTA's consumer threads store
+ * the outputs. Tiles past N (N / 16 not a multiple of MT) are neither copied nor stored. */
+template <int MT, int NT, int NV, int WC, int S, int APF>
+__global__ void __launch_bounds__(32 * (WC + 1), 1) gemv_bulk_kernel(GemmP p)
+{
+    using L = BulkShape<MT, NT, NV, WC, S>;
+    constexpr int SB = L::SB, PER = L::PER;
+    extern __shared__ __align__(128) uint8_t smem[];
+    uint64_t *const full = (uint64_t *)(smem + (size_t)S * L::STG);
+    uint64_t *const empty = full + S;
+    float *const red = (float *)(empty + S);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nch = p.k / 128, n16 = p.n / 16;
+    const int groups = (n16 + MT - 1) / MT;
+    const int spg = (nch + WC - 1) / WC; /* stages per group */
+    const int mine = (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], WC);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp == WC) {
+        /* producer: lane 2 mt copies tile mt's codes, lane 2 mt + 1 its scales */
+        uint64_t pol;
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+        int s = 0, first = 1; /* ring slot; first: the slots' first pass (nothing to wait for) */
+        unsigned par = 0;     /* parity of the empty phase to wait for */
+        for (int gi = 0; gi < mine; gi++) {
+            const int t0 = ((int)blockIdx.x + gi * (int)gridDim.x) * MT;
+            const int nt = min(MT, n16 - t0);
+            for (int st = 0; st < spg; st++) {
+                const int ch0 = st * WC, nc = min(WC, nch - ch0);
+                if (!first) mbar_wait(&empty[s], par);
+                if (lane == 0) mbar_arrive_tx(&full[s], (unsigned)(nt * nc * (1024 + 16 * SB)));
+                __syncwarp();
+                if (lane < 2 * nt) {
+                    const int mt = lane >> 1;
+                    uint8_t *const stg = smem + (size_t)s * L::STG;
+                    if (lane & 1)
+                        bulk_g2s(stg + L::CB + mt * WC * 16 * SB,
+                                 p.scales + w4_scale_off((size_t)(t0 + mt) * 16, (size_t)ch0, SB, (size_t)nch),
+                                 (unsigned)(nc * 16 * SB), &full[s], pol);
+                    else
+                        bulk_g2s(stg + mt * WC * 1024, p.codes + w4_code_off((size_t)(t0 + mt) * 16, (size_t)ch0, 0, (size_t)nch),
+                                 (unsigned)(nc * 1024), &full[s], pol);
+                }
+                if (++s == S) {
+                    s = 0;
+                    if (!first) par ^= 1u;
+                    first = 0;
+                }
+            }
+        }
+        return;
+    }
+
+    const int g = lane >> 2, c = lane & 3;
+    const int sbias = NV ? 0 : (int)p.params[1];
+    const float alpha = p.params[0];
+    /* the lane's activation row of each token tile: tokens past m read token m - 1 instead of
+     * zeros (an mma output column depends on its own token's column alone, and the columns past
+     * m are never stored), so the loads need no predicate */
+    const uint16_t *ab[NT];
+#pragma unroll
+    for (int b = 0; b < NT; b++) ab[b] = p.a + (size_t)min(b * 8 + g, p.m - 1) * p.k + 32 * c;
+    auto loadact = [&](int ch, uint4(&av)[NT][4]) {
+#pragma unroll
+        for (int b = 0; b < NT; b++)
+#pragma unroll
+            for (int w4 = 0; w4 < 4; w4++) av[b][w4] = __ldg((const uint4 *)(ab[b] + (size_t)ch * 128) + w4);
+    };
+    const uint8_t *const cs0 = smem + warp * 1024 + g * 64 + 16 * c;
+    const uint8_t *const ss0 = smem + L::CB + warp * 16 * SB + g * SB + (NV ? 2 : 1) * c;
+    float acc[MT][NT][4];
+    uint4 aa[NT][4];
+    if (APF && warp < nch) loadact(warp, aa);
+    int s = 0;
+    unsigned par = 0; /* ring slot and phase parity of the current stage */
+    for (int gi = 0; gi < mine; gi++) {
+        const int t0 = ((int)blockIdx.x + gi * (int)gridDim.x) * MT;
+#pragma unroll
+        for (int a = 0; a < MT; a++)
+#pragma unroll
+            for (int b = 0; b < NT; b++)
+#pragma unroll
+                for (int t = 0; t < 4; t++) acc[a][b][t] = 0.0f;
+        for (int st = 0; st < spg; st++) {
+            const int ch = st * WC + warp;
+            uint4 an[NT][4];
+            if (APF) {
+                const int cn = st + 1 < spg ? ch + WC : warp; /* this warp's next chunk */
+                if (cn < nch) loadact(cn, an);
+            } else if (ch < nch) loadact(ch, aa);
+            mbar_wait(&full[s], par);
+            if (ch < nch) {
+                const uint8_t *const cs = cs0 + s * L::STG, *const ss = ss0 + s * L::STG;
+                uint4 wq[MT][2];
+                uint32_t ws[MT][2];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        wq[mt][h] = *(const uint4 *)(cs + mt * WC * 1024 + h * 512);
+                        if (NV) ws[mt][h] = *(const unsigned short *)(ss + mt * WC * 16 * SB + h * 8 * SB);
+                        else ws[mt][h] = ss[mt * WC * 16 * SB + h * 8 * SB];
+                    }
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[s]);
+                gemv_chunk<MT, NT, NV>(aa, sbias, wq, ws, acc);
+            } else {
+                if (lane == 0) mbar_arrive(&empty[s]);
+            }
+            if (APF) {
+#pragma unroll
+                for (int b = 0; b < NT; b++)
+#pragma unroll
+                    for (int w4 = 0; w4 < 4; w4++) aa[b][w4] = an[b][w4];
+            }
+            if (++s == S) {
+                s = 0;
+                par ^= 1u;
+            }
+        }
+        /* the group's WC partial sums, added in warp (K-slice) order */
+#pragma unroll
+        for (int a = 0; a < MT; a++)
+#pragma unroll
+            for (int b = 0; b < NT; b++)
+#pragma unroll
+                for (int t = 0; t < 4; t++) red[((warp * PER) + (a * NT + b) * 4 + t) * 32 + lane] = acc[a][b][t];
+        asm volatile("bar.sync 1, %0;" ::"n"(32 * WC) : "memory");
+        for (int v = threadIdx.x; v < PER * 32; v += 32 * WC) {
+            float sum = red[v];
+            for (int w = 1; w < WC; w++) sum = fadd(sum, red[w * PER * 32 + v]);
+            const int idx = v >> 5, ln = v & 31, t = idx & 3, b = (idx >> 2) % NT, a = (idx >> 2) / NT;
+            const int row = (t0 + a) * 16 + (ln >> 2) + 8 * (t >> 1), tok = b * 8 + 2 * (ln & 3) + (t & 1);
+            store_out(p, tok, row, fmul(sum, alpha));
+        }
+        asm volatile("bar.sync 1, %0;" ::"n"(32 * WC) : "memory"); /* red is rewritten by the next group */
+    }
+}
+
 } // namespace
 
 /* ------------------------------------------------------------------------------------------ */
@@ -546,10 +749,54 @@ static lofp_status gemv_4warp(const GemmP &p, cudaStream_t st)
     return gemv_launch<MT, NT, NV, 4, 1, 1, 2>(p, st);
 }
 
+/* Version 8 (gemv_bulk_kernel): one CTA of WC + 1 warps per SM, persistent over the row groups. */
+template <int MT, int NT, int NV, int WC, int S, int APF>
+static lofp_status gemv_bulk_launch(const GemmP &p, cudaStream_t st)
+{
+    const int groups = (p.n / 16 + MT - 1) / MT;
+    const int sms = sm_count();
+    const unsigned grid = (unsigned)(groups < sms ? groups : sms);
+    const size_t shm = BulkShape<MT, NT, NV, WC, S>::BYTES;
+    LOFP_CU(cudaFuncSetAttribute(gemv_bulk_kernel<MT, NT, NV, WC, S, APF>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
+    gemv_bulk_kernel<MT, NT, NV, WC, S, APF><<<grid, 32 * (WC + 1), shm, st>>>(p);
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
+
+/* lofp_cuda_gemv_test_config: -1 automatic, 0 gemv_kernel's configurations, 1 version 8 for
+ * every m <= 16 */
+static int g_gemv_force = -1;
+
+/* Version 8's shape classes: m <= 16 on sm_90 where every SM gets at least one row group, the
+ * busiest SM at most 1.25x the average (groups of one tile at m <= 8, two at m = 9..16), and K
+ * spans at least one full stage (16 chunks: K >= 2048). Chosen by the prediction of round five
+ * (cuda/NOTES.md), not yet by a measurement: lofp_cuda_gemv_test_config(0 / 1) times both. */
+static bool gemv_bulk_wins(const GemmP &p)
+{
+    static int cc = -1;
+    if (cc < 0) {
+        int dev = 0, major = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+        cc = major;
+    }
+    if (cc < 9 || p.k / 128 < 16) return false;
+    const int groups = p.m <= 8 ? p.n / 16 : (p.n / 16 + 1) / 2;
+    const int sms = sm_count();
+    if (groups < sms) return false;
+    const int per = (groups + sms - 1) / sms;
+    return 4 * per * sms <= 5 * groups;
+}
+
 template <int NV>
 static lofp_status launch_gemv(const GemmP &p, cudaStream_t st)
 {
     const int n16 = p.n / 16;
+    if (p.m <= 16 && (g_gemv_force == 1 || (g_gemv_force < 0 && gemv_bulk_wins(p)))) {
+        if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 16, 4, 1>(p, st);
+        return gemv_bulk_launch<2, 2, NV, 16, 3, 0>(p, st);
+    }
     if (p.m <= 8) return gemv_launch<1, 1, NV, 8, 2, 2, 1>(p, st);
     if (p.m <= 16) {
         if (p.k <= 4096 && n16 % 4 == 0) return gemv_4warp<4, 2, NV>(p, st);
@@ -609,6 +856,8 @@ static lofp_status w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m, 
     LOFP_CU_LAUNCH();
     return LOFP_OK;
 }
+
+extern "C" void lofp_cuda_gemv_test_config(int cfg) { g_gemv_force = cfg == 0 || cfg == 1 ? cfg : -1; }
 
 extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                             lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream)

@@ -41,6 +41,12 @@ int lofp_cuda_large_available(void);
  * choice. Not thread-safe (tests only). */
 void lofp_cuda_wgmma_test_config(int cfg);
 #define LOFP_WGMMA_NCFG 13
+/* Test / benchmark hook of the W4A16 GEMV (gemm.cu), m <= 16: cfg 0 forces gemv_kernel's
+ * configurations (the shape classes of device run 11), 1 forces version 8 (gemv_bulk_kernel, the
+ * bulk-copy weight stream) for every m <= 16, anything else restores the automatic choice. Not
+ * thread-safe (tests only). */
+void lofp_cuda_gemv_test_config(int cfg);
+#define LOFP_GEMV_NCFG 2
 #ifdef __cplusplus
 }
 #endif
