@@ -473,6 +473,37 @@ __device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned par)
                      : "=r"(done) : "r"(a), "r"(par) : "memory");
     } while (!done);
 }
+/* Shared-memory loads by 32-bit address; volatile with a memory clobber, so that they stay
+ * between the mbarrier wait and the arrival that releases the stage. */
+__device__ __forceinline__ uint4 lds128(unsigned a)
+{
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a) : "memory");
+    return v;
+}
+__device__ __forceinline__ uint32_t lds_u16(unsigned a)
+{
+    unsigned short v;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a) : "memory");
+    return v;
+}
+__device__ __forceinline__ uint32_t lds_u8(unsigned a)
+{
+    uint32_t v;
+    asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+    return v;
+}
+/* a value ptxas must keep in a register rather than rematerialize */
+__device__ __forceinline__ unsigned opaque32(unsigned x)
+{
+    asm volatile("" : "+r"(x));
+    return x;
+}
+__device__ __forceinline__ uint64_t opaque64(uint64_t x)
+{
+    asm volatile("" : "+l"(x));
+    return x;
+}
 /* global -> shared bulk copy of `bytes` (a multiple of 16, both addresses 16-byte aligned), its
  * completion counted on mbarrier b; evict-first in L2: every weight byte is read once per call */
 __device__ __forceinline__ void bulk_g2s(void *dst, const void *src, unsigned bytes, uint64_t *b, uint64_t pol)
@@ -499,14 +530,17 @@ struct BulkShape {
  * the weights. full[s] completes when a stage's bytes have landed (one arrival + the byte count),
  * empty[s] when the WC consumer warps have read it into registers (one arrival per warp); stage i
  * of the flat sequence (group, stage) is ring slot i % S; full[s]'s phase (i / S) & 1, empty[s]'s
- * (i / S - 1) & 1 before the slot is refilled. Consumer warp w takes chunk w of every stage: rows g and g + 8 of each tile from a conflict-free 16-byte
- * LDS (a warp's 8 rows x 4 units are 512 contiguous bytes), its activations by __ldg as in
- * gemv_kernel (tokens past m clamped, one chunk ahead in registers when APF: they depend on the chunk alone, not on the
- * group), then the same gemv_chunk decode and mma sequence. Per group the WC partial sums are
+ * (i / S - 1) & 1 before the slot is refilled. Consumer warp w takes chunk w of every stage:
+ * rows g and g + 8 of each tile from a conflict-free 16-byte LDS (a warp's 8 rows x 4 units are
+ * 512 contiguous bytes), its activations by __ldg as in gemv_kernel (tokens past m clamped, one
+ * chunk ahead in registers when APF: they depend on the chunk alone, not on the group), then
+ * the same gemv_chunk decode and mma sequence. Per group the WC partial sums are
  * added in warp order through shared memory (deterministic) and the CTA's consumer threads store
- * the outputs. Tiles past N (N / 16 not a multiple of MT) are neither copied nor stored. */
+ * the outputs. Tiles past N (N / 16 not a multiple of MT) are neither copied nor stored. The
+ * register cap is set by __maxnreg__ (65536 / threads): __launch_bounds__ alone would let ptxas
+ * assume 20 warps for 17 and cap at 96. */
 template <int MT, int NT, int NV, int WC, int S, int APF>
-__global__ void __launch_bounds__(32 * (WC + 1), 1) gemv_bulk_kernel(GemmP p)
+__global__ void __launch_bounds__(32 * (WC + 1)) __maxnreg__(65536 / (32 * (WC + 1)) / 8 * 8) gemv_bulk_kernel(GemmP p)
 {
     using L = BulkShape<MT, NT, NV, WC, S>;
     constexpr int SB = L::SB, PER = L::PER;
@@ -569,84 +603,96 @@ __global__ void __launch_bounds__(32 * (WC + 1), 1) gemv_bulk_kernel(GemmP p)
     const float alpha = p.params[0];
     /* the lane's activation row of each token tile: tokens past m read token m - 1 instead of
      * zeros (an mma output column depends on its own token's column alone, and the columns past
-     * m are never stored), so the loads need no predicate */
-    const uint16_t *ab[NT];
+     * m are never stored), so the loads need no predicate. The loop-invariant addresses pass
+     * through opaque() so that ptxas keeps them in registers instead of recomputing them from
+     * threadIdx and the parameters in every stage (~40 instructions per chunk). */
+    uint64_t ab[NT];
 #pragma unroll
-    for (int b = 0; b < NT; b++) ab[b] = p.a + (size_t)min(b * 8 + g, p.m - 1) * p.k + 32 * c;
+    for (int b = 0; b < NT; b++) ab[b] = opaque64((uint64_t)(p.a + (size_t)min(b * 8 + g, p.m - 1) * p.k + 32 * c));
     auto loadact = [&](int ch, uint4(&av)[NT][4]) {
 #pragma unroll
         for (int b = 0; b < NT; b++)
 #pragma unroll
-            for (int w4 = 0; w4 < 4; w4++) av[b][w4] = __ldg((const uint4 *)(ab[b] + (size_t)ch * 128) + w4);
+            for (int w4 = 0; w4 < 4; w4++) av[b][w4] = __ldg((const uint4 *)(ab[b] + (uint64_t)ch * 256) + w4);
     };
-    const uint8_t *const cs0 = smem + warp * 1024 + g * 64 + 16 * c;
-    const uint8_t *const ss0 = smem + L::CB + warp * 16 * SB + g * SB + (NV ? 2 : 1) * c;
+    const unsigned cs0 = opaque32(smem_u32(smem) + warp * 1024 + g * 64 + 16 * c);
+    const unsigned ss0 = opaque32(smem_u32(smem) + L::CB + warp * 16 * SB + g * SB + (NV ? 2 : 1) * c);
+    const int wk = (int)opaque32((unsigned)warp);
     float acc[MT][NT][4];
-    uint4 aa[NT][4];
-    if (APF && warp < nch) loadact(warp, aa);
-    int s = 0;
-    unsigned par = 0; /* ring slot and phase parity of the current stage */
-    for (int gi = 0; gi < mine; gi++) {
-        const int t0 = ((int)blockIdx.x + gi * (int)gridDim.x) * MT;
 #pragma unroll
-        for (int a = 0; a < MT; a++)
+    for (int a = 0; a < MT; a++)
+#pragma unroll
+        for (int b = 0; b < NT; b++)
+#pragma unroll
+            for (int t = 0; t < 4; t++) acc[a][b][t] = 0.0f;
+    uint4 aa[NT][4];
+    if (APF) loadact(min(wk, nch - 1), aa);
+    int s = 0, st = 0, t0 = (int)blockIdx.x * MT;
+    unsigned par = 0; /* ring slot, stage within the group and phase parity of the current stage */
+    const int spgo = (int)opaque32((unsigned)spg), total = mine * spgo;
+    /* one flat loop over (group, stage), unrolled twice so that the activation registers of
+     * this chunk and the next alternate instead of being copied */
+#pragma unroll 2
+    for (int it = 0; it < total; it++) {
+        const int ch = st * WC + wk;
+        uint4 an[NT][4];
+        if (APF) {
+            /* this warp's next chunk (clamped into K: a spare load instead of a predicate) */
+            const int cn = st + 1 < spgo ? ch + WC : wk;
+            loadact(min(cn, nch - 1), an);
+        } else if (ch < nch) loadact(ch, aa);
+        mbar_wait(&full[s], par);
+        if (ch < nch) {
+            const unsigned cs = cs0 + s * L::STG, ss = ss0 + s * L::STG;
+            uint4 wq[MT][2];
+            uint32_t ws[MT][2];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    wq[mt][h] = lds128(cs + mt * WC * 1024 + h * 512);
+                    if (NV) ws[mt][h] = lds_u16(ss + mt * WC * 16 * SB + h * 8 * SB);
+                    else ws[mt][h] = lds_u8(ss + mt * WC * 16 * SB + h * 8 * SB);
+                }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[s]);
+            gemv_chunk<MT, NT, NV>(aa, sbias, wq, ws, acc);
+        } else {
+            if (lane == 0) mbar_arrive(&empty[s]);
+        }
+        if (APF) {
 #pragma unroll
             for (int b = 0; b < NT; b++)
 #pragma unroll
-                for (int t = 0; t < 4; t++) acc[a][b][t] = 0.0f;
-        for (int st = 0; st < spg; st++) {
-            const int ch = st * WC + warp;
-            uint4 an[NT][4];
-            if (APF) {
-                const int cn = st + 1 < spg ? ch + WC : warp; /* this warp's next chunk */
-                if (cn < nch) loadact(cn, an);
-            } else if (ch < nch) loadact(ch, aa);
-            mbar_wait(&full[s], par);
-            if (ch < nch) {
-                const uint8_t *const cs = cs0 + s * L::STG, *const ss = ss0 + s * L::STG;
-                uint4 wq[MT][2];
-                uint32_t ws[MT][2];
+                for (int w4 = 0; w4 < 4; w4++) aa[b][w4] = an[b][w4];
+        }
+        if (++s == S) {
+            s = 0;
+            par ^= 1u;
+        }
+        if (++st == spgo) {
+            /* the group's WC partial sums, added in warp (K-slice) order */
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        wq[mt][h] = *(const uint4 *)(cs + mt * WC * 1024 + h * 512);
-                        if (NV) ws[mt][h] = *(const unsigned short *)(ss + mt * WC * 16 * SB + h * 8 * SB);
-                        else ws[mt][h] = ss[mt * WC * 16 * SB + h * 8 * SB];
-                    }
-                __syncwarp();
-                if (lane == 0) mbar_arrive(&empty[s]);
-                gemv_chunk<MT, NT, NV>(aa, sbias, wq, ws, acc);
-            } else {
-                if (lane == 0) mbar_arrive(&empty[s]);
-            }
-            if (APF) {
+            for (int a = 0; a < MT; a++)
 #pragma unroll
                 for (int b = 0; b < NT; b++)
 #pragma unroll
-                    for (int w4 = 0; w4 < 4; w4++) aa[b][w4] = an[b][w4];
+                    for (int t = 0; t < 4; t++) {
+                        red[((warp * PER) + (a * NT + b) * 4 + t) * 32 + lane] = acc[a][b][t];
+                        acc[a][b][t] = 0.0f;
+                    }
+            asm volatile("bar.sync 1, %0;" ::"n"(32 * WC) : "memory");
+            for (int v = threadIdx.x; v < PER * 32; v += 32 * WC) {
+                float sum = red[v];
+                for (int w = 1; w < WC; w++) sum = fadd(sum, red[w * PER * 32 + v]);
+                const int idx = v >> 5, ln = v & 31, t = idx & 3, b = (idx >> 2) % NT, a = (idx >> 2) / NT;
+                const int row = (t0 + a) * 16 + (ln >> 2) + 8 * (t >> 1), tok = b * 8 + 2 * (ln & 3) + (t & 1);
+                store_out(p, tok, row, fmul(sum, alpha));
             }
-            if (++s == S) {
-                s = 0;
-                par ^= 1u;
-            }
+            asm volatile("bar.sync 1, %0;" ::"n"(32 * WC) : "memory"); /* red is rewritten by the next group */
+            st = 0;
+            t0 += (int)gridDim.x * MT;
         }
-        /* the group's WC partial sums, added in warp (K-slice) order */
-#pragma unroll
-        for (int a = 0; a < MT; a++)
-#pragma unroll
-            for (int b = 0; b < NT; b++)
-#pragma unroll
-                for (int t = 0; t < 4; t++) red[((warp * PER) + (a * NT + b) * 4 + t) * 32 + lane] = acc[a][b][t];
-        asm volatile("bar.sync 1, %0;" ::"n"(32 * WC) : "memory");
-        for (int v = threadIdx.x; v < PER * 32; v += 32 * WC) {
-            float sum = red[v];
-            for (int w = 1; w < WC; w++) sum = fadd(sum, red[w * PER * 32 + v]);
-            const int idx = v >> 5, ln = v & 31, t = idx & 3, b = (idx >> 2) % NT, a = (idx >> 2) / NT;
-            const int row = (t0 + a) * 16 + (ln >> 2) + 8 * (t >> 1), tok = b * 8 + 2 * (ln & 3) + (t & 1);
-            store_out(p, tok, row, fmul(sum, alpha));
-        }
-        asm volatile("bar.sync 1, %0;" ::"n"(32 * WC) : "memory"); /* red is rewritten by the next group */
     }
 }
 
@@ -757,8 +803,16 @@ static lofp_status gemv_bulk_launch(const GemmP &p, cudaStream_t st)
     const int sms = sm_count();
     const unsigned grid = (unsigned)(groups < sms ? groups : sms);
     const size_t shm = BulkShape<MT, NT, NV, WC, S>::BYTES;
-    LOFP_CU(cudaFuncSetAttribute(gemv_bulk_kernel<MT, NT, NV, WC, S, APF>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
+    /* the shared-memory opt-in once per device (a bit per device ordinal; setting it twice in a
+     * race is harmless) */
+    static unsigned done = 0;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (dev >= 32 || !(done & (1u << dev))) {
+        LOFP_CU(cudaFuncSetAttribute(gemv_bulk_kernel<MT, NT, NV, WC, S, APF>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
+        if (dev < 32) done |= 1u << dev;
+    }
     gemv_bulk_kernel<MT, NT, NV, WC, S, APF><<<grid, 32 * (WC + 1), shm, st>>>(p);
     LOFP_CU_LAUNCH();
     return LOFP_OK;
@@ -774,14 +828,11 @@ static int g_gemv_force = -1;
  * (cuda/NOTES.md), not yet by a measurement: lofp_cuda_gemv_test_config(0 / 1) times both. */
 static bool gemv_bulk_wins(const GemmP &p)
 {
-    static int cc = -1;
-    if (cc < 0) {
-        int dev = 0, major = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-        cc = major;
-    }
-    if (cc < 9 || p.k / 128 < 16) return false;
+    int dev = 0, major = 0; /* bulk copies and mbarrier transaction counts: sm_90 and later */
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+        return false;
+    if (major < 9 || p.k / 128 < 16) return false;
     const int groups = p.m <= 8 ? p.n / 16 : (p.n / 16 + 1) / 2;
     const int sms = sm_count();
     if (groups < sms) return false;
@@ -795,7 +846,7 @@ static lofp_status launch_gemv(const GemmP &p, cudaStream_t st)
     const int n16 = p.n / 16;
     if (p.m <= 16 && (g_gemv_force == 1 || (g_gemv_force < 0 && gemv_bulk_wins(p)))) {
         if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 16, 4, 1>(p, st);
-        return gemv_bulk_launch<2, 2, NV, 16, 3, 0>(p, st);
+        return gemv_bulk_launch<2, 2, NV, 16, 3, 1>(p, st);
     }
     if (p.m <= 8) return gemv_launch<1, 1, NV, 8, 2, 2, 1>(p, st);
     if (p.m <= 16) {
