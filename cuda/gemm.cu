@@ -822,10 +822,13 @@ static lofp_status gemv_bulk_launch(const GemmP &p, cudaStream_t st)
  * every m <= 16 */
 static int g_gemv_force = -1;
 
-/* Version 8's shape classes: m <= 16 on sm_90 where every SM gets at least one row group, the
- * busiest SM at most 1.25x the average (groups of one tile at m <= 8, two at m = 9..16), and K
- * spans at least one full stage (16 chunks: K >= 2048). Chosen by the prediction of round five
- * (cuda/NOTES.md), not yet by a measurement: lofp_cuda_gemv_test_config(0 / 1) times both. */
+/* Version 8's shape classes: m <= 16 on sm_90 or later where the busiest CTA (one per SM) has
+ * at most 1.25x the average row groups (groups of one tile at m <= 8, two at m = 9..16; at fewer
+ * groups than SMs: at least 0.8 x the SM count, e.g. N = 4096 at m = 9..16, where gemv_kernel's
+ * 4-tile form has 64 CTAs) and K spans at least one full stage (16 chunks: K >= 2048). Chosen by
+ * the prediction of round five (cuda/NOTES.md), not yet by a measurement:
+ * lofp_cuda_gemv_test_config(0 / 1) times both. Smaller N or K keep gemv_kernel (no split-K
+ * across CTAs in version 8). */
 static bool gemv_bulk_wins(const GemmP &p)
 {
     int dev = 0, major = 0; /* bulk copies and mbarrier transaction counts: sm_90 and later */
@@ -835,8 +838,7 @@ static bool gemv_bulk_wins(const GemmP &p)
     if (major < 9 || p.k / 128 < 16) return false;
     const int groups = p.m <= 8 ? p.n / 16 : (p.n / 16 + 1) / 2;
     const int sms = sm_count();
-    if (groups < sms) return false;
-    const int per = (groups + sms - 1) / sms;
+    const int per = (groups + sms - 1) / sms; /* groups of the busiest CTA */
     return 4 * per * sms <= 5 * groups;
 }
 

@@ -761,6 +761,7 @@ static void test_gemv_forced(void)
         gemm_case(ps[p], 1, 8192, 2048, p, 1);
         gemm_case(ps[p], 16, 8192, 2048, 1 - p, 1);
         gemm_case(ps[p], 5, 14336, 4096, p, 1);
+        gemm_case(ps[p], 12, 4096, 4096, 1 - p, 1); /* 128 groups: fewer than SMs, still version 8 */
     }
     printf("  GEMV versions forced (m <= 16): %s\n", tu_failures == f0 ? "ok" : "FAILED");
 }
