@@ -355,21 +355,35 @@ __device__ __forceinline__ void tma3(uint32_t dst, const CUtensorMap *m, int c0,
                  ::"r"(dst), "l"(m), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory");
 }
 
-template <int NV, int MT, int TN> struct WsShape {
-    static constexpr int ROWS = 128 * MT, ACT = TN * 256, WB = ROWS * 64, SBY = NV ? 8 : 4;
+/* RG consumer warpgroups side by side along the rows (64 MT rows each) times KP of them along K
+ * (consumer warpgroup kp of a row group takes the chunks with it % KP == kp: KP = 2 doubles the
+ * warps that dequantize per SM without more rows per CTA, which would raise the tile count to fill
+ * the SMs); ROWS weight rows per CTA. */
+template <int NV, int MT, int TN, int RG> struct WsShape {
+    static constexpr int ROWS = 64 * MT * RG, ACT = TN * 256, WB = ROWS * 64, SBY = NV ? 8 : 4;
     static constexpr int SB = ROWS * SBY;                       /* bytes the scale copy writes */
     static constexpr int STAGE = ACT + WB + (SB + 1023) / 1024 * 1024;
+    static constexpr int RED = MT * TN * 256 * RG;               /* KP = 2: the K-parity-1 partials */
 };
 
-template <int NV, int MT, int TN, int S, int KS>
-__global__ void __launch_bounds__(384, 1) ws_kernel(const __grid_constant__ WsP q)
+/* consumer register budget after setmaxnreg (the producer warpgroup keeps 24 or 40): all of the
+ * register file over NC consumer warpgroups, a multiple of 8 */
+template <int NC> struct WsRegs {
+    static constexpr int PROD = NC > 2 ? 24 : 40;
+    static constexpr int CONS = ((65536 - 128 * PROD) / (128 * NC)) / 8 * 8 > 232 ? 232 : ((65536 - 128 * PROD) / (128 * NC)) / 8 * 8;
+};
+
+template <int NV, int MT, int TN, int S, int KS, int RG, int KP>
+__global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid_constant__ WsP q)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using Sh = WsShape<NV, MT, TN>;
+    using Sh = WsShape<NV, MT, TN, RG>;
+    constexpr int NC = RG * KP;
     constexpr int ROWS = Sh::ROWS, ACT = Sh::ACT, WB = Sh::WB, SBY = Sh::SBY, STAGE = Sh::STAGE;
     constexpr int G = 4 / MT, NG = 8 / G, NR = TN / 2;
     constexpr uint32_t TX = (uint32_t)(ACT + WB + Sh::SB);
     static_assert(STAGE % 1024 == 0, "stage alignment");
+    static_assert(KP == 1 || S % KP == 0, "a stage keeps its K parity");
 
     extern __shared__ uint8_t smem_raw[];
     __shared__ __align__(8) uint64_t bars[2 * S]; /* full[0..S), empty[S..2S) */
@@ -390,14 +404,14 @@ __global__ void __launch_bounds__(384, 1) ws_kernel(const __grid_constant__ WsP 
     if (tid == 0) {
         for (int s = 0; s < S; s++) {
             mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, 8);
+            mbar_init(empty0 + 8 * s, 4 * RG);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
 
     if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(WsRegs<NC>::PROD));
         if (tid == 0) {
             asm volatile("prefetch.tensormap [%0];" ::"l"(&q.ta) : "memory");
             asm volatile("prefetch.tensormap [%0];" ::"l"(&q.tc) : "memory");
@@ -419,12 +433,14 @@ __global__ void __launch_bounds__(384, 1) ws_kernel(const __grid_constant__ WsP 
             }
         }
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-        const int ct = tid - 128, cw = ct >> 7, wiw = (ct >> 5) & 3, lane = ct & 31;
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(WsRegs<NC>::CONS));
+        const int ct = tid - 128, cw = ct >> 7, rg = cw % RG, kp = cw / RG;
+        const int wiw = (ct >> 5) & 3, lane = ct & 31, o = rg * 128 + (ct & 127);
         const int g = lane >> 2, c = lane & 3;
         const int sbias = NV ? 0 : (int)p.params[1];
         const uint32_t ls = 12u - 4u * (uint32_t)c;
         const float alpha = p.params[0];
+        float *red = (float *)(smem + S * STAGE); /* KP = 2 only */
         uint32_t it = 0;
         for (int t = cid; t < ntiles; t += ncl) {
             const int n0 = (t % ntn) * ROWS, t0 = (t / ntn) * TN;
@@ -438,7 +454,9 @@ __global__ void __launch_bounds__(384, 1) ws_kernel(const __grid_constant__ WsP 
 #pragma unroll
                 for (int i = 0; i < NR; i++) reg_fence(acc[mt][i]);
             uint32_t af[2][MT][G][4];
+            int last = -1; /* stage of this warpgroup's previous chunk, not yet given back */
             for (int ch = 0; ch < chunks; ch++, it++) {
+                if (KP > 1 && (int)(it % KP) != kp) continue;
                 const uint32_t s = it % S;
                 mbar_wait(full0 + 8 * s, (it / S) & 1u);
                 const uint8_t *sw = smem + s * STAGE + ACT;
@@ -449,7 +467,7 @@ __global__ void __launch_bounds__(384, 1) ws_kernel(const __grid_constant__ WsP 
                 for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
-                        const int r = cw * 64 * MT + mt * 64 + 16 * wiw + g + 8 * h;
+                        const int r = rg * 64 * MT + mt * 64 + 16 * wiw + g + 8 * h;
                         if (NV) scw[mt][h] = *(const uint2 *)(ss + r * SBY);
                         else scw[mt][h] = make_uint2(*(const uint32_t *)(ss + r * SBY), 0u);
                     }
@@ -460,7 +478,7 @@ __global__ void __launch_bounds__(384, 1) ws_kernel(const __grid_constant__ WsP 
                     for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
                         for (int h = 0; h < 2; h++) {
-                            const int r = cw * 64 * MT + mt * 64 + 16 * wiw + g + 8 * h;
+                            const int r = rg * 64 * MT + mt * 64 + 16 * wiw + g + 8 * h;
 #pragma unroll
                             for (int u = 0; u < G / 2; u++) {
                                 const int unit = gi * (G / 2) + u;
@@ -493,31 +511,58 @@ __global__ void __launch_bounds__(384, 1) ws_kernel(const __grid_constant__ WsP 
                     }
                     wg_commit();
                     wg_wait<1>();
-                    /* every wgmma of the previous chunk has completed: its stage goes back */
-                    if (gi == 0 && ch > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % S));
+                    /* every wgmma of this warpgroup's previous chunk has completed: its stage
+                     * goes back to the producer */
+                    if (gi == 0 && last >= 0 && lane == 0) mbar_arrive(empty0 + 8 * last);
                 }
+                last = (int)s;
             }
             wg_wait<0>();
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int i = 0; i < NR; i++) reg_fence(acc[mt][i]);
-            if (chunks > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % S));
+            if (last >= 0 && lane == 0) mbar_arrive(empty0 + 8 * last);
+            if (KP > 1) {
+                /* the K-parity-1 warpgroups hand their partials to the parity-0 ones of the same
+                 * rows, which add them in that fixed order (deterministic); the second barrier
+                 * keeps the next tile's hand-over from overwriting the buffer before it is read */
+                float4 *rb = (float4 *)red;
+                if (kp == 1) {
+#pragma unroll
+                    for (int f = 0; f < MT * NR; f += 4)
+                        rb[(f / 4) * (128 * RG) + o] = make_float4(acc[f / NR][f % NR], acc[f / NR][f % NR + 1], acc[f / NR][f % NR + 2], acc[f / NR][f % NR + 3]);
+                }
+                asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
+                if (kp == 0) {
+#pragma unroll
+                    for (int f = 0; f < MT * NR; f += 4) {
+                        const float4 x = rb[(f / 4) * (128 * RG) + o];
+                        acc[f / NR][f % NR] = fadd(acc[f / NR][f % NR], x.x);
+                        acc[f / NR][f % NR + 1] = fadd(acc[f / NR][f % NR + 1], x.y);
+                        acc[f / NR][f % NR + 2] = fadd(acc[f / NR][f % NR + 2], x.z);
+                        acc[f / NR][f % NR + 3] = fadd(acc[f / NR][f % NR + 3], x.w);
+                    }
+                }
+                asm volatile("bar.sync 2, %0;" ::"n"(128 * NC) : "memory");
+            }
             if (KS == 1) {
+                if (kp == 0) {
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    const int row = n0 + cw * 64 * MT + mt * 64 + 16 * wiw + g;
+                    for (int mt = 0; mt < MT; mt++) {
+                        const int row = n0 + rg * 64 * MT + mt * 64 + 16 * wiw + g;
 #pragma unroll
-                    for (int i = 0; i < TN / 8; i++) {
-                        const int tok = t0 + 8 * i + 2 * c;
+                        for (int i = 0; i < TN / 8; i++) {
+                            const int tok = t0 + 8 * i + 2 * c;
 #pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
-                            if (tk < p.m && rw < p.n) {
-                                const float v = fmul(acc[mt][4 * i + e], alpha);
-                                const size_t o = (size_t)tk * p.n + rw;
-                                if (p.out_bf16) ((uint16_t *)p.c)[o] = f32_to_bf16(v);
-                                else ((float *)p.c)[o] = v;
+                            for (int e = 0; e < 4; e++) {
+                                const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
+                                if (tk < p.m && rw < p.n) {
+                                    const float v = fmul(acc[mt][4 * i + e], alpha);
+                                    const size_t oo = (size_t)tk * p.n + rw;
+                                    if (p.out_bf16) ((uint16_t *)p.c)[oo] = f32_to_bf16(v);
+                                    else ((float *)p.c)[oo] = v;
+                                }
                             }
                         }
                     }
@@ -525,59 +570,65 @@ __global__ void __launch_bounds__(384, 1) ws_kernel(const __grid_constant__ WsP 
             } else {
                 /* one tile per cluster (the launch makes it so): park the parts this CTA does not
                  * own in the stages (every copy has landed and every wgmma has completed once
-                 * both consumer warpgroups pass the named barrier), publish them with the
-                 * cluster barrier (all 384 threads: the producer warpgroup joins below), sum
-                 * the owned part over the ranks in rank order, and a second cluster barrier
-                 * keeps each CTA's shared memory alive until its peers have read it */
+                 * the consumers pass the named barrier), publish them with the cluster barrier
+                 * (all threads of the CTA: the producer warpgroup joins below), sum the owned
+                 * part over the ranks in rank order, and a second cluster barrier keeps each
+                 * CTA's shared memory alive until its peers have read it */
                 constexpr int PART = MT * NR / KS;
                 static_assert(PART % 4 == 0, "reduction parts are float4 groups");
-                asm volatile("bar.sync 1, 256;" ::: "memory");
+                asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
                 float4 *xb = (float4 *)smem;
+                if (kp == 0) {
 #pragma unroll
-                for (int f = 0; f < MT * NR; f += 4) {
-                    const int mt = f / NR, i = f % NR;
-                    if (f / PART != (int)rank) xb[(f / 4) * 256 + ct] = make_float4(acc[mt][i], acc[mt][i + 1], acc[mt][i + 2], acc[mt][i + 3]);
-                }
-                asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#pragma unroll
-                for (int f = 0; f < MT * NR; f += 4) {
-                    const int mt = f / NR, i = f % NR;
-                    if (f / PART == (int)rank) {
-                        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-#pragma unroll
-                        for (int r = 0; r < KS; r++) {
-                            float x0, x1, x2, x3;
-                            if (r == (int)rank) {
-                                x0 = acc[mt][i]; x1 = acc[mt][i + 1]; x2 = acc[mt][i + 2]; x3 = acc[mt][i + 3];
-                            } else {
-                                uint32_t peer;
-                                asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(peer) : "r"(smem_s), "r"((uint32_t)r));
-                                asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-                                             : "=f"(x0), "=f"(x1), "=f"(x2), "=f"(x3)
-                                             : "r"(peer + (uint32_t)(((f / 4) * 256 + ct) * 16)) : "memory");
-                            }
-                            if (r == 0) { s0 = x0; s1 = x1; s2 = x2; s3 = x3; }
-                            else { s0 = fadd(s0, x0); s1 = fadd(s1, x1); s2 = fadd(s2, x2); s3 = fadd(s3, x3); }
-                        }
-                        acc[mt][i] = s0; acc[mt][i + 1] = s1; acc[mt][i + 2] = s2; acc[mt][i + 3] = s3;
+                    for (int f = 0; f < MT * NR; f += 4) {
+                        const int mt = f / NR, i = f % NR;
+                        if (f / PART != (int)rank) xb[(f / 4) * (128 * RG) + o] = make_float4(acc[mt][i], acc[mt][i + 1], acc[mt][i + 2], acc[mt][i + 3]);
                     }
                 }
                 asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+                if (kp == 0) {
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    const int row = n0 + cw * 64 * MT + mt * 64 + 16 * wiw + g;
+                    for (int f = 0; f < MT * NR; f += 4) {
+                        const int mt = f / NR, i = f % NR;
+                        if (f / PART == (int)rank) {
+                            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
 #pragma unroll
-                    for (int i = 0; i < TN / 8; i++) {
-                        const int tok = t0 + 8 * i + 2 * c;
+                            for (int r = 0; r < KS; r++) {
+                                float x0, x1, x2, x3;
+                                if (r == (int)rank) {
+                                    x0 = acc[mt][i]; x1 = acc[mt][i + 1]; x2 = acc[mt][i + 2]; x3 = acc[mt][i + 3];
+                                } else {
+                                    uint32_t peer;
+                                    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(peer) : "r"(smem_s), "r"((uint32_t)r));
+                                    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                                                 : "=f"(x0), "=f"(x1), "=f"(x2), "=f"(x3)
+                                                 : "r"(peer + (uint32_t)(((f / 4) * (128 * RG) + o) * 16)) : "memory");
+                                }
+                                if (r == 0) { s0 = x0; s1 = x1; s2 = x2; s3 = x3; }
+                                else { s0 = fadd(s0, x0); s1 = fadd(s1, x1); s2 = fadd(s2, x2); s3 = fadd(s3, x3); }
+                            }
+                            acc[mt][i] = s0; acc[mt][i + 1] = s1; acc[mt][i + 2] = s2; acc[mt][i + 3] = s3;
+                        }
+                    }
+                }
+                asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+                if (kp == 0) {
 #pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            if ((mt * NR + 4 * i + e) / PART != (int)rank) continue;
-                            const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
-                            if (tk < p.m && rw < p.n) {
-                                const float v = fmul(acc[mt][4 * i + e], alpha);
-                                const size_t o = (size_t)tk * p.n + rw;
-                                if (p.out_bf16) ((uint16_t *)p.c)[o] = f32_to_bf16(v);
-                                else ((float *)p.c)[o] = v;
+                    for (int mt = 0; mt < MT; mt++) {
+                        const int row = n0 + rg * 64 * MT + mt * 64 + 16 * wiw + g;
+#pragma unroll
+                        for (int i = 0; i < TN / 8; i++) {
+                            const int tok = t0 + 8 * i + 2 * c;
+#pragma unroll
+                            for (int e = 0; e < 4; e++) {
+                                if ((mt * NR + 4 * i + e) / PART != (int)rank) continue;
+                                const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
+                                if (tk < p.m && rw < p.n) {
+                                    const float v = fmul(acc[mt][4 * i + e], alpha);
+                                    const size_t oo = (size_t)tk * p.n + rw;
+                                    if (p.out_bf16) ((uint16_t *)p.c)[oo] = f32_to_bf16(v);
+                                    else ((float *)p.c)[oo] = v;
+                                }
                             }
                         }
                     }
@@ -613,10 +664,11 @@ PFN_cuTensorMapEncodeTiled_v12000 tmap_encode_fn()
     return fn;
 }
 
-template <int NV, int MT, int TN, int S, int KS>
+template <int NV, int MT, int TN, int S, int KS, int RG, int KP>
 lofp_status launch_ws(const GemmP &p, cudaStream_t st)
 {
-    using Sh = WsShape<NV, MT, TN>;
+    using Sh = WsShape<NV, MT, TN, RG>;
+    constexpr int NT = 128 * (RG * KP + 1);
     PFN_cuTensorMapEncodeTiled_v12000 enc = tmap_encode_fn();
     if (!enc) return LOFP_ERR_UNSUPPORTED;
     WsP q;
@@ -647,19 +699,19 @@ lofp_status launch_ws(const GemmP &p, cudaStream_t st)
     }
     const long long ntiles = (long long)((p.n + Sh::ROWS - 1) / Sh::ROWS) * ((p.m + TN - 1) / TN);
     if (ntiles * KS > 0x7FFFFFFFLL) return LOFP_ERR_UNSUPPORTED;
-    const int shm = S * Sh::STAGE + 1024;
-    LOFP_CU(cudaFuncSetAttribute(ws_kernel<NV, MT, TN, S, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm));
+    const int shm = S * Sh::STAGE + (KP > 1 ? Sh::RED : 0) + 1024;
+    LOFP_CU(cudaFuncSetAttribute(ws_kernel<NV, MT, TN, S, KS, RG, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm));
     if (KS == 1) {
         const long long g = ntiles < sm_count() ? ntiles : sm_count();
-        ws_kernel<NV, MT, TN, S, KS><<<(unsigned)g, 384, shm, st>>>(q);
+        ws_kernel<NV, MT, TN, S, KS, RG, KP><<<(unsigned)g, NT, shm, st>>>(q);
     } else {
         cudaLaunchConfig_t cf = {};
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
         at[0].val.clusterDim.x = KS; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
-        cf.gridDim = dim3((unsigned)(ntiles * KS)); cf.blockDim = dim3(384); cf.dynamicSmemBytes = (size_t)shm; cf.stream = st;
+        cf.gridDim = dim3((unsigned)(ntiles * KS)); cf.blockDim = dim3(NT); cf.dynamicSmemBytes = (size_t)shm; cf.stream = st;
         cf.attrs = at; cf.numAttrs = 1;
-        LOFP_CU(cudaLaunchKernelEx(&cf, ws_kernel<NV, MT, TN, S, KS>, q));
+        LOFP_CU(cudaLaunchKernelEx(&cf, ws_kernel<NV, MT, TN, S, KS, RG, KP>, q));
     }
     LOFP_CU_LAUNCH();
     return LOFP_OK;
@@ -782,7 +834,7 @@ lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st
             if (t < best * 0.999) { best = t; sel = ci; }
         }
     }
-#define WSL(MTV, TNV, SV, KSV) return nvfp4 ? launch_ws<1, MTV, TNV, SV, KSV>(p, st) : launch_ws<0, MTV, TNV, SV, KSV>(p, st)
+#define WSL(MTV, TNV, SV, KSV, RGV, KPV) return nvfp4 ? launch_ws<1, MTV, TNV, SV, KSV, RGV, KPV>(p, st) : launch_ws<0, MTV, TNV, SV, KSV, RGV, KPV>(p, st)
 #define WGL(MTV, TNV, SV, MB, KSV) return nvfp4 ? launch_wg<1, MTV, TNV, SV, MB, KSV>(p, st) : launch_wg<0, MTV, TNV, SV, MB, KSV>(p, st)
     switch (sel) {
     case 1: WGL(1, 128, 4, 1, 1);
@@ -791,12 +843,12 @@ lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st
     case 4: WGL(1, 128, 4, 1, 2);
     case 5: WGL(1, 64, 4, 2, 2);
     case 6: WGL(1, 64, 4, 2, 4);
-    case 7: WSL(1, 64, 8, 2);
-    case 8: WSL(2, 64, 6, 4);
-    case 9: WSL(2, 128, 4, 2);
-    case 10: WSL(1, 128, 5, 2);
-    case 11: WSL(2, 128, 4, 1);
-    case 12: WSL(1, 64, 8, 1);
+    case 7: WSL(1, 64, 8, 2, 2, 1);
+    case 8: WSL(1, 64, 6, 2, 2, 2);
+    case 9: WSL(2, 128, 4, 2, 2, 1);
+    case 10: WSL(1, 128, 4, 2, 4, 1);
+    case 11: WSL(2, 128, 4, 1, 2, 1);
+    case 12: WSL(1, 64, 6, 1, 2, 2);
     default: WGL(2, 128, 4, 1, 1);
     }
 #undef WGL
