@@ -522,8 +522,8 @@ struct BulkShape {
     static constexpr size_t BYTES = (size_t)S * STG + 2 * S * 8 + (size_t)WC * PER * 32 * 4;
 };
 
-/* Version 8 (cuda/NOTES.md, round five). A CTA is WC consumer warps and one producer warp, one
- * CTA per SM, persistent over row groups of MT tiles (group blockIdx.x, + gridDim.x, ...). The
+/* Version 8 (cuda/NOTES.md, round five). A CTA is WC consumer warps and one producer warp, CPS
+ * CTAs per SM, persistent over row groups of MT tiles (group blockIdx.x, + gridDim.x, ...). The
  * prepared layout is tile-major (gemm_common.cuh), so one tile's chunks ch0 .. ch0 + WC - 1 are
  * one contiguous run of WC KiB of codes and one of WC x 16 SB bytes of scales: a stage is 2 MT
  * bulk copies (one per producer lane), S stages in flight, with no per-lane load instruction for
@@ -537,10 +537,10 @@ struct BulkShape {
  * the same gemv_chunk decode and mma sequence. Per group the WC partial sums are
  * added in warp order through shared memory (deterministic) and the CTA's consumer threads store
  * the outputs. Tiles past N (N / 16 not a multiple of MT) are neither copied nor stored. The
- * register cap is set by __maxnreg__ (65536 / threads): __launch_bounds__ alone would let ptxas
- * assume 20 warps for 17 and cap at 96. */
-template <int MT, int NT, int NV, int WC, int S, int APF>
-__global__ void __launch_bounds__(32 * (WC + 1)) __maxnreg__(65536 / (32 * (WC + 1)) / 8 * 8) gemv_bulk_kernel(GemmP p)
+ * register cap is set by __maxnreg__ (65536 / (CPS threads)): __launch_bounds__ alone would let
+ * ptxas assume 20 warps for 17 and cap at 96. */
+template <int MT, int NT, int NV, int WC, int S, int APF, int CPS>
+__global__ void __launch_bounds__(32 * (WC + 1)) __maxnreg__(65536 / (CPS * 32 * (WC + 1)) / 8 * 8) gemv_bulk_kernel(GemmP p)
 {
     using L = BulkShape<MT, NT, NV, WC, S>;
     constexpr int SB = L::SB, PER = L::PER;
@@ -795,12 +795,12 @@ static lofp_status gemv_4warp(const GemmP &p, cudaStream_t st)
     return gemv_launch<MT, NT, NV, 4, 1, 1, 2>(p, st);
 }
 
-/* Version 8 (gemv_bulk_kernel): one CTA of WC + 1 warps per SM, persistent over the row groups. */
-template <int MT, int NT, int NV, int WC, int S, int APF>
+/* Version 8 (gemv_bulk_kernel): CPS CTAs of WC + 1 warps per SM, persistent over the row groups. */
+template <int MT, int NT, int NV, int WC, int S, int APF, int CPS>
 static lofp_status gemv_bulk_launch(const GemmP &p, cudaStream_t st)
 {
     const int groups = (p.n / 16 + MT - 1) / MT;
-    const int sms = sm_count();
+    const int sms = CPS * sm_count();
     const unsigned grid = (unsigned)(groups < sms ? groups : sms);
     const size_t shm = BulkShape<MT, NT, NV, WC, S>::BYTES;
     /* the shared-memory opt-in once per device (a bit per device ordinal; setting it twice in a
@@ -809,17 +809,17 @@ static lofp_status gemv_bulk_launch(const GemmP &p, cudaStream_t st)
     int dev = 0;
     cudaGetDevice(&dev);
     if (dev >= 32 || !(done & (1u << dev))) {
-        LOFP_CU(cudaFuncSetAttribute(gemv_bulk_kernel<MT, NT, NV, WC, S, APF>,
+        LOFP_CU(cudaFuncSetAttribute(gemv_bulk_kernel<MT, NT, NV, WC, S, APF, CPS>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
         if (dev < 32) done |= 1u << dev;
     }
-    gemv_bulk_kernel<MT, NT, NV, WC, S, APF><<<grid, 32 * (WC + 1), shm, st>>>(p);
+    gemv_bulk_kernel<MT, NT, NV, WC, S, APF, CPS><<<grid, 32 * (WC + 1), shm, st>>>(p);
     LOFP_CU_LAUNCH();
     return LOFP_OK;
 }
 
 /* lofp_cuda_gemv_test_config: -1 automatic, 0 gemv_kernel's configurations, 1 version 8 for
- * every m <= 16 */
+ * every m <= 16, 2 version 8 with two CTAs per SM (lofp_cuda_internal.h) */
 static int g_gemv_force = -1;
 
 /* Version 8's shape classes: m <= 16 on sm_90 or later where the busiest CTA (one per SM) has
@@ -847,8 +847,12 @@ static lofp_status launch_gemv(const GemmP &p, cudaStream_t st)
 {
     const int n16 = p.n / 16;
     if (p.m <= 16 && (g_gemv_force == 1 || (g_gemv_force < 0 && gemv_bulk_wins(p)))) {
-        if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 16, 4, 1>(p, st);
-        return gemv_bulk_launch<2, 2, NV, 16, 3, 1>(p, st);
+        if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 16, 4, 1, 1>(p, st);
+        return gemv_bulk_launch<2, 2, NV, 16, 3, 1, 1>(p, st);
+    }
+    if (p.m <= 16 && g_gemv_force == 2) {
+        if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 15, 4, 0, 2>(p, st);
+        return gemv_bulk_launch<2, 2, NV, 8, 3, 0, 2>(p, st);
     }
     if (p.m <= 8) return gemv_launch<1, 1, NV, 8, 2, 2, 1>(p, st);
     if (p.m <= 16) {
@@ -910,7 +914,7 @@ static lofp_status w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m, 
     return LOFP_OK;
 }
 
-extern "C" void lofp_cuda_gemv_test_config(int cfg) { g_gemv_force = cfg == 0 || cfg == 1 ? cfg : -1; }
+extern "C" void lofp_cuda_gemv_test_config(int cfg) { g_gemv_force = cfg >= 0 && cfg < LOFP_GEMV_NCFG ? cfg : -1; }
 
 extern "C" lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                             lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream)
