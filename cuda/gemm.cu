@@ -537,10 +537,13 @@ struct BulkShape {
  * the same gemv_chunk decode and mma sequence. Per group the WC partial sums are
  * added in warp order through shared memory (deterministic) and the CTA's consumer threads store
  * the outputs. Tiles past N (N / 16 not a multiple of MT) are neither copied nor stored. The
- * register cap is set by __maxnreg__ (65536 / (CPS threads)): __launch_bounds__ alone would let
- * ptxas assume 20 warps for 17 and cap at 96. */
+ * register cap is set by __maxnreg__: each of the SM's four schedulers has a quarter of the
+ * register file (16384) for its share of the warps, ceil(CPS (WC + 1) / 4), so 17 warps cap at
+ * 96 registers, not 65536 / 544 = 120 (device run 13b: 120 failed to launch, "too many resources
+ * requested"). */
 template <int MT, int NT, int NV, int WC, int S, int APF, int CPS>
-__global__ void __launch_bounds__(32 * (WC + 1)) __maxnreg__(65536 / (CPS * 32 * (WC + 1)) / 8 * 8) gemv_bulk_kernel(GemmP p)
+__global__ void __launch_bounds__(32 * (WC + 1))
+__maxnreg__(16384 / (32 * ((CPS * (WC + 1) + 3) / 4)) / 8 * 8) gemv_bulk_kernel(GemmP p)
 {
     using L = BulkShape<MT, NT, NV, WC, S>;
     constexpr int SB = L::SB, PER = L::PER;
