@@ -707,6 +707,117 @@ LHD float pow2_neg(int e)
     return f >= -126 ? u2f((uint32_t)(f + 127) << 23) : u2f(0x00400000u);
 }
 
+/* ---- UltraQuant element codes, two per 32-bit word (the store kernel) ----
+ * uq_code(y), y = v * inv (inv = 2^-e), in about seven instructions per element instead of ~20:
+ *  1. z = rz(v * inv - 2^-149) (one fma.rz). For y a normal float this is the float below y when
+ *     y > 0 and y itself when y < 0, so "m < |y|" (y > 0) and "m <= |y|" (y <= 0) are both
+ *     "m <= |z|": n = #{m in 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5 : m <= |z|}. (|y| below the normal
+ *     range: |z| < 2^-125, n = 0 either way.)
+ *  2. From 1.25 on the midpoints are the patterns 0x3FA00000 + k * 2^22, so there
+ *     n = ((bits|z| + 0x200000) >> 22) - 252. Below 1.25 the same formula applied to
+ *     w = rz(|z| / 2 + 1/2) (one fma.rz; its midpoints 0.625, 0.875 are |z| = 0.25, 0.75, and
+ *     rounding toward zero keeps "w >= a representable t" exact) is n. Each formula is <= n
+ *     everywhere (|z|'s counts 0.625, 0.875, 1.25.. midpoints at or above n's; w's counts 1.5, 2.5,
+ *     4, 6, 9 for n's 1.25, 1.75, 2.5, 3.5, 5) and the formula is monotone, so n is the formula
+ *     applied to max(bits|z|, bits w), capped at 7 (bits(5.0)).
+ *  3. Only the top 16 bits of either pattern matter (every midpoint's low 16 bits are 0), so two
+ *     elements go through one 16x2 integer max and one 16x2 add-min: the halves of
+ *     min(max(|z|16, w16) + 0x120, 0x41C0) hold (256 + n) << 6 plus 6 low bits.
+ *  4. The sign bit of the code (set iff y <= -0.25, i.e. y < 0 and n > 0): the sign of
+ *     q = fma(v, inv, 0.25 - 2^-26), replicated over both bytes of a half by one prmt.
+ * Result of uq_code_pair: the codes of the two elements in bits 6..9 and 22..25, the rest 0. */
+LHD float uq_nudge(float v, float inv)
+{
+#if defined(__CUDA_ARCH__)
+    float z;
+    asm("fma.rz.f32 %0, %1, %2, 0f80000001;" : "=f"(z) : "f"(v), "f"(inv));
+    return z;
+#else
+    /* the fma's result wherever v * inv is a normal float or zero (the kernel's inv is a power of
+     * two, so v * inv is exact then); below the normal range both give code 0 */
+    const float y = fmul(v, inv);
+    if (y == 0.0f) return -0x1p-149f;
+    if (y > 0.0f && y <= 3.40282347e38f) return nextafterf(y, 0.0f);
+    return y;
+#endif
+}
+LHD float uq_half_up(float z) /* rz(|z| * 0.5 + 0.5) */
+{
+#if defined(__CUDA_ARCH__)
+    float w;
+    asm("fma.rz.f32 %0, %1, 0f3F000000, 0f3F000000;" : "=f"(w) : "f"(fabsf(z)));
+    return w;
+#else
+    /* exact for |z| < 2^28 (the double sum is exact); above, the caller caps the result anyway */
+    const double r = 0.5 * (double)fabs_(z) + 0.5;
+    float f = (float)r;
+    if ((double)f > r) f = nextafterf(f, 0.0f);
+    return f;
+#endif
+}
+LHD float uq_negsign(float v, float inv) { return ffma(v, inv, 0x1.fffffep-3f); } /* < 0 iff v*inv <= -0.25 */
+LHD uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+#else
+    const uint64_t x = (uint64_t)a | ((uint64_t)b << 32);
+    uint32_t d = 0;
+    for (int i = 0; i < 4; i++) {
+        const uint32_t s = (sel >> (4 * i)) & 0xFu;
+        uint32_t byte = (uint32_t)(x >> (8 * (s & 7u))) & 0xFFu;
+        if (s & 8u) byte = (byte & 0x80u) ? 0xFFu : 0u; /* sign replication */
+        d |= byte << (8 * i);
+    }
+    return d;
+#endif
+}
+LHD uint32_t vmax_u16x2(uint32_t a, uint32_t b)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+#else
+    const uint32_t lo = (a & 0xFFFFu) > (b & 0xFFFFu) ? (a & 0xFFFFu) : (b & 0xFFFFu);
+    const uint32_t hi = (a >> 16) > (b >> 16) ? (a >> 16) : (b >> 16);
+    return lo | (hi << 16);
+#endif
+}
+/* min(a + b, c) in each 16-bit half (the sums here never carry out of a half) */
+LHD uint32_t viaddmin_u16x2(uint32_t a, uint32_t b, uint32_t c)
+{
+#if defined(__CUDA_ARCH__)
+    return __viaddmin_u16x2(a, b, c);
+#else
+    uint32_t d = 0;
+    for (int h = 0; h < 32; h += 16) {
+        const uint32_t s = (((a >> h) & 0xFFFFu) + ((b >> h) & 0xFFFFu)) & 0xFFFFu, m = (c >> h) & 0xFFFFu;
+        d |= (s < m ? s : m) << h;
+    }
+    return d;
+#endif
+}
+/* cap: UQ_PAIR_CAP (a kernel passes it as a parameter, so that it sits in one register instead
+ * of being re-materialized before every add-min) */
+#define UQ_PAIR_CAP 0x41C041C0u
+LHD uint32_t uq_code_pair(float za, float zb, float wa, float wb, float qa, float qb, uint32_t cap = UQ_PAIR_CAP)
+{
+    const uint32_t az = prmt(f2u(za), f2u(zb), 0x7632u) & 0x7FFF7FFFu; /* |z| >> 16, both */
+    const uint32_t w = prmt(f2u(wa), f2u(wb), 0x7632u);
+    const uint32_t n = viaddmin_u16x2(vmax_u16x2(az, w), 0x01200120u, cap);
+    const uint32_t s = prmt(f2u(qa), f2u(qb), 0xFFBBu); /* 0xFFFF in a half whose q < 0 */
+    return (n & 0x01C001C0u) | (s & 0x02000200u);
+}
+/* eight codes from uq_code_pair of elements (j, j + 4), j = 0..3, as one word (element i in bits
+ * 4i..4i+3) */
+LHD uint32_t uq_pack8(uint32_t p0, uint32_t p1, uint32_t p2, uint32_t p3)
+{
+    return (p0 >> 6) | (p1 >> 2) | (p2 << 2) | (p3 << 6);
+}
+
 } /* namespace lofpcu */
 
 #endif

@@ -71,6 +71,42 @@ __device__ __forceinline__ uint32_t uq_group(const float *v, float c, const uint
     return (uint32_t)(e + 127);
 }
 
+/* Encodes the 16 elements v[0..15] of a lane whose group of 32 is completed by lane ^ 1: the
+ * same scale byte and codes as uq_group<16> (amax as a NaN-propagating float max: NaN or Inf
+ * anywhere gives a non-finite s_raw, a zero group, as the bit-pattern max did), the codes from
+ * uq_code_pair (lofp_cuda_device.cuh; cap = UQ_PAIR_CAP). w[0], w[1]: the codes of elements 0..7
+ * and 8..15. */
+__device__ __forceinline__ uint32_t uq_encode16(const float *v, float c, const uint32_t *thr, uint32_t cap,
+                                                uint32_t w[2])
+{
+    float m[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) asm("max.NaN.f32 %0, %1, %2;" : "=f"(m[i]) : "f"(fabsf(v[i])), "f"(fabsf(v[i + 8])));
+#pragma unroll
+    for (int s = 4; s >= 1; s >>= 1)
+#pragma unroll
+        for (int i = 0; i < s; i++) asm("max.NaN.f32 %0, %1, %2;" : "=f"(m[i]) : "f"(m[i]), "f"(m[i + s]));
+    const float o = __shfl_xor_sync(0xFFFFFFFFu, m[0], 1);
+    float amax;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(amax) : "f"(m[0]), "f"(o));
+    const float s_raw = fmul(amax, c);
+    const bool ok = s_raw > 0.0f && f2u(s_raw) < 0x7F800000u; /* else a zero group */
+    const int e = uq_exponent(ok ? s_raw : 1.0f, thr);
+    const float inv = pow2_neg(e);
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        uint32_t p[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float a = v[8 * k + j], b = v[8 * k + j + 4];
+            const float za = uq_nudge(a, inv), zb = uq_nudge(b, inv);
+            p[j] = uq_code_pair(za, zb, uq_half_up(za), uq_half_up(zb), uq_negsign(a, inv), uq_negsign(b, inv), cap);
+        }
+        w[k] = ok ? uq_pack8(p[0], p[1], p[2], p[3]) : 0u;
+    }
+    return ok ? (uint32_t)(e + 127) : 0u;
+}
+
 /* In-warp butterfly over LPR*E elements held by LPR consecutive lanes (a power of two <= 32;
  * 32 / LPR independent rows per warp), lane l of a row holding [l*E, l*E+E). */
 template <int E, int LPR = 32> __device__ __forceinline__ void butterfly_warp(float *v, int lane)

@@ -378,6 +378,18 @@ static void test_uq_emulation(void)
                             sb = (uint32_t)(e + 127);
                             float inv = pow2_neg(e);
                             for (int i = 0; i < 32; i++) w[i / 8] |= uq_code(fmul(v[g * 32 + i], inv)) << (4 * (i % 8));
+                            /* the store kernel's two-element path (uq_encode16) */
+                            for (int k = 0; k < 4; k++) {
+                                uint32_t pr[4];
+                                for (int j = 0; j < 4; j++) {
+                                    const float a = v[g * 32 + 8 * k + j], b = v[g * 32 + 8 * k + j + 4];
+                                    const float za = uq_nudge(a, inv), zb = uq_nudge(b, inv);
+                                    pr[j] = uq_code_pair(za, zb, uq_half_up(za), uq_half_up(zb), uq_negsign(a, inv),
+                                                         uq_negsign(b, inv));
+                                }
+                                const uint32_t w7 = uq_pack8(pr[0], pr[1], pr[2], pr[3]);
+                                EXPECT(w7 == w[k], "uq_code_pair kp %d rot %d kind %d: %08x vs %08x", kp, rot, kind, w7, w[k]);
+                            }
                         }
                         s2[r * (kp / 32) + g] = (uint8_t)sb;
                         memcpy(&c2[(r * kp + g * 32) / 2], w, 16);
@@ -496,6 +508,42 @@ static void test_uq_code_all(void)
     printf("  uq_code vs the compare formula, all 2^32 patterns: %s\n", bad ? "FAILED" : "ok");
 }
 
+/* uq_code_pair (the store kernel's two-element code path: fma.rz nudge, 16x2 max / add-min, sign
+ * from a second fma) against uq_code on every fp32 pattern that is not NaN, in both halves (the
+ * pair (y, -y)), with inv = 1; and on random patterns with random power-of-two inv, where y = v * inv
+ * also leaves the normal range. */
+static void test_uq_code_pair_all(void)
+{
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < (1ull << 32); i++) {
+        const uint32_t u = (uint32_t)i;
+        if ((u & 0x7FFFFFFFu) > 0x7F800000u) continue;
+        const float y = u2f(u), ny = u2f(u ^ 0x80000000u);
+        const float za = uq_nudge(y, 1.0f), zb = uq_nudge(ny, 1.0f);
+        const uint32_t p = uq_code_pair(za, zb, uq_half_up(za), uq_half_up(zb), uq_negsign(y, 1.0f), uq_negsign(ny, 1.0f));
+        const uint32_t ca = (p >> 6) & 15u, cb = (p >> 22) & 15u;
+        if (ca != uq_code(y) || cb != uq_code(ny) || (p & ~0x03C003C0u)) {
+            if (bad < 5) fprintf(stderr, "uq_code_pair %08x: %u %u vs %u %u (%08x)\n", u, ca, cb, uq_code(y), uq_code(ny), p);
+            bad++;
+        }
+    }
+    for (int i = 0; i < 20000000; i++) {
+        uint32_t u = (uint32_t)rnd();
+        if ((u & 0x7FFFFFFFu) > 0x7F800000u) continue;
+        const float v = u2f(u), inv = pow2_neg((int)(rnd() % 254) - 126);
+        const float y = fmul(v, inv);
+        if (!is_finite_bits(f2u(y))) continue;
+        const float z = uq_nudge(v, inv);
+        const uint32_t p = uq_code_pair(z, z, uq_half_up(z), uq_half_up(z), uq_negsign(v, inv), uq_negsign(v, inv));
+        if (((p >> 6) & 15u) != uq_code(y) || ((p >> 22) & 15u) != uq_code(y)) {
+            if (bad < 5) fprintf(stderr, "uq_code_pair v %08x inv %08x: %08x vs %u\n", u, f2u(inv), p, uq_code(y));
+            bad++;
+        }
+    }
+    EXPECT(bad == 0, "uq_code_pair: %llu mismatches", (unsigned long long)bad);
+    printf("  uq_code_pair vs uq_code, all 2^32 patterns and 2e7 scaled: %s\n", bad ? "FAILED" : "ok");
+}
+
 /* The packed MXFP4-from-bf16 encoder (e2m1x2_bf16_codes, host emulation of fma.rn.bf16x2) for
  * every scale byte it is used for (3..248) and every finite bf16 magnitude, both halves of the
  * word, against lofp_encode of e = x * 2^(127 - sb) as the fp32 reference computes it. */
@@ -602,6 +650,7 @@ int main(void)
     test_mx_emulation();
     test_uq_emulation();
     test_uq_code_all();
+    test_uq_code_pair_all();
     if (failures) {
         fprintf(stderr, "test_codec_host: %d failures\n", failures);
         return 1;

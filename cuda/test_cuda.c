@@ -1276,9 +1276,70 @@ static double attn_run(const uqcache *c, const float *q, const float *sinks, flo
     return maxref > 0 ? maxdiff / maxref : maxdiff;
 }
 
+/* Store inputs that reach every branch of the store kernel's element code (uq_code_pair), one
+ * kind per 32-element group: the midpoints and levels of the E2M1 grid times the group's own
+ * scale 2^E (ties, both signs) and their neighbours one bf16 / f16 / f32 ulp away, +-0, zero
+ * groups, Inf and NaN, subnormal and huge groups, tiny elements next to a large one (codes 0 of
+ * both signs), and plain random groups. */
+static float uq_special(size_t i, size_t D)
+{
+    static const float grid[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f,
+                                 3.0f, 3.5f, 4.0f, 5.0f, 6.0f};
+    const size_t g = i / 32, p = i % 32;
+    const uint64_t hg = (uint64_t)g * 0x9E3779B97F4A7C15ull;
+    const int kind = (int)((hg >> 40) % 8);
+    const int E = (int)((hg >> 20) % 61) - 30;
+    const float sg = (tu_next(&g_rng) & 1) ? -1.0f : 1.0f;
+    (void)D;
+    switch (kind) {
+    case 0: return (float)(tu_normal(&g_rng) * ldexp(1.0, E / 3));
+    case 1:
+    case 2: { /* grid values times 2^E, the group max 6 * 2^E (so the scale is 2^E), neighbours */
+        if (p == 0) return sg * ldexpf(6.0f, E);
+        float x = sg * ldexpf(grid[tu_next(&g_rng) % 15], E);
+        const int nb = (int)(tu_next(&g_rng) % 6);
+        if (nb == 1) x *= 1.0f + 0x1p-7f;
+        else if (nb == 2) x *= 1.0f - 0x1p-8f;
+        else if (nb == 3) x *= 1.0f + 0x1p-10f;
+        else if (nb == 4) x = nextafterf(x, (tu_next(&g_rng) & 1) ? INFINITY : -INFINITY);
+        return x;
+    }
+    case 3: return (tu_next(&g_rng) & 1) ? -0.0f : 0.0f;
+    case 4: /* one non-finite element */
+        if (p == 5) { const int t = (int)((hg >> 8) % 3); return t == 0 ? INFINITY : t == 1 ? -INFINITY : NAN; }
+        return (float)tu_normal(&g_rng);
+    case 5: /* subnormal and near the bottom of the normal range (scale exponent -126) */
+        return sg * ldexpf((float)(tu_next(&g_rng) % 255), -133 - (int)(tu_next(&g_rng) % 3));
+    case 6: /* huge */
+        return sg * ldexpf(1.0f + (float)(tu_next(&g_rng) % 128) / 128.0f, 120 + (int)(tu_next(&g_rng) % 7));
+    default: /* one large element, the rest near and below -0.25 / +0.25 of its scale, and tiny */
+        if (p == 0) return ldexpf(6.0f, E);
+        if (p < 12) return sg * ldexpf(0.25f, E) * (1.0f + (float)((int)(tu_next(&g_rng) % 5) - 2) * 0x1p-9f);
+        return sg * ldexpf((float)tu_normal(&g_rng), E - 30);
+    }
+}
+
 static void test_uq(void)
 {
     const int f0 = tu_failures;
+    /* store, special values: every head dim, dtype and a few head counts (the kernel's row split
+     * divides by Hk: 1, 3, 5, 8) */
+    for (int d = 0; d < 3; d++) {
+        const lofp_dtype dts[] = {LOFP_DTYPE_F32, LOFP_DTYPE_BF16, LOFP_DTYPE_F16};
+        const size_t hks[] = {1, 3, 5, 8};
+        for (size_t D = 32, j = 0; D <= 512; D *= 2, j++) {
+            int32_t seq[2] = {150, 77};
+            const size_t hk = hks[(j + d) % 4], ne = (150 + 77) * hk * D;
+            float *kin = halloc(ne * sizeof(float)), *vin = halloc(ne * sizeof(float));
+            for (size_t i = 0; i < ne; i++) { kin[i] = uq_special(i, D); vin[i] = uq_special(i + 7 * 32, D); }
+            uqcache c = {2, hk, hk, D, 16, 0, 0, seq, NULL, NULL, 0, 0, NULL, NULL, 0, NULL};
+            build_cache(&c, 1, kin, vin, dts[d]);
+            free_cache(&c);
+            free(kin); free(vin);
+        }
+    }
+    printf("  UltraQuant store, special values (ties, +-0, zero / Inf / NaN / subnormal / huge groups, Hk = 1, 3, 5, 8): %s\n",
+           tu_failures == f0 ? "ok" : "FAILED");
     /* store: dtypes and head dims */
     for (int d = 0; d < 3; d++) {
         const lofp_dtype dts[] = {LOFP_DTYPE_F32, LOFP_DTYPE_BF16, LOFP_DTYPE_F16};

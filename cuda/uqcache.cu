@@ -1,8 +1,10 @@
 /* uqcache.cu -- the UltraQuant FP4 KV cache on the GPU: the store kernel (bit-identical to
  * lofp_quantize on every K and V row) and split-K decode attention.
  *
- * Store: one warp per (token, KV head); K goes through the warp butterfly (the same code as the
- * quantize kernel) and the in-warp group encoder, V through the encoder alone.
+ * Store: D = 32..256 (uq_store16_kernel) D/16 lanes per (token, KV head), 16 elements each; K goes
+ * through the butterfly (the same operations as the quantize kernel's), both through the
+ * two-elements-at-a-time encoder uq_encode16. D = 512, 1024 (uq_store_kernel): one warp per row,
+ * the quantize kernel's in-warp group encoder.
  *
  * Decode attention (docs/CUDA.md has the derivation):
  *   uq_qprep_kernel   q_rot = q @ H^T (dense, sequential fp32 sum as lofp_hadamard_dense), E4M3
@@ -41,6 +43,8 @@ struct StoreP {
     const int64_t *slot_mapping;
     uint8_t *cache;
     float c;
+    uint32_t rows, hk32, hk_m, hk_s; /* version 7: rows of this launch, hk, its division magic */
+    uint32_t cap;                    /* UQ_PAIR_CAP */
     UqThr thr;
 };
 
@@ -79,76 +83,60 @@ __global__ void __launch_bounds__(256) uq_store_kernel(StoreP p)
     }
 }
 
-/* a / b and a % b with 32-bit division when both fit */
-__device__ __forceinline__ void split_u(size_t a, size_t b, size_t &q, size_t &r)
-{
-    if ((a | b) < 0xFFFFFFFFull) {
-        const uint32_t q32 = (uint32_t)a / (uint32_t)b;
-        q = q32;
-        r = (uint32_t)a - q32 * (uint32_t)b;
-    } else {
-        q = a / b;
-        r = a % b;
-    }
-}
-
-/* Version 6: rows of D <= 256 elements as LPR = D / 16 lanes of 16 elements each, 32 / LPR rows
+/* Version 7: rows of D <= 256 elements as LPR = D / 16 lanes of 16 elements each, 32 / LPR rows
  * (token, head) per warp: two 16-byte loads per lane and tensor (all four issued first), the
  * butterfly's first four stages inside the lane and log2(LPR) across lanes (the same operations
- * in the same order as the one-row-per-warp kernel), groups of 32 over two lanes, 8 code bytes per
- * lane as two 32-bit stores (the V codes start 4 bytes past an 8-byte boundary). Rows of skipped
- * tokens (slot < 0) and past the end compute on row 0's data and store nothing. */
+ * in the same order as the one-row-per-warp kernel), groups of 32 over two lanes, the codes from
+ * uq_encode16 (two elements per 16x2 integer operation, cuda/NOTES.md "store version 7"), 8 code
+ * bytes per lane. Rows are 32-bit (the host launches at most 2^27 rows at a time), the
+ * (token, head) split a multiply-high by the host's magic number. Rows of skipped tokens
+ * (slot < 0) and past the end compute on row 0's data and store nothing. */
 template <int DT, int LPR>
 __global__ void __launch_bounds__(256) uq_store16_kernel(StoreP p)
 {
-    constexpr int E = 16, RPW = 32 / LPR, D = E * LPR;
-    const int lane = threadIdx.x & 31, l = lane % LPR;
-    const size_t row = ((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5) * RPW + (size_t)(lane / LPR);
-    const size_t nrows = p.tokens * p.hk;
-    bool active = row < nrows;
-    const size_t rr = active ? row : 0;
-    size_t t, h;
-    split_u(rr, p.hk, t, h);
+    constexpr int E = 16, D = E * LPR;
+    const int l = threadIdx.x % LPR;
+    const uint32_t row = (blockIdx.x * 256u + threadIdx.x) / LPR; /* = warp * (32 / LPR) + lane / LPR */
+    const bool inb = row < p.rows;
+    const uint32_t rr = inb ? row : 0u;
+    const uint32_t t = p.hk_s ? __umulhi(rr, p.hk_m) >> (p.hk_s - 1) : rr; /* rr / hk (hk_s = 0: hk = 1) */
+    const uint32_t h = rr - t * p.hk32;
     const int64_t slot = __ldg(p.slot_mapping + t);
-    if (slot < 0) active = false;
+    const bool active = inb && slot >= 0;
     float v[2][E];
-    const size_t off = rr * D + (size_t)l * E;
+    const size_t off = (size_t)rr * D + (uint32_t)l * E;
 #pragma unroll
     for (int kv = 0; kv < 2; kv++) {
         load8<DT>(kv ? p.v : p.k, off, v[kv]);
         load8<DT>(kv ? p.v : p.k, off + 8, v[kv] + 8);
     }
-    uint8_t *base = NULL;
-    if (active) base = p.cache + ((size_t)slot * p.hk + h) * p.slot; /* (blk * bs + pos) = slot */
-    butterfly_warp<E, LPR>(v[0], lane);
+    butterfly_warp<E, LPR>(v[0], threadIdx.x & 31);
+    uint32_t w[2][2], sb[2];
+#pragma unroll
+    for (int kv = 0; kv < 2; kv++) sb[kv] = uq_encode16(v[kv], p.c, p.thr.t, p.cap, w[kv]);
+    if (!active) return;
+    uint8_t *base = p.cache + ((size_t)slot * p.hk + h) * p.slot; /* (blk * bs + pos) = slot */
 #pragma unroll
     for (int kv = 0; kv < 2; kv++) {
-        uint32_t codes[E];
-        int nf;
-        const uint32_t sb = uq_group<E>(v[kv], p.c, p.thr.t, codes, &nf);
-        uint32_t w0 = 0, w1 = 0;
+        uint8_t *cb = base + (kv ? D / 2 + D / 32 : 0);
+        const uint32_t w0 = w[kv][0], w1 = w[kv][1];
+        /* Slot bytes are D + 2 D / 32 and the V codes start D / 2 + D / 32 in: D >= 128 keeps
+         * both 4-byte aligned, D = 64 (68-byte slots, V at +34) only 2-byte aligned, D = 32
+         * (34-byte slots, V at +17) only byte aligned. */
+        if (D >= 128) {
+            uint32_t *q = (uint32_t *)(cb + l * 8);
+            q[0] = w0;
+            q[1] = w1;
+        } else if (D == 64) {
+            uint16_t *q = (uint16_t *)(cb + l * 8);
+            q[0] = (uint16_t)w0; q[1] = (uint16_t)(w0 >> 16);
+            q[2] = (uint16_t)w1; q[3] = (uint16_t)(w1 >> 16);
+        } else {
+            uint8_t *q = cb + l * 8;
 #pragma unroll
-        for (int i = 0; i < 8; i++) { w0 += codes[i] << (4 * i); w1 += codes[i + 8] << (4 * i); } /* + (disjoint bits): one LEA each */
-        if (active) {
-            uint8_t *cb = base + (kv ? D / 2 + D / 32 : 0);
-            /* Slot bytes are D + 2 D / 32 and the V codes start D / 2 + D / 32 in: D >= 128 keeps
-             * both 4-byte aligned, D = 64 (68-byte slots, V at +34) only 2-byte aligned, D = 32
-             * (34-byte slots, V at +17) only byte aligned. */
-            if (D >= 128) {
-                uint32_t *q = (uint32_t *)(cb + l * 8);
-                q[0] = w0;
-                q[1] = w1;
-            } else if (D == 64) {
-                uint16_t *q = (uint16_t *)(cb + l * 8);
-                q[0] = (uint16_t)w0; q[1] = (uint16_t)(w0 >> 16);
-                q[2] = (uint16_t)w1; q[3] = (uint16_t)(w1 >> 16);
-            } else {
-                uint8_t *q = cb + l * 8;
-#pragma unroll
-                for (int i = 0; i < 4; i++) { q[i] = (uint8_t)(w0 >> (8 * i)); q[4 + i] = (uint8_t)(w1 >> (8 * i)); }
-            }
-            if ((l & 1) == 0) cb[D / 2 + l / 2] = (uint8_t)sb;
+            for (int i = 0; i < 4; i++) { q[i] = (uint8_t)(w0 >> (8 * i)); q[4 + i] = (uint8_t)(w1 >> (8 * i)); }
         }
+        if ((l & 1) == 0) cb[D / 2 + l / 2] = (uint8_t)sb[kv];
     }
 }
 
@@ -716,20 +704,40 @@ extern "C" lofp_status lofp_cuda_uq_store(const lofp_scheme *s, lofp_dtype dt, c
     const unsigned grid = (unsigned)((warps + 7) / 8);
     cudaStream_t st = (cudaStream_t)stream;
     if (head_dim >= 32 && head_dim <= 256) {
-        const size_t rpw = 32 / (head_dim / 16);
-        const unsigned g16 = (unsigned)((warps + 8 * rpw - 1) / (8 * rpw));
+        if (hk > ((size_t)1 << 27)) return LOFP_ERR_SHAPE;
+        /* 32-bit rows: at most 2^27 per launch (thread indices rows * D/16 < 2^31), whole
+         * tokens; t = umulhi(row, m) >> (k - 1) with k = ceil(log2 hk), m = ceil(2^(31+k) / hk)
+         * is row / hk for every row < 2^31 (the error row * (m - 2^(31+k)/hk) / 2^(31+k) is
+         * < 2^-k <= 1/hk) */
+        uint32_t k = 0;
+        while (((size_t)1 << k) < hk) k++;
+        p.hk32 = (uint32_t)hk;
+        p.cap = UQ_PAIR_CAP;
+        p.hk_s = k;
+        p.hk_m = k ? (uint32_t)((((uint64_t)1 << (31 + k)) + hk - 1) / hk) : 0u;
+        const size_t lpr = head_dim / 16, tmax = ((size_t)1 << 27) / hk;
+        const size_t esz = dt == LOFP_DTYPE_F32 ? 4 : 2;
+        for (size_t t0 = 0; t0 < tokens; t0 += tmax) {
+            const size_t nt = tokens - t0 < tmax ? tokens - t0 : tmax;
+            StoreP q = p;
+            q.k = (const char *)d_k + t0 * hk * head_dim * esz;
+            q.v = (const char *)d_v + t0 * hk * head_dim * esz;
+            q.slot_mapping = d_slot_mapping + t0;
+            q.rows = (uint32_t)(nt * hk);
+            const unsigned g16 = (unsigned)((q.rows * lpr + 255) / 256);
 #define S16(DT)                                                                                \
     switch (head_dim) {                                                                        \
-    case 32: uq_store16_kernel<DT, 2><<<g16, 256, 0, st>>>(p); break;                          \
-    case 64: uq_store16_kernel<DT, 4><<<g16, 256, 0, st>>>(p); break;                          \
-    case 128: uq_store16_kernel<DT, 8><<<g16, 256, 0, st>>>(p); break;                         \
-    default: uq_store16_kernel<DT, 16><<<g16, 256, 0, st>>>(p); break;                         \
+    case 32: uq_store16_kernel<DT, 2><<<g16, 256, 0, st>>>(q); break;                          \
+    case 64: uq_store16_kernel<DT, 4><<<g16, 256, 0, st>>>(q); break;                          \
+    case 128: uq_store16_kernel<DT, 8><<<g16, 256, 0, st>>>(q); break;                         \
+    default: uq_store16_kernel<DT, 16><<<g16, 256, 0, st>>>(q); break;                         \
     }
-        if (dt == LOFP_DTYPE_F32) { S16(LOFP_DTYPE_F32) }
-        else if (dt == LOFP_DTYPE_BF16) { S16(LOFP_DTYPE_BF16) }
-        else { S16(LOFP_DTYPE_F16) }
+            if (dt == LOFP_DTYPE_F32) { S16(LOFP_DTYPE_F32) }
+            else if (dt == LOFP_DTYPE_BF16) { S16(LOFP_DTYPE_BF16) }
+            else { S16(LOFP_DTYPE_F16) }
 #undef S16
-        LOFP_CU_LAUNCH();
+            LOFP_CU_LAUNCH();
+        }
         return LOFP_OK;
     }
 #define ST(DT, E) uq_store_kernel<DT, E><<<grid, 256, 0, st>>>(p)
