@@ -268,8 +268,8 @@ static void bench_gemm(void)
                 emit(name, us, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
                 if (m <= 16) {
                     /* every GEMV version forced (lofp_cuda_gemv_test_config: 0 gemv_kernel, 1 the
-                     * bulk-copy stream, 2 the same with two CTAs per SM), timed side by side with
-                     * the automatic choice */
+                     * bulk-copy stream, 2 the same with two CTAs per SM, 3 with two row groups),
+                     * timed side by side with the automatic choice */
                     for (int cf = 0; cf < LOFP_GEMV_NCFG; cf++) {
                         lofp_cuda_gemv_test_config(cf);
                         const double uc = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL)); }, false, 20);

@@ -523,38 +523,41 @@ struct BulkShape {
 };
 
 /* Version 8 (cuda/NOTES.md, round five). A CTA is WC consumer warps and one producer warp, CPS
- * CTAs per SM, persistent over row groups of MT tiles (group blockIdx.x, + gridDim.x, ...). The
- * prepared layout is tile-major (gemm_common.cuh), so one tile's chunks ch0 .. ch0 + WC - 1 are
- * one contiguous run of WC KiB of codes and one of WC x 16 SB bytes of scales: a stage is 2 MT
- * bulk copies (one per producer lane), S stages in flight, with no per-lane load instruction for
- * the weights. full[s] completes when a stage's bytes have landed (one arrival + the byte count),
+ * CTAs per SM, persistent over groups of TG = RW MT tiles (group blockIdx.x, + gridDim.x, ...);
+ * the consumer warps are RW row groups (MT tiles each) of KW = WC / RW K warps. The prepared
+ * layout is tile-major (gemm_common.cuh), so one tile's chunks ch0 .. ch0 + KW - 1 are one
+ * contiguous run of KW KiB of codes and one of KW x 16 SB bytes of scales: a stage is 2 TG bulk
+ * copies (one per producer lane), S stages in flight, with no per-lane load instruction for the
+ * weights. full[s] completes when a stage's bytes have landed (one arrival + the byte count),
  * empty[s] when the WC consumer warps have read it into registers (one arrival per warp); stage i
  * of the flat sequence (group, stage) is ring slot i % S; full[s]'s phase (i / S) & 1, empty[s]'s
- * (i / S - 1) & 1 before the slot is refilled. Consumer warp w takes chunk w of every stage:
- * rows g and g + 8 of each tile from a conflict-free 16-byte LDS (a warp's 8 rows x 4 units are
+ * (i / S - 1) & 1 before the slot is refilled. Consumer warp (rg, kw) takes chunk kw of every stage
+ * for its row group's MT tiles: rows g and g + 8 of each tile from a conflict-free 16-byte LDS (a warp's 8 rows x 4 units are
  * 512 contiguous bytes), its activations by __ldg as in gemv_kernel (tokens past m clamped, one
  * chunk ahead in registers when APF: they depend on the chunk alone, not on the group), then
- * the same gemv_chunk decode and mma sequence. Per group the WC partial sums are
- * added in warp order through shared memory (deterministic) and the CTA's consumer threads store
- * the outputs. Tiles past N (N / 16 not a multiple of MT) are neither copied nor stored. The
+ * the same gemv_chunk decode and mma sequence. Per group and row group the KW partial sums
+ * are added in K-warp order through shared memory (deterministic) and the CTA's consumer threads store
+ * the outputs. Tiles past N (N / 16 not a multiple of TG) are neither copied nor stored. The
  * register cap is set by __maxnreg__: each of the SM's four schedulers has a quarter of the
  * register file (16384) for its share of the warps, ceil(CPS (WC + 1) / 4), so 17 warps cap at
  * 96 registers, not 65536 / 544 = 120 (device run 13b: 120 failed to launch, "too many resources
  * requested"). */
-template <int MT, int NT, int NV, int WC, int S, int APF, int CPS>
+template <int MT, int NT, int NV, int WC, int RW, int S, int APF, int CPS>
 __global__ void __launch_bounds__(32 * (WC + 1))
 __maxnreg__(16384 / (32 * ((CPS * (WC + 1) + 3) / 4)) / 8 * 8) gemv_bulk_kernel(GemmP p)
 {
     using L = BulkShape<MT, NT, NV, WC, S>;
     constexpr int SB = L::SB, PER = L::PER;
+    constexpr int KW = WC / RW, TG = RW * MT; /* K warps per row group, tiles per group */
+    static_assert(KW * RW == WC && TG <= 16, "RW row groups of WC / RW warps, <= 16 tiles per group");
     extern __shared__ __align__(128) uint8_t smem[];
     uint64_t *const full = (uint64_t *)(smem + (size_t)S * L::STG);
     uint64_t *const empty = full + S;
     float *const red = (float *)(empty + S);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nch = p.k / 128, n16 = p.n / 16;
-    const int groups = (n16 + MT - 1) / MT;
-    const int spg = (nch + WC - 1) / WC; /* stages per group */
+    const int groups = (n16 + TG - 1) / TG;
+    const int spg = (nch + KW - 1) / KW; /* stages per group */
     const int mine = (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     if (threadIdx.x == 0) {
 #pragma unroll
@@ -573,10 +576,10 @@ __maxnreg__(16384 / (32 * ((CPS * (WC + 1) + 3) / 4)) / 8 * 8) gemv_bulk_kernel(
         int s = 0, first = 1; /* ring slot; first: the slots' first pass (nothing to wait for) */
         unsigned par = 0;     /* parity of the empty phase to wait for */
         for (int gi = 0; gi < mine; gi++) {
-            const int t0 = ((int)blockIdx.x + gi * (int)gridDim.x) * MT;
-            const int nt = min(MT, n16 - t0);
+            const int t0 = ((int)blockIdx.x + gi * (int)gridDim.x) * TG;
+            const int nt = min(TG, n16 - t0);
             for (int st = 0; st < spg; st++) {
-                const int ch0 = st * WC, nc = min(WC, nch - ch0);
+                const int ch0 = st * KW, nc = min(KW, nch - ch0);
                 if (!first) mbar_wait(&empty[s], par);
                 if (lane == 0) mbar_arrive_tx(&full[s], (unsigned)(nt * nc * (1024 + 16 * SB)));
                 __syncwarp();
@@ -584,11 +587,11 @@ __maxnreg__(16384 / (32 * ((CPS * (WC + 1) + 3) / 4)) / 8 * 8) gemv_bulk_kernel(
                     const int mt = lane >> 1;
                     uint8_t *const stg = smem + (size_t)s * L::STG;
                     if (lane & 1)
-                        bulk_g2s(stg + L::CB + mt * WC * 16 * SB,
+                        bulk_g2s(stg + L::CB + mt * KW * 16 * SB,
                                  p.scales + w4_scale_off((size_t)(t0 + mt) * 16, (size_t)ch0, SB, (size_t)nch),
                                  (unsigned)(nc * 16 * SB), &full[s], pol);
                     else
-                        bulk_g2s(stg + mt * WC * 1024, p.codes + w4_code_off((size_t)(t0 + mt) * 16, (size_t)ch0, 0, (size_t)nch),
+                        bulk_g2s(stg + mt * KW * 1024, p.codes + w4_code_off((size_t)(t0 + mt) * 16, (size_t)ch0, 0, (size_t)nch),
                                  (unsigned)(nc * 1024), &full[s], pol);
                 }
                 if (++s == S) {
@@ -618,9 +621,12 @@ __maxnreg__(16384 / (32 * ((CPS * (WC + 1) + 3) / 4)) / 8 * 8) gemv_bulk_kernel(
 #pragma unroll
             for (int w4 = 0; w4 < 4; w4++) av[b][w4] = __ldg((const uint4 *)(ab[b] + (uint64_t)ch * 256) + w4);
     };
-    const unsigned cs0 = opaque32(smem_u32(smem) + warp * 1024 + g * 64 + 16 * c);
-    const unsigned ss0 = opaque32(smem_u32(smem) + L::CB + warp * 16 * SB + g * SB + (NV ? 2 : 1) * c);
-    const int wk = (int)opaque32((unsigned)warp);
+    /* warp = (row group rg, K warp kw): tiles rg MT .. rg MT + MT - 1 of the group, chunk kw of
+     * each stage; a stage holds tile j's KW chunks at j KW KiB (scales j KW 16 SB bytes) */
+    const int rg = warp / KW;
+    const unsigned cs0 = opaque32(smem_u32(smem) + (rg * MT * KW + warp % KW) * 1024 + g * 64 + 16 * c);
+    const unsigned ss0 = opaque32(smem_u32(smem) + L::CB + (rg * MT * KW + warp % KW) * 16 * SB + g * SB + (NV ? 2 : 1) * c);
+    const int wk = (int)opaque32((unsigned)(warp % KW));
     float acc[MT][NT][4];
 #pragma unroll
     for (int a = 0; a < MT; a++)
@@ -630,18 +636,18 @@ __maxnreg__(16384 / (32 * ((CPS * (WC + 1) + 3) / 4)) / 8 * 8) gemv_bulk_kernel(
             for (int t = 0; t < 4; t++) acc[a][b][t] = 0.0f;
     uint4 aa[NT][4];
     if (APF) loadact(min(wk, nch - 1), aa);
-    int s = 0, st = 0, t0 = (int)blockIdx.x * MT;
+    int s = 0, st = 0, t0 = (int)blockIdx.x * TG;
     unsigned par = 0; /* ring slot, stage within the group and phase parity of the current stage */
     const int spgo = (int)opaque32((unsigned)spg), total = mine * spgo;
     /* one flat loop over (group, stage), unrolled twice so that the activation registers of
      * this chunk and the next alternate instead of being copied */
 #pragma unroll 2
     for (int it = 0; it < total; it++) {
-        const int ch = st * WC + wk;
+        const int ch = st * KW + wk;
         uint4 an[NT][4];
         if (APF) {
             /* this warp's next chunk (clamped into K: a spare load instead of a predicate) */
-            const int cn = st + 1 < spgo ? ch + WC : wk;
+            const int cn = st + 1 < spgo ? ch + KW : wk;
             loadact(min(cn, nch - 1), an);
         } else if (ch < nch) loadact(ch, aa);
         mbar_wait(&full[s], par);
@@ -653,9 +659,9 @@ __maxnreg__(16384 / (32 * ((CPS * (WC + 1) + 3) / 4)) / 8 * 8) gemv_bulk_kernel(
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
-                    wq[mt][h] = lds128(cs + mt * WC * 1024 + h * 512);
-                    if (NV) ws[mt][h] = lds_u16(ss + mt * WC * 16 * SB + h * 8 * SB);
-                    else ws[mt][h] = lds_u8(ss + mt * WC * 16 * SB + h * 8 * SB);
+                    wq[mt][h] = lds128(cs + mt * KW * 1024 + h * 512);
+                    if (NV) ws[mt][h] = lds_u16(ss + mt * KW * 16 * SB + h * 8 * SB);
+                    else ws[mt][h] = lds_u8(ss + mt * KW * 16 * SB + h * 8 * SB);
                 }
             __syncwarp();
             if (lane == 0) mbar_arrive(&empty[s]);
@@ -674,7 +680,7 @@ __maxnreg__(16384 / (32 * ((CPS * (WC + 1) + 3) / 4)) / 8 * 8) gemv_bulk_kernel(
             par ^= 1u;
         }
         if (++st == spgo) {
-            /* the group's WC partial sums, added in warp (K-slice) order */
+            /* each row group's KW partial sums, added in K-warp order */
 #pragma unroll
             for (int a = 0; a < MT; a++)
 #pragma unroll
@@ -685,16 +691,18 @@ __maxnreg__(16384 / (32 * ((CPS * (WC + 1) + 3) / 4)) / 8 * 8) gemv_bulk_kernel(
                         acc[a][b][t] = 0.0f;
                     }
             asm volatile("bar.sync 1, %0;" ::"n"(32 * WC) : "memory");
-            for (int v = threadIdx.x; v < PER * 32; v += 32 * WC) {
-                float sum = red[v];
-                for (int w = 1; w < WC; w++) sum = fadd(sum, red[w * PER * 32 + v]);
-                const int idx = v >> 5, ln = v & 31, t = idx & 3, b = (idx >> 2) % NT, a = (idx >> 2) / NT;
+            for (int u = threadIdx.x; u < RW * PER * 32; u += 32 * WC) {
+                const int r = u / (PER * 32), v = u - r * (PER * 32);
+                const float *const rr = red + r * KW * PER * 32 + v;
+                float sum = rr[0];
+                for (int w = 1; w < KW; w++) sum = fadd(sum, rr[w * PER * 32]);
+                const int idx = v >> 5, ln = v & 31, t = idx & 3, b = (idx >> 2) % NT, a = r * MT + (idx >> 2) / NT;
                 const int row = (t0 + a) * 16 + (ln >> 2) + 8 * (t >> 1), tok = b * 8 + 2 * (ln & 3) + (t & 1);
                 store_out(p, tok, row, fmul(sum, alpha));
             }
             asm volatile("bar.sync 1, %0;" ::"n"(32 * WC) : "memory"); /* red is rewritten by the next group */
             st = 0;
-            t0 += (int)gridDim.x * MT;
+            t0 += (int)gridDim.x * TG;
         }
     }
 }
@@ -799,10 +807,10 @@ static lofp_status gemv_4warp(const GemmP &p, cudaStream_t st)
 }
 
 /* Version 8 (gemv_bulk_kernel): CPS CTAs of WC + 1 warps per SM, persistent over the row groups. */
-template <int MT, int NT, int NV, int WC, int S, int APF, int CPS>
+template <int MT, int NT, int NV, int WC, int RW, int S, int APF, int CPS>
 static lofp_status gemv_bulk_launch(const GemmP &p, cudaStream_t st)
 {
-    const int groups = (p.n / 16 + MT - 1) / MT;
+    const int groups = (p.n / 16 + RW * MT - 1) / (RW * MT);
     const int sms = CPS * sm_count();
     const unsigned grid = (unsigned)(groups < sms ? groups : sms);
     const size_t shm = BulkShape<MT, NT, NV, WC, S>::BYTES;
@@ -812,17 +820,18 @@ static lofp_status gemv_bulk_launch(const GemmP &p, cudaStream_t st)
     int dev = 0;
     cudaGetDevice(&dev);
     if (dev >= 32 || !(done & (1u << dev))) {
-        LOFP_CU(cudaFuncSetAttribute(gemv_bulk_kernel<MT, NT, NV, WC, S, APF, CPS>,
+        LOFP_CU(cudaFuncSetAttribute(gemv_bulk_kernel<MT, NT, NV, WC, RW, S, APF, CPS>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
         if (dev < 32) done |= 1u << dev;
     }
-    gemv_bulk_kernel<MT, NT, NV, WC, S, APF, CPS><<<grid, 32 * (WC + 1), shm, st>>>(p);
+    gemv_bulk_kernel<MT, NT, NV, WC, RW, S, APF, CPS><<<grid, 32 * (WC + 1), shm, st>>>(p);
     LOFP_CU_LAUNCH();
     return LOFP_OK;
 }
 
 /* lofp_cuda_gemv_test_config: -1 automatic, 0 gemv_kernel's configurations, 1 version 8 for
- * every m <= 16, 2 version 8 with two CTAs per SM (lofp_cuda_internal.h) */
+ * every m <= 16, 2 version 8 with two CTAs per SM, 3 version 8 with two row groups
+ * (lofp_cuda_internal.h) */
 static int g_gemv_force = -1;
 
 /* Version 8's shape classes: m <= 16 on sm_90 or later where the busiest CTA (one per SM) has
@@ -850,12 +859,16 @@ static lofp_status launch_gemv(const GemmP &p, cudaStream_t st)
 {
     const int n16 = p.n / 16;
     if (p.m <= 16 && (g_gemv_force == 1 || (g_gemv_force < 0 && gemv_bulk_wins(p)))) {
-        if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 16, 4, 1, 1>(p, st);
-        return gemv_bulk_launch<2, 2, NV, 16, 3, 1, 1>(p, st);
+        if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 16, 1, 4, 1, 1>(p, st);
+        return gemv_bulk_launch<2, 2, NV, 16, 1, 3, 0, 1>(p, st);
     }
     if (p.m <= 16 && g_gemv_force == 2) {
-        if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 15, 4, 0, 2>(p, st);
-        return gemv_bulk_launch<2, 2, NV, 8, 3, 0, 2>(p, st);
+        if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 15, 1, 4, 0, 2>(p, st);
+        return gemv_bulk_launch<2, 2, NV, 7, 1, 3, 0, 2>(p, st);
+    }
+    if (p.m <= 16 && g_gemv_force == 3) {
+        if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 16, 2, 4, 1, 1>(p, st);
+        return gemv_bulk_launch<2, 2, NV, 16, 2, 3, 0, 1>(p, st);
     }
     if (p.m <= 8) return gemv_launch<1, 1, NV, 8, 2, 2, 1>(p, st);
     if (p.m <= 16) {

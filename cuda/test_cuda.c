@@ -733,7 +733,8 @@ static void test_gemv_dispatch(void)
 
 /* Every GEMV version forced (lofp_cuda_gemv_test_config: 0 gemv_kernel's shape classes, 1 the
  * bulk-copy stream gemv_bulk_kernel, 2 the same with two CTAs per SM: 15 consumer warps at
- * m <= 8, 8 at m = 9..16) for every m = 1..16 (one tile per group at m <= 8, two at m = 9..16), N / 16 odd (17, 33: a half group at m > 8), 2 mod 4 and 0 mod 4, K of 1 chunk (one
+ * m <= 8, 7 at m = 9..16, 3 the same with two row groups) for every m = 1..16 (one tile per
+ * warp at m <= 8, two at m = 9..16), N / 16 odd (17, 33: a half group at m > 8), 2 mod 4 and 0 mod 4, K of 1 chunk (one
  * of the 16 consumer warps busy), 3, 17 (a second stage with one chunk), 33 and 64 chunks, both
  * schemes and output types; then shapes with more row groups than SMs (several groups per CTA:
  * the ring's slots and phases run on across groups, and the reduction buffer is reused), and
