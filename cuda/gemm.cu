@@ -784,8 +784,10 @@ static lofp_status gemv_launch(const GemmP &p, cudaStream_t st)
     return LOFP_OK;
 }
 
-/* The production GEMV configurations, one per shape class (device run 11, cuda/NOTES.md: us for
- * 20 back-to-back calls, bf16 out; NVFP4 / MXFP4 at M = 1 and 16 of 8192^2 and 14336 x 4096):
+/* gemv_kernel's production configurations, one per shape class, where version 8
+ * (gemv_bulk_kernel, gemv_bulk_form below) does not take the shape (device run 11,
+ * cuda/NOTES.md: us for 20 back-to-back calls, bf16 out; NVFP4 / MXFP4 at M = 1 and 16 of
+ * 8192^2 and 14336 x 4096):
  *  - m <= 8 (NT = 1): one tile per warp, a CTA of two row groups x 8 warps splitting K, <= 64
  *    registers (2 CTAs per SM), one chunk per step; it took every M = 1 column against the
  *    previous 4-warp two-chunk configuration: 15.9 / 16.6 / 14.8 / 15.3 against 18.8 / 18.4 /
@@ -834,39 +836,49 @@ static lofp_status gemv_bulk_launch(const GemmP &p, cudaStream_t st)
  * (lofp_cuda_internal.h) */
 static int g_gemv_force = -1;
 
-/* Version 8's shape classes: m <= 16 on sm_90 or later where the busiest CTA (one per SM) has
- * at most 1.25x the average row groups (groups of one tile at m <= 8, two at m = 9..16; at fewer
- * groups than SMs: at least 0.8 x the SM count, e.g. N = 4096 at m = 9..16, where gemv_kernel's
- * 4-tile form has 64 CTAs) and K spans at least one full stage (16 chunks: K >= 2048). Chosen by
- * the prediction of round five (cuda/NOTES.md), not yet by a measurement:
- * lofp_cuda_gemv_test_config(0 / 1) times both. Smaller N or K keep gemv_kernel (no split-K
- * across CTAs in version 8). */
-static bool gemv_bulk_wins(const GemmP &p)
+/* Version 8's shape classes (m <= 16, sm_90 or later, K >= 2048: at least one full stage of 16
+ * or two of 8 chunks), where the busiest CTA (one per SM) has at most 1.25x the average groups
+ * (at fewer groups than SMs: at least 0.8 x the SM count):
+ *  - m <= 8: one tile per K warp, 16 K warps (configuration 1), groups of one tile;
+ *  - m = 9..16: two row groups x 8 K warps with two tiles each (configuration 3, groups of four
+ *    tiles: the two warps of a chunk share its activations, half the L2 -> SM activation traffic
+ *    of the others), else 16 K warps with two tiles (configuration 1, groups of two tiles; e.g.
+ *    N = 4096, where gemv_kernel's 4-tile form has 64 CTAs).
+ * Returns the configuration, 0 for gemv_kernel. Chosen by the prediction of round five
+ * (cuda/NOTES.md), not yet by a measurement: lofp_cuda_gemv_test_config times each. Smaller N
+ * or K keep gemv_kernel (version 8 has no split-K across CTAs). */
+static int gemv_bulk_form(const GemmP &p)
 {
     int dev = 0, major = 0; /* bulk copies and mbarrier transaction counts: sm_90 and later */
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-        return false;
-    if (major < 9 || p.k / 128 < 16) return false;
-    const int groups = p.m <= 8 ? p.n / 16 : (p.n / 16 + 1) / 2;
-    const int sms = sm_count();
-    const int per = (groups + sms - 1) / sms; /* groups of the busiest CTA */
-    return 4 * per * sms <= 5 * groups;
+        return 0;
+    if (major < 9 || p.k / 128 < 16) return 0;
+    const int sms = sm_count(), n16 = p.n / 16;
+    auto balanced = [&](int tg) {
+        const int groups = (n16 + tg - 1) / tg;
+        const int per = (groups + sms - 1) / sms; /* groups of the busiest CTA */
+        return 4 * per * sms <= 5 * groups;
+    };
+    if (p.m <= 8) return balanced(1) ? 1 : 0;
+    if (balanced(4)) return 3;
+    return balanced(2) ? 1 : 0;
 }
 
 template <int NV>
 static lofp_status launch_gemv(const GemmP &p, cudaStream_t st)
 {
     const int n16 = p.n / 16;
-    if (p.m <= 16 && (g_gemv_force == 1 || (g_gemv_force < 0 && gemv_bulk_wins(p)))) {
+    const int form = p.m > 16 ? 0 : g_gemv_force >= 0 ? g_gemv_force : gemv_bulk_form(p);
+    if (form == 1) {
         if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 16, 1, 4, 1, 1>(p, st);
         return gemv_bulk_launch<2, 2, NV, 16, 1, 3, 0, 1>(p, st);
     }
-    if (p.m <= 16 && g_gemv_force == 2) {
+    if (form == 2) {
         if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 15, 1, 4, 0, 2>(p, st);
         return gemv_bulk_launch<2, 2, NV, 7, 1, 3, 0, 2>(p, st);
     }
-    if (p.m <= 16 && g_gemv_force == 3) {
+    if (form == 3) {
         if (p.m <= 8) return gemv_bulk_launch<1, 1, NV, 16, 2, 4, 1, 1>(p, st);
         return gemv_bulk_launch<2, 2, NV, 16, 2, 3, 0, 1>(p, st);
     }

@@ -761,9 +761,9 @@ static void test_gemv_forced(void)
     lofp_cuda_gemv_test_config(-1);
     for (int p = 0; p < 2; p++) {
         gemm_case(ps[p], 1, 8192, 2048, p, 1);
-        gemm_case(ps[p], 16, 8192, 2048, 1 - p, 1);
+        gemm_case(ps[p], 16, 8192, 2048, 1 - p, 1); /* 128 groups of four tiles: configuration 3 */
         gemm_case(ps[p], 5, 14336, 4096, p, 1);
-        gemm_case(ps[p], 12, 4096, 4096, 1 - p, 1); /* 128 groups: fewer than SMs, still version 8 */
+        gemm_case(ps[p], 12, 4096, 4096, 1 - p, 1); /* 128 groups of two tiles: configuration 1 */
     }
     printf("  GEMV versions forced (m <= 16): %s\n", tu_failures == f0 ? "ok" : "FAILED");
 }
