@@ -530,13 +530,14 @@ struct BulkShape {
  * copies (one per producer lane), S stages in flight, with no per-lane load instruction for the
  * weights. full[s] completes when a stage's bytes have landed (one arrival + the byte count),
  * empty[s] when the WC consumer warps have read it into registers (one arrival per warp); stage i
- * of the flat sequence (group, stage) is ring slot i % S; full[s]'s phase (i / S) & 1, empty[s]'s
- * (i / S - 1) & 1 before the slot is refilled. Consumer warp (rg, kw) takes chunk kw of every stage
- * for its row group's MT tiles: rows g and g + 8 of each tile from a conflict-free 16-byte LDS (a warp's 8 rows x 4 units are
- * 512 contiguous bytes), its activations by __ldg as in gemv_kernel (tokens past m clamped, one
- * chunk ahead in registers when APF: they depend on the chunk alone, not on the group), then
- * the same gemv_chunk decode and mma sequence. Per group and row group the KW partial sums
- * are added in K-warp order through shared memory (deterministic) and the CTA's consumer threads store
+ * of the flat sequence (group, stage) is ring slot i % S; full[s]'s phase (i / S) & 1,
+ * empty[s]'s (i / S - 1) & 1 before the slot is refilled. Consumer warp (rg, kw) takes chunk kw
+ * of every stage for its row group's MT tiles: rows g and g + 8 of each tile from a
+ * conflict-free 16-byte LDS (a warp's 8 rows x 4 units are 512 contiguous bytes), its
+ * activations by __ldg as in gemv_kernel (tokens past m clamped, one chunk ahead in registers
+ * when APF: they depend on the chunk alone, not on the group), then the same gemv_chunk decode
+ * and mma sequence. Per group and row group the KW partial sums are added in K-warp order
+ * through shared memory (deterministic) and the CTA's consumer threads store
  * the outputs. Tiles past N (N / 16 not a multiple of TG) are neither copied nor stored. The
  * register cap is set by __maxnreg__: each of the SM's four schedulers has a quarter of the
  * register file (16384) for its share of the warps, ceil(CPS (WC + 1) / 4), so 17 warps cap at
