@@ -366,11 +366,17 @@ template <int NV, int MT, int TN, int RG> struct WsShape {
     static constexpr int RED = MT * TN * 256 * RG;               /* KP = 2: the K-parity-1 partials */
 };
 
-/* consumer register budget after setmaxnreg (the producer warpgroup keeps 24 or 40): all of the
- * register file over NC consumer warpgroups, a multiple of 8 */
+/* Register budgets of the setmaxnreg hand-over. setmaxnreg.inc only takes registers the CTA
+ * already holds (the producer's setmaxnreg.dec frees them): the launch gives every warp L
+ * registers, L = a quarter of the register file over the NC + 1 warps each scheduler holds
+ * (ptxas's own cap for the kernel: 168 at NC = 2, 96 at NC = 4), so the consumers can rise to
+ * ((NC + 1) L - PROD) / NC. (Asking for more than that waits forever: device run 13c, NC = 4 at
+ * 120 hung.) */
 template <int NC> struct WsRegs {
+    static constexpr int L = 16384 / (32 * (NC + 1)) / 8 * 8;
     static constexpr int PROD = NC > 2 ? 24 : 40;
-    static constexpr int CONS = ((65536 - 128 * PROD) / (128 * NC)) / 8 * 8 > 232 ? 232 : ((65536 - 128 * PROD) / (128 * NC)) / 8 * 8;
+    static constexpr int CONS = ((NC + 1) * L - PROD) / NC / 8 * 8;
+    static_assert(PROD + NC * CONS <= (NC + 1) * L, "setmaxnreg budget");
 };
 
 template <int NV, int MT, int TN, int S, int KS, int RG, int KP>
