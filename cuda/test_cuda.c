@@ -1159,6 +1159,9 @@ static void build_cache(uqcache *c, int check, const float *kin, const float *vi
                 for (int kv = 0; kv < 2; kv++) {
                     lofp_scheme q = s;
                     q.rotate = kv == 0;
+                    /* the CPU cache store's setting (src/kv/kvcache.c): a group with NaN or Inf
+                     * (after the rotation, for K) is stored as a zero group */
+                    q.propagate_nonfinite = 1;
                     const uint8_t *src = (const uint8_t *)(kv ? vd : kd) + (tt * c->hk + h) * D * dt_size(dt);
                     CHECK_OK(lofp_quantize(&q, dt, src, 1, D, code, sc, NULL, NULL));
                     const uint8_t *dst = slot + (kv ? D / 2 + D / 32 : 0);
