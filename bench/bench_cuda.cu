@@ -266,19 +266,6 @@ static void bench_gemm(void)
                 snprintf(name, sizeof name, "w4a16_%s_m%zu_n%zu_k%zu", preset, m, n, k);
                 snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"default\": 1", m, n, k);
                 emit(name, us, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
-                if (m <= 16) {
-                    /* every GEMV version forced (lofp_cuda_gemv_test_config: 0 gemv_kernel, 1 the
-                     * bulk-copy stream, 2 the same with two CTAs per SM, 3 with two row groups),
-                     * timed side by side with the automatic choice */
-                    for (int cf = 0; cf < LOFP_GEMV_NCFG; cf++) {
-                        lofp_cuda_gemv_test_config(cf);
-                        const double uc = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL)); }, false, 20);
-                        snprintf(name, sizeof name, "w4a16_gemvcfg%d_%s_m%zu_n%zu_k%zu", cf, preset, m, n, k);
-                        snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"cfg\": %d", m, n, k, cf);
-                        emit(name, uc, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
-                    }
-                    lofp_cuda_gemv_test_config(-1);
-                }
                 if (m == 64 || m == 256) {
                     /* every wgmma tile configuration forced (lofp_cuda_wgmma_test_config): the
                      * sweep behind the automatic choice */

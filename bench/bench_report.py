@@ -145,21 +145,6 @@ def main():
                         continue
                     f = lambda x: f"{x['us']:.1f}" if x else "-"
                     p(f"| {preset} | {n} x {k} | {m} | {f(d)} | " + " | ".join(f(x) for x in cs) + " |")
-    # every GEMV version forced (lofp_cuda_gemv_test_config), M = 1 / 16
-    if any(kk.startswith("w4a16_gemvcfg") for kk in L):
-        p("\nW4A16 GEMV versions forced, µs (bf16 out); default = the automatic choice, read floor = a plain read of the weights.\n")
-        p("| weights | N x K | M | default | gemv_kernel | bulk stream (v8) | v8, 2 CTAs/SM | v8, 2 row groups | read floor |")
-        p("|---|---|---|---|---|---|---|---|---|")
-        for preset in ("nvfp4", "mxfp4"):
-            for n, k in ((8192, 8192), (14336, 4096)):
-                for m in (1, 16):
-                    d = L.get(f"w4a16_{preset}_m{m}_n{n}_k{k}")
-                    cs = [L.get(f"w4a16_gemvcfg{c}_{preset}_m{m}_n{n}_k{k}") for c in range(4)]
-                    if not any(cs):
-                        continue
-                    rf = L.get(f"read_floor_{preset}_n{n}_k{k}")
-                    f = lambda x: f"{x['us']:.1f}" if x else "-"
-                    p(f"| {preset} | {n} x {k} | {m} | {f(d)} | " + " | ".join(f(x) for x in cs) + f" | {f(rf)} |")
     if "w4a16_route_large_unavailable" in L:
         p("\n**The large-M route did not run: cuBLASLt could not be opened on this machine.**")
 

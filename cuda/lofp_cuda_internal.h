@@ -42,17 +42,6 @@ int lofp_cuda_large_available(void);
  * choice. Not thread-safe (tests only). */
 void lofp_cuda_wgmma_test_config(int cfg);
 #define LOFP_WGMMA_NCFG 13
-/* Test / benchmark hook of the W4A16 GEMV (gemm.cu), m <= 16: cfg 0 forces gemv_kernel's
- * configurations (the shape classes of device run 11), 1 forces version 8 (gemv_bulk_kernel, the
- * bulk-copy weight stream: one CTA of 16 K warps + 1 producer warp per SM; activations one
- * chunk ahead at m <= 8; production at m <= 8, and at m = 9..16 where configuration 3 does not
- * balance) for every m <= 16, 2 version 8 with two CTAs per SM (m <= 8: 15 + 1 warps at <= 64
- * registers; m = 9..16: 7 + 1 warps; no activation prefetch), 3 version 8 with two row groups of
- * 8 K warps (m = 9..16: four tiles per group, the activations of a chunk read by two warps;
- * production at m = 9..16 where balanced), anything else restores the automatic choice (gemm.cu
- * gemv_bulk_form). Not thread-safe (tests only). */
-void lofp_cuda_gemv_test_config(int cfg);
-#define LOFP_GEMV_NCFG 4
 #ifdef __cplusplus
 }
 #endif

@@ -731,43 +731,6 @@ static void test_gemv_dispatch(void)
     printf("  GEMV shape classes (m <= 17): %s\n", tu_failures == f0 ? "ok" : "FAILED");
 }
 
-/* Every GEMV version forced (lofp_cuda_gemv_test_config: 0 gemv_kernel's shape classes, 1 the
- * bulk-copy stream gemv_bulk_kernel, 2 the same with two CTAs per SM: 15 consumer warps at
- * m <= 8, 7 at m = 9..16, 3 the same with two row groups) for every m = 1..16 (one tile per
- * warp at m <= 8, two at m = 9..16), N / 16 odd (17, 33: a half group at m > 8), 2 mod 4 and 0 mod 4, K of 1 chunk (one
- * of the 16 consumer warps busy), 3, 17 (a second stage with one chunk), 33 and 64 chunks, both
- * schemes and output types; then shapes with more row groups than SMs (several groups per CTA:
- * the ring's slots and phases run on across groups, and the reduction buffer is reused), and
- * the automatic choice where version 8 is production. */
-static void test_gemv_forced(void)
-{
-    const int f0 = tu_failures;
-    const char *ps[] = {"nvfp4", "mxfp4"};
-    const size_t gn[] = {272, 288, 320, 528}, gk[] = {128, 384, 2176, 4224, 8192};
-    for (int cf = 0; cf < LOFP_GEMV_NCFG; cf++) {
-        lofp_cuda_gemv_test_config(cf);
-        printf("    GEMV configuration %d forced\n", cf);
-        for (int p = 0; p < 2; p++) {
-            for (size_t m = 1; m <= 16; m++)
-                gemm_case(ps[p], m, gn[(m + p) % 4], gk[(m + 2 * p + cf) % 5], (int)((m + p + cf) % 2), m == 1 || m == 16);
-            if (cf == 0) continue; /* gemv_kernel at these sizes: test_gemm, test_gemv_dispatch */
-            gemm_case(ps[p], 1, 14336, 512, p, 1);        /* 896 groups, 1 stage each */
-            gemm_case(ps[p], 8, 8192, 2176, 1 - p, 1);    /* 512 groups, 2 stages each */
-            gemm_case(ps[p], 9, 8208, 640, p, 1);         /* 257 groups, the last one tile */
-            gemm_case(ps[p], 16, 4352, 2176, 1 - p, 1);   /* 136 groups of two tiles */
-            gemm_case(ps[p], 13, 2064, 4224, p, 1);       /* 65 groups, N / 16 odd, 3 stages */
-        }
-    }
-    lofp_cuda_gemv_test_config(-1);
-    for (int p = 0; p < 2; p++) {
-        gemm_case(ps[p], 1, 8192, 2048, p, 1);
-        gemm_case(ps[p], 16, 8192, 2048, 1 - p, 1); /* 128 groups of four tiles: configuration 3 */
-        gemm_case(ps[p], 5, 14336, 4096, p, 1);
-        gemm_case(ps[p], 12, 4096, 4096, 1 - p, 1); /* 128 groups of two tiles: configuration 1 */
-    }
-    printf("  GEMV versions forced (m <= 16): %s\n", tu_failures == f0 ? "ok" : "FAILED");
-}
-
 static void test_gemm(void)
 {
     const int f0 = tu_failures;
@@ -819,7 +782,6 @@ static void test_gemm(void)
     for (int p = 0; p < 2; p++) gemm_case(ps[p], 64, 1024, 4096, p, 1);
     printf("  W4A16 GEMV/GEMM: %s\n", tu_failures == f0 ? "ok" : "FAILED");
     test_gemv_dispatch();
-    test_gemv_forced();
     test_gemm_large();
 }
 
