@@ -132,8 +132,8 @@ def main():
                     p(f"| {preset} | {n} x {k} | {m} | {f(lg)} | {f(kn)} | {f(t)} | {pc(lg)} | {pc(kn)} | {fast} | {hu} |")
     # the wgmma tile configurations forced one by one (lofp_cuda_wgmma_test_config), M = 64 / 256
     if any(kk.startswith("w4a16_wgcfg") for kk in L):
-        names = ["(2,128)", "(1,128)", "(1,64)", "(2,128) KS 2", "(1,128) KS 2", "(1,64) KS 2", "(1,64) KS 4"]
-        p("\nW4A16 wgmma kernel per tile configuration (MT, TN) and K split, µs (bf16 out); default = the automatic choice.\n")
+        names = ["(1,64) persistent", "(2,128) persistent", "(1,64) KS 2", "(2,128) KS 2"]
+        p("\nW4A16 wgmma kernel (warp-specialised) per configuration (MT, TN), persistent or K split over a cluster of 2, µs (bf16 out); default = the automatic choice.\n")
         p("| weights | N x K | M | default | " + " | ".join(names) + " |")
         p("|---|---|---|---|" + "---|" * len(names))
         for preset in ("nvfp4", "mxfp4"):

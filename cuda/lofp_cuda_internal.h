@@ -33,15 +33,12 @@ lofp_status lofp_cuda_w4a16_gemm_route(const lofp_cuda_w4 *w, const void *d_a, s
 void lofp_cuda_large_test_config(size_t cap_bytes, int lt_off);
 /* 1 when the large path can run (cuBLASLt opened and not switched off by the hook). */
 int lofp_cuda_large_available(void);
-/* Test / benchmark hook of the wgmma kernels (gemm_wgmma.cu): cfg 0..LOFP_WGMMA_NCFG-1 forces
- * that configuration for every later wgmma launch (wg_kernel: 0 (2,128), 1 (1,128), 2 (1,64),
- * 3 (2,128) split K over 2, 4 (1,128) over 2, 5 (1,64) over 2, 6 (1,64) over 4; the
- * warp-specialised ws_kernel (MT, TN, stages, K splits, row groups, K parities): 7 (1,64,8,2,2,1),
- * 8 (1,64,6,2,2,2), 9 (2,128,4,2,2,1), 10 (1,128,4,2,4,1), 11 (2,128,4,1,2,1) and 12
- * (1,64,6,1,2,2), the last two persistent), anything else restores the automatic
- * choice. Not thread-safe (tests only). */
+/* Test / benchmark hook of the wgmma kernel (gemm_wgmma.cu): cfg 0..LOFP_WGMMA_NCFG-1 forces
+ * that configuration for every later wgmma launch (0 (1,64) persistent with two K parities,
+ * 1 (2,128) persistent, 2 (1,64) split K over 2, 3 (2,128) split K over 2), anything else
+ * restores the automatic choice. Not thread-safe (tests only). */
 void lofp_cuda_wgmma_test_config(int cfg);
-#define LOFP_WGMMA_NCFG 13
+#define LOFP_WGMMA_NCFG 4
 #ifdef __cplusplus
 }
 #endif
