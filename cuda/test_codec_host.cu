@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <thread>
 #include <vector>
 
 #include "lofp_cuda_device.cuh"
@@ -495,15 +496,34 @@ static uint32_t uq_code_ref(float y)
     uint32_t n = (a >= 0.25f) + (a >= 0.75f) + (a >= 1.25f) + (a >= 1.75f) + (a >= 2.5f) + (a >= 3.5f) + (a >= 5.0f);
     return n ? 8u + n : 0u;
 }
+/* Runs fn(lo, hi) over [0, 2^32) in slices on every hardware thread (the exhaustive sweeps are
+ * independent per pattern) and returns the sum of the mismatch counts. */
+template <class F> static uint64_t sweep32(F fn)
+{
+    unsigned nt = std::thread::hardware_concurrency();
+    if (nt == 0) nt = 1;
+    if (nt > 64) nt = 64;
+    std::vector<uint64_t> bad(nt, 0);
+    std::vector<std::thread> th;
+    for (unsigned t = 0; t < nt; t++)
+        th.emplace_back([&, t] { bad[t] = fn((1ull << 32) * t / nt, (1ull << 32) * (t + 1) / nt); });
+    uint64_t sum = 0;
+    for (unsigned t = 0; t < nt; t++) { th[t].join(); sum += bad[t]; }
+    return sum;
+}
+
 static void test_uq_code_all(void)
 {
-    uint64_t bad = 0;
-    for (uint64_t i = 0; i < (1ull << 32); i++) {
-        const uint32_t u = (uint32_t)i;
-        if ((u & 0x7FFFFFFFu) > 0x7F800000u) continue;
-        const float y = u2f(u);
-        if (uq_code(y) != uq_code_ref(y)) { if (bad < 5) fprintf(stderr, "uq_code %08x: %u vs %u\n", u, uq_code(y), uq_code_ref(y)); bad++; }
-    }
+    const uint64_t bad = sweep32([](uint64_t lo, uint64_t hi) {
+        uint64_t b = 0;
+        for (uint64_t i = lo; i < hi; i++) {
+            const uint32_t u = (uint32_t)i;
+            if ((u & 0x7FFFFFFFu) > 0x7F800000u) continue;
+            const float y = u2f(u);
+            if (uq_code(y) != uq_code_ref(y)) { if (b < 5) fprintf(stderr, "uq_code %08x: %u vs %u\n", u, uq_code(y), uq_code_ref(y)); b++; }
+        }
+        return b;
+    });
     EXPECT(bad == 0, "uq_code: %llu of 2^32 patterns differ", (unsigned long long)bad);
     printf("  uq_code vs the compare formula, all 2^32 patterns: %s\n", bad ? "FAILED" : "ok");
 }
@@ -514,19 +534,22 @@ static void test_uq_code_all(void)
  * also leaves the normal range. */
 static void test_uq_code_pair_all(void)
 {
-    uint64_t bad = 0;
-    for (uint64_t i = 0; i < (1ull << 32); i++) {
-        const uint32_t u = (uint32_t)i;
-        if ((u & 0x7FFFFFFFu) > 0x7F800000u) continue;
-        const float y = u2f(u), ny = u2f(u ^ 0x80000000u);
-        const float za = uq_nudge(y, 1.0f), zb = uq_nudge(ny, 1.0f);
-        const uint32_t p = uq_code_pair(za, zb, uq_half_up(za), uq_half_up(zb), uq_negsign(y, 1.0f), uq_negsign(ny, 1.0f));
-        const uint32_t ca = (p >> 6) & 15u, cb = (p >> 22) & 15u;
-        if (ca != uq_code(y) || cb != uq_code(ny) || (p & ~0x03C003C0u)) {
-            if (bad < 5) fprintf(stderr, "uq_code_pair %08x: %u %u vs %u %u (%08x)\n", u, ca, cb, uq_code(y), uq_code(ny), p);
-            bad++;
+    uint64_t bad = sweep32([](uint64_t lo, uint64_t hi) {
+        uint64_t b = 0;
+        for (uint64_t i = lo; i < hi; i++) {
+            const uint32_t u = (uint32_t)i;
+            if ((u & 0x7FFFFFFFu) > 0x7F800000u) continue;
+            const float y = u2f(u), ny = u2f(u ^ 0x80000000u);
+            const float za = uq_nudge(y, 1.0f), zb = uq_nudge(ny, 1.0f);
+            const uint32_t p = uq_code_pair(za, zb, uq_half_up(za), uq_half_up(zb), uq_negsign(y, 1.0f), uq_negsign(ny, 1.0f));
+            const uint32_t ca = (p >> 6) & 15u, cb = (p >> 22) & 15u;
+            if (ca != uq_code(y) || cb != uq_code(ny) || (p & ~0x03C003C0u)) {
+                if (b < 5) fprintf(stderr, "uq_code_pair %08x: %u %u vs %u %u (%08x)\n", u, ca, cb, uq_code(y), uq_code(ny), p);
+                b++;
+            }
         }
-    }
+        return b;
+    });
     for (int i = 0; i < 20000000; i++) {
         uint32_t u = (uint32_t)rnd();
         if ((u & 0x7FFFFFFFu) > 0x7F800000u) continue;
