@@ -4,8 +4,8 @@
  * Why: at large M the GEMM is tensor-core bound and the weight format matters only once per call;
  * dequantizing N x K to bf16 costs about one HBM pass over 2.5 bytes per weight (~50 us at 8192^2),
  * while cuBLAS's bf16 GEMM is faster than the wgmma kernel of gemm_wgmma.cu by more than that at
- * M >= 512 (device run 8, NVFP4 8192^2: M = 512 136 us against the wgmma kernel's 157, M = 4096 763
- * against 1390; cuBLAS bf16 89 and 683).
+ * M >= 768 (device run 15, NVFP4 8192^2: M = 1024 221 us against the warp-specialised kernel's
+ * 238, M = 4096 730 against 1154; cuBLAS bf16 173 and 682).
  *
  * Numerics: the dequantize kernel produces, with the same device helpers (fp4pair, bf16x2_mul,
  * nv_scale2, mx_scale1), the very bf16 values the GEMV and wgmma kernels feed the tensor cores
