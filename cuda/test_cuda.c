@@ -622,6 +622,8 @@ static void test_gemm_large(void)
         /* through the public API: m at and past the threshold, N an odd multiple of 16 */
         gemm_case(ps[p], LOFP_CUDA_LARGE_M_MIN, 528, 1024, 0, 1);
         gemm_case(ps[p], LOFP_CUDA_LARGE_M_MIN + 37, 272, 1152, 1, 1);
+        /* just below it: the wgmma kernel's automatic choice past 511 tokens (6 m-tiles of 128) */
+        gemm_case(ps[p], LOFP_CUDA_LARGE_M_MIN - 1, 528, 1152, p, 1);
         if (lt) {
             /* forced at small shapes */
             g_route = LOFP_GEMM_ROUTE_LARGE;
