@@ -315,28 +315,7 @@ __global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid
                 }
                 asm volatile("bar.sync 2, %0;" ::"n"(128 * NC) : "memory");
             }
-            if (KS == 1) {
-                if (kp == 0) {
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        const int row = n0 + rg * 64 * MT + mt * 64 + 16 * wiw + g;
-#pragma unroll
-                        for (int i = 0; i < TN / 8; i++) {
-                            const int tok = t0 + 8 * i + 2 * c;
-#pragma unroll
-                            for (int e = 0; e < 4; e++) {
-                                const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
-                                if (tk < p.m && rw < p.n) {
-                                    const float v = fmul(acc[mt][4 * i + e], alpha);
-                                    const size_t oo = (size_t)tk * p.n + rw;
-                                    if (p.out_bf16) ((uint16_t *)p.c)[oo] = f32_to_bf16(v);
-                                    else ((float *)p.c)[oo] = v;
-                                }
-                            }
-                        }
-                    }
-                }
-            } else {
+            if (KS > 1) {
                 /* one tile per cluster (the launch makes it so): park the parts this CTA does not
                  * own in the stages (every copy has landed and every wgmma has completed once
                  * the consumers pass the named barrier), publish them with the cluster barrier
@@ -381,23 +360,26 @@ __global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid
                     }
                 }
                 asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-                if (kp == 0) {
+            }
+            /* the stores: with KS > 1 each CTA writes the part it owns (PART = MT * NR / KS; with
+             * KS = 1 rank is 0 and the test is always false) */
+            if (kp == 0) {
+                constexpr int PART = MT * NR / KS;
 #pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        const int row = n0 + rg * 64 * MT + mt * 64 + 16 * wiw + g;
+                for (int mt = 0; mt < MT; mt++) {
+                    const int row = n0 + rg * 64 * MT + mt * 64 + 16 * wiw + g;
 #pragma unroll
-                        for (int i = 0; i < TN / 8; i++) {
-                            const int tok = t0 + 8 * i + 2 * c;
+                    for (int i = 0; i < TN / 8; i++) {
+                        const int tok = t0 + 8 * i + 2 * c;
 #pragma unroll
-                            for (int e = 0; e < 4; e++) {
-                                if ((mt * NR + 4 * i + e) / PART != (int)rank) continue;
-                                const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
-                                if (tk < p.m && rw < p.n) {
-                                    const float v = fmul(acc[mt][4 * i + e], alpha);
-                                    const size_t oo = (size_t)tk * p.n + rw;
-                                    if (p.out_bf16) ((uint16_t *)p.c)[oo] = f32_to_bf16(v);
-                                    else ((float *)p.c)[oo] = v;
-                                }
+                        for (int e = 0; e < 4; e++) {
+                            if ((mt * NR + 4 * i + e) / PART != (int)rank) continue;
+                            const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
+                            if (tk < p.m && rw < p.n) {
+                                const float v = fmul(acc[mt][4 * i + e], alpha);
+                                const size_t oo = (size_t)tk * p.n + rw;
+                                if (p.out_bf16) ((uint16_t *)p.c)[oo] = f32_to_bf16(v);
+                                else ((float *)p.c)[oo] = v;
                             }
                         }
                     }
