@@ -327,6 +327,17 @@ LHD uint32_t bf16x2_fma_rn(uint32_t a, uint32_t b, uint32_t c)
     return d;
 #endif
 }
+/* host emulation of min.u16x2 (larger = 0) and max.u16x2 (larger = 1): each 16-bit half of the
+ * result is the smaller / larger of the two halves, unsigned */
+LHD uint32_t u16x2_pick_host(uint32_t a, uint32_t b, int larger)
+{
+    uint32_t d = 0;
+    for (int h = 0; h < 32; h += 16) {
+        const uint32_t x = (a >> h) & 0xFFFFu, y = (b >> h) & 0xFFFFu;
+        d |= ((x < y) == (larger != 0) ? y : x) << h;
+    }
+    return d;
+}
 LHD uint32_t vmin_u16x2(uint32_t a, uint32_t b)
 {
 #if defined(__CUDA_ARCH__)
@@ -334,9 +345,17 @@ LHD uint32_t vmin_u16x2(uint32_t a, uint32_t b)
     asm("min.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
     return d;
 #else
-    const uint32_t lo = (a & 0xFFFFu) < (b & 0xFFFFu) ? (a & 0xFFFFu) : (b & 0xFFFFu);
-    const uint32_t hi = (a >> 16) < (b >> 16) ? (a >> 16) : (b >> 16);
-    return lo | (hi << 16);
+    return u16x2_pick_host(a, b, 0);
+#endif
+}
+LHD uint32_t vmax_u16x2(uint32_t a, uint32_t b)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+#else
+    return u16x2_pick_host(a, b, 1);
 #endif
 }
 /* cb = bits(C) in both halves ((sb + 6) << 7, times 0x10001) */
@@ -772,18 +791,6 @@ LHD uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
         d |= byte << (8 * i);
     }
     return d;
-#endif
-}
-LHD uint32_t vmax_u16x2(uint32_t a, uint32_t b)
-{
-#if defined(__CUDA_ARCH__)
-    uint32_t d;
-    asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-#else
-    const uint32_t lo = (a & 0xFFFFu) > (b & 0xFFFFu) ? (a & 0xFFFFu) : (b & 0xFFFFu);
-    const uint32_t hi = (a >> 16) > (b >> 16) ? (a >> 16) : (b >> 16);
-    return lo | (hi << 16);
 #endif
 }
 /* min(a + b, c) in each 16-bit half (the sums here never carry out of a half) */

@@ -462,13 +462,6 @@ __device__ __forceinline__ uint32_t with_sign(uint32_t code_word, float e, uint3
     return code_word | (s & (1u << (C + SB)));
 }
 
-__device__ __forceinline__ uint32_t vmax_u16x2(uint32_t a, uint32_t b)
-{
-    uint32_t d;
-    asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-
 /* NE consecutive input elements as raw words (16-byte loads): one word per fp32 element, one per
  * two 16-bit elements. Kept raw so that the block amax and the finiteness test come from packed
  * integer maxima, and converted to fp32 one element at a time as the encoder needs them. */
