@@ -483,13 +483,13 @@ static lofp_status no_exact_path(ck_conv *c, const char *in, const char *tensor,
  * parses them), for a cast tensor of logical shape shape[0..nd) stored with kp columns. */
 static char *lofp_meta_value(const lofp_scheme *s, const size_t *shape, size_t nd, size_t kp, int two_level)
 {
-    ck_buf b = { 0 };
-    ck_buf_printf(&b, "scheme=%s;rounding=%s;scale_rule=%s;block=%u;layout=linear;pad_byte=0;shape=[", lofp_scheme_name(s->id),
+    lofp_sbuf b = { 0 };
+    lofp_sbuf_printf(&b, "scheme=%s;rounding=%s;scale_rule=%s;block=%u;layout=linear;pad_byte=0;shape=[", lofp_scheme_name(s->id),
                   lofp_rounding_name(s->rounding), lofp_scale_rule_name(s->scale_rule), s->block);
-    for (size_t d = 0; d < nd; d++) ck_buf_printf(&b, "%s%zu", d ? "," : "", shape[d]);
-    ck_buf_printf(&b, "];padded_k=%zu;two_level=%d;c=%.9g;rotate=0;hadamard=butterfly;seed=0;source_dtype=BF16;lofp_version=%s",
+    for (size_t d = 0; d < nd; d++) lofp_sbuf_printf(&b, "%s%zu", d ? "," : "", shape[d]);
+    lofp_sbuf_printf(&b, "];padded_k=%zu;two_level=%d;c=%.9g;rotate=0;hadamard=butterfly;seed=0;source_dtype=BF16;lofp_version=%s",
                   kp, two_level, (double)s->c, lofp_version());
-    if (b.failed) { ck_buf_free(&b); return NULL; }
+    if (b.failed) { lofp_sbuf_free(&b); return NULL; }
     return b.p;
 }
 
@@ -827,22 +827,22 @@ static lofp_status cast_scales(ck_conv *c, const char *in, lofp_io_error *err)
         tensors_unfit++;
         if (!first) first = t;
         /* the report: tensor, block indices and why (the scale bytes say) */
-        ck_buf b = { 0 };
+        lofp_sbuf b = { 0 };
         lofp_ckpt_tensor q;
         if (lofp_ckpt_get(c->rd, t->ri, &q, NULL) == LOFP_OK) {
-            ck_buf_printf(&b, "%s: %zu of %zu blocks do not fit NVFP4 under per-tensor scale 2^%d:", q.name, t->unfit,
+            lofp_sbuf_printf(&b, "%s: %zu of %zu blocks do not fit NVFP4 under per-tensor scale 2^%d:", q.name, t->unfit,
                           t->rows * (t->kp / 32), ilogbf(t->G));
             for (size_t j = 0; j < t->n_first; j++) {
                 char why[128];
                 size_t bi = t->first_unfit[j], nb = t->kp / 32;
-                ck_buf_printf(&b, "%s block %zu (row %zu, columns %zu..%zu): %s", j ? ";" : "", bi, bi / nb, bi % nb * 32,
+                lofp_sbuf_printf(&b, "%s block %zu (row %zu, columns %zu..%zu): %s", j ? ";" : "", bi, bi / nb, bi % nb * 32,
                               bi % nb * 32 + 31, unfit_why(q.scales[bi], t->gx, why, sizeof why));
             }
-            if (t->unfit > t->n_first) ck_buf_printf(&b, "; and %zu more", t->unfit - t->n_first);
+            if (t->unfit > t->n_first) lofp_sbuf_printf(&b, "; and %zu more", t->unfit - t->n_first);
             lofp_ckpt_tensor_release(&q);
         }
         if (b.p) note_line(c, "%s", b.p);
-        ck_buf_free(&b);
+        lofp_sbuf_free(&b);
     }
     if (!st && total_unfit && !c->o->requantize_unfit) {
         lofp_ckpt_tensor q;
@@ -1129,7 +1129,7 @@ static lofp_status convert_shard(ck_conv *c, size_t s, lofp_io_error *err)
     size_t *base = calloc(c->n_it, sizeof *base);
     if (!d || !base) { free(d); free(base); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
     size_t k = 0;
-    ck_buf padded = { 0 };
+    lofp_sbuf padded = { 0 };
     for (size_t i = 0; i < c->n_it; i++) {
         ck_item *t = &c->it[i];
         if (t->shard != s || t->action == A_SKIP) continue;
@@ -1137,9 +1137,9 @@ static lofp_status convert_shard(ck_conv *c, size_t s, lofp_io_error *err)
         for (size_t j = 0; j < t->n_out; j++) d[k++] = t->out[j];
         if ((t->action == A_QUANT || t->action == A_CAST_COPY || t->action == A_CAST_MX2NV) && t->kp != t->k &&
             c->to != LOFP_CKPT_LOFP)
-            ck_buf_printf(&padded, "%s\"%s\": %zu", padded.len ? ", " : "{", t->module, t->k);
+            lofp_sbuf_printf(&padded, "%s\"%s\": %zu", padded.len ? ", " : "{", t->module, t->k);
     }
-    if (padded.len) ck_buf_putc(&padded, '}');
+    if (padded.len) lofp_sbuf_putc(&padded, '}');
     /* --to lofp: one "lofp:<name>" entry per quantized tensor, as `lofp quantize` writes them */
     size_t nmeta = 0;
     for (size_t i = 0; i < c->n_it; i++) nmeta += c->it[i].shard == s && c->it[i].lofp_key != NULL;
@@ -1171,7 +1171,7 @@ static lofp_status convert_shard(ck_conv *c, size_t s, lofp_io_error *err)
     }
     if (!st) st = st_writer_finish(w, err);
     else st_writer_abort(w);
-    ck_buf_free(&padded);
+    lofp_sbuf_free(&padded);
     free(meta);
     free(path);
     free(d);
@@ -1303,7 +1303,7 @@ static lofp_status write_configs(ck_conv *c, const char *dir, lofp_io_error *err
          * quantization_config (another format's would make readers take the files for that format) */
         if (!c->m.config) return LOFP_OK;
         ckj *qc = ckj_get(c->m.config, "quantization_config");
-        ck_buf tmp = { 0 };
+        lofp_sbuf tmp = { 0 };
         if (qc) ckj_dump(&tmp, qc, -1);
         ckj_del(c->m.config, "quantization_config");
         char *p = ck_path(dir, "config.json");
@@ -1313,7 +1313,7 @@ static lofp_status write_configs(ck_conv *c, const char *dir, lofp_io_error *err
             char msg[64];
             ckj_set(c->m.config, "quantization_config", ckj_parse(tmp.p, tmp.len, msg, sizeof msg));
         }
-        ck_buf_free(&tmp);
+        lofp_sbuf_free(&tmp);
         return st;
     }
     const int act = c->act != NULL || c->have_act;
@@ -1334,11 +1334,11 @@ static lofp_status write_configs(ck_conv *c, const char *dir, lofp_io_error *err
         ckj_set(q, "quant_algo", ckj_new_str(algo));
         ckj_set(q, "kv_cache_quant_algo", ckj_new_null());
         ckj_set(q, "group_size", ckj_new_int(gs));
-        ck_buf tmp = { 0 };
+        lofp_sbuf tmp = { 0 };
         ckj_dump(&tmp, excl, -1);
         char msg[64];
         ckj_set(q, "exclude_modules", ckj_parse(tmp.p, tmp.len, msg, sizeof msg));
-        ck_buf_free(&tmp);
+        lofp_sbuf_free(&tmp);
         ckj_set(hq, "quantization", q);
         char *p = ck_path(dir, "hf_quant_config.json");
         st = ckj_write(p, hq, err);

@@ -532,36 +532,36 @@ static int gw_pad(gg_writer *w)
     return 1;
 }
 
-void gg_put_string(ck_buf *b, const char *s, size_t n)
+void gg_put_string(lofp_sbuf *b, const char *s, size_t n)
 {
     uint8_t l[8];
     for (int i = 0; i < 8; i++) l[i] = (uint8_t)((uint64_t)n >> (8 * i));
-    ck_buf_put(b, l, 8);
-    ck_buf_put(b, s, n);
+    lofp_sbuf_put(b, l, 8);
+    lofp_sbuf_put(b, s, n);
 }
 
-static void put_u32(ck_buf *b, uint32_t v)
+static void put_u32(lofp_sbuf *b, uint32_t v)
 {
     uint8_t l[4];
     for (int i = 0; i < 4; i++) l[i] = (uint8_t)(v >> (8 * i));
-    ck_buf_put(b, l, 4);
+    lofp_sbuf_put(b, l, 4);
 }
 
-void gg_put_kv_raw(ck_buf *b, const gg_kv *kv)
+void gg_put_kv_raw(lofp_sbuf *b, const gg_kv *kv)
 {
     gg_put_string(b, kv->key, strlen(kv->key));
     put_u32(b, kv->type);
-    ck_buf_put(b, kv->raw, kv->raw_len);
+    lofp_sbuf_put(b, kv->raw, kv->raw_len);
 }
 
-void gg_put_kv_u32(ck_buf *b, const char *key, uint32_t v)
+void gg_put_kv_u32(lofp_sbuf *b, const char *key, uint32_t v)
 {
     gg_put_string(b, key, strlen(key));
     put_u32(b, GGV_U32);
     put_u32(b, v);
 }
 
-void gg_put_kv_f32(ck_buf *b, const char *key, float v)
+void gg_put_kv_f32(lofp_sbuf *b, const char *key, float v)
 {
     uint32_t u;
     memcpy(&u, &v, 4);
@@ -570,7 +570,7 @@ void gg_put_kv_f32(ck_buf *b, const char *key, float v)
     put_u32(b, u);
 }
 
-void gg_put_kv_str(ck_buf *b, const char *key, const char *s)
+void gg_put_kv_str(lofp_sbuf *b, const char *key, const char *s)
 {
     gg_put_string(b, key, strlen(key));
     put_u32(b, GGV_STRING);
@@ -595,31 +595,31 @@ lofp_status gg_writer_open(const char *path, uint32_t alignment, const void *kv_
         gg_writer_abort(w);
         return s;
     }
-    ck_buf h = { 0 };
-    ck_buf_put(&h, "GGUF", 4);
+    lofp_sbuf h = { 0 };
+    lofp_sbuf_put(&h, "GGUF", 4);
     put_u32(&h, 3);
     uint8_t l[8];
     for (int i = 0; i < 8; i++) l[i] = (uint8_t)((uint64_t)n_t >> (8 * i));
-    ck_buf_put(&h, l, 8);
+    lofp_sbuf_put(&h, l, 8);
     for (int i = 0; i < 8; i++) l[i] = (uint8_t)(n_kv >> (8 * i));
-    ck_buf_put(&h, l, 8);
-    ck_buf_put(&h, kv_blob, kv_len);
+    lofp_sbuf_put(&h, l, 8);
+    lofp_sbuf_put(&h, kv_blob, kv_len);
     uint64_t off = 0;
     for (size_t i = 0; i < n_t; i++) {
         gg_put_string(&h, t[i].name, strlen(t[i].name));
         put_u32(&h, t[i].n_dims);
         for (uint32_t d = 0; d < t[i].n_dims; d++) {
             for (int k = 0; k < 8; k++) l[k] = (uint8_t)(t[i].ne[d] >> (8 * k));
-            ck_buf_put(&h, l, 8);
+            lofp_sbuf_put(&h, l, 8);
         }
         put_u32(&h, t[i].type);
         for (int k = 0; k < 8; k++) l[k] = (uint8_t)(off >> (8 * k));
-        ck_buf_put(&h, l, 8);
+        lofp_sbuf_put(&h, l, 8);
         off += t[i].nbytes;
         off += (w->alignment - off % w->alignment) % w->alignment;
     }
     int ok = !h.failed && gw_put(w, h.p, h.len) && gw_pad(w);
-    ck_buf_free(&h);
+    lofp_sbuf_free(&h);
     if (!ok) {
         lofp_status s = ck_fail(err, LOFP_ERR_IO, "%s: write failed", path);
         gg_writer_abort(w);

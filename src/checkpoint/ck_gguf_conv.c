@@ -173,7 +173,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
     }
     {
         /* key-value pairs: all of them, general.file_type set, general.quantization_version added */
-        ck_buf kv = { 0 };
+        lofp_sbuf kv = { 0 };
         uint64_t nkv = 0;
         int have_qv = 0;
         for (size_t i = 0; i < g.n_kv; i++) {
@@ -183,10 +183,10 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             nkv++;
         }
         if (!have_qv) { gg_put_kv_u32(&kv, "general.quantization_version", 2); nkv++; }
-        if (kv.failed) { ck_buf_free(&kv); st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
+        if (kv.failed) { lofp_sbuf_free(&kv); st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
         gg_writer *w = NULL;
         st = gg_writer_open(out, g.alignment, kv.p, kv.len, nkv, ot, np, &w, err);
-        ck_buf_free(&kv);
+        lofp_sbuf_free(&kv);
         if (st) goto done;
         float G = 1.0f;
         for (size_t i = 0; !st && i < np; i++) {

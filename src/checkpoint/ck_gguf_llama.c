@@ -55,7 +55,7 @@ static double cfg_num(const ckj *c, const char *k, double def)
     return ckj_num(ckj_get(c, k), &v) ? v : def;
 }
 
-static lofp_status tokenizer_kvs(const ck_model *m, ck_buf *kv, uint64_t *nkv, lofp_io_error *err)
+static lofp_status tokenizer_kvs(const ck_model *m, lofp_sbuf *kv, uint64_t *nkv, lofp_io_error *err)
 {
     char *p = ck_path(m->dir, "tokenizer.json");
     ckj *tj = p ? ckj_read(p, err) : NULL;
@@ -106,34 +106,34 @@ static lofp_status tokenizer_kvs(const ck_model *m, ck_buf *kv, uint64_t *nkv, l
     /* tokens */
     gg_put_string(kv, "tokenizer.ggml.tokens", strlen("tokenizer.ggml.tokens"));
     uint32_t t9 = GGV_ARRAY, t8 = GGV_STRING, t5 = GGV_I32;
-    ck_buf_put(kv, &t9, 4);
-    ck_buf_put(kv, &t8, 4);
+    lofp_sbuf_put(kv, &t9, 4);
+    lofp_sbuf_put(kv, &t8, 4);
     uint64_t nn = n;
-    ck_buf_put(kv, &nn, 8);
+    lofp_sbuf_put(kv, &nn, 8);
     for (size_t i = 0; i < n; i++) {
         if (!tok[i]) { snprintf(pad, sizeof pad, "[PAD%zu]", i); gg_put_string(kv, pad, strlen(pad)); tt[i] = 5; }
         else gg_put_string(kv, tok[i], strlen(tok[i]));
     }
     gg_put_string(kv, "tokenizer.ggml.token_type", strlen("tokenizer.ggml.token_type"));
-    ck_buf_put(kv, &t9, 4);
-    ck_buf_put(kv, &t5, 4);
-    ck_buf_put(kv, &nn, 8);
-    ck_buf_put(kv, tt, 4 * n);
+    lofp_sbuf_put(kv, &t9, 4);
+    lofp_sbuf_put(kv, &t5, 4);
+    lofp_sbuf_put(kv, &nn, 8);
+    lofp_sbuf_put(kv, tt, 4 * n);
     *nkv += 2;
     if (merges && merges->type == CKJ_ARR) {
         gg_put_string(kv, "tokenizer.ggml.merges", strlen("tokenizer.ggml.merges"));
-        ck_buf_put(kv, &t9, 4);
-        ck_buf_put(kv, &t8, 4);
+        lofp_sbuf_put(kv, &t9, 4);
+        lofp_sbuf_put(kv, &t8, 4);
         uint64_t nm = merges->n;
-        ck_buf_put(kv, &nm, 8);
+        lofp_sbuf_put(kv, &nm, 8);
         for (size_t i = 0; i < merges->n; i++) {
             const ckj *e = merges->items[i];
             if (e->type == CKJ_STR) gg_put_string(kv, e->s, e->slen);
             else if (e->type == CKJ_ARR && e->n == 2 && ckj_str(e->items[0]) && ckj_str(e->items[1])) {
-                ck_buf b = { 0 };
-                ck_buf_printf(&b, "%s %s", e->items[0]->s, e->items[1]->s);
+                lofp_sbuf b = { 0 };
+                lofp_sbuf_printf(&b, "%s %s", e->items[0]->s, e->items[1]->s);
                 gg_put_string(kv, b.p, b.len);
-                ck_buf_free(&b);
+                lofp_sbuf_free(&b);
             } else {
                 st = ck_fail(err, LOFP_ERR_FORMAT, "%s/tokenizer.json: merge %zu is neither \"a b\" nor [a, b]", m->dir, i);
                 break;
@@ -166,7 +166,7 @@ lofp_status ck_convert_llama_dir(const char *in, const char *out, const lofp_ckp
     const char *mt = ckj_str(ckj_get(m.config, "model_type"));
     lplan *p = NULL;
     gg_out_tensor *ot = NULL;
-    ck_buf kv = { 0 };
+    lofp_sbuf kv = { 0 };
     if (!m.config || !mt || strcmp(mt, "llama")) {
         st = ck_fail(err, LOFP_ERR_UNSUPPORTED,
                      "%s: model_type '%s': lofp writes GGUF from a model directory for the llama architecture only; convert "
@@ -327,7 +327,7 @@ lofp_status ck_convert_llama_dir(const char *in, const char *out, const lofp_ckp
         o->note(o->ctx, line);
     }
 done:
-    ck_buf_free(&kv);
+    lofp_sbuf_free(&kv);
     free(p);
     free(ot);
     ck_model_close(&m);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "core/core.h"
+#include "io/sbuf.h"
 #include "lofp/checkpoint.h"
 #include "lofp/io.h"
 #include "lofp/lofp.h"
@@ -19,16 +20,6 @@ LOFP_INTERNAL lofp_status ck_fail(lofp_io_error *err, lofp_status st, const char
     __attribute__((format(printf, 3, 4)));
 LOFP_INTERNAL void ck_ok(lofp_io_error *err);
 
-typedef struct ck_buf {
-    char *p;
-    size_t len, cap;
-    int failed;
-} ck_buf;
-LOFP_INTERNAL void ck_buf_put(ck_buf *b, const void *s, size_t n);
-LOFP_INTERNAL void ck_buf_putc(ck_buf *b, char c);
-LOFP_INTERNAL void ck_buf_puts(ck_buf *b, const char *s);
-LOFP_INTERNAL void ck_buf_printf(ck_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-LOFP_INTERNAL void ck_buf_free(ck_buf *b);
 
 LOFP_INTERNAL char *ck_strdup(const char *s);
 LOFP_INTERNAL char *ck_path(const char *dir, const char *name); /* dir/name, malloc'ed */
@@ -88,7 +79,7 @@ LOFP_INTERNAL int ckj_push(ckj *arr, ckj *v);           /* takes v (freed on fai
 LOFP_INTERNAL int ckj_set(ckj *obj, const char *key, ckj *v); /* replaces or appends; takes v */
 LOFP_INTERNAL void ckj_del(ckj *obj, const char *key);
 LOFP_INTERNAL int ckj_append(ckj *obj, const char *key, ckj *v); /* no duplicate check */
-LOFP_INTERNAL int ckj_dump(ck_buf *b, const ckj *j, int indent); /* indent < 0: one line */
+LOFP_INTERNAL int ckj_dump(lofp_sbuf *b, const ckj *j, int indent); /* indent < 0: one line */
 LOFP_INTERNAL ckj *ckj_read(const char *path, lofp_io_error *err);
 LOFP_INTERNAL lofp_status ckj_write(const char *path, const ckj *j, lofp_io_error *err);
 
@@ -174,11 +165,11 @@ LOFP_INTERNAL lofp_status gg_writer_end_tensor(gg_writer *w, lofp_io_error *err)
 LOFP_INTERNAL lofp_status gg_writer_finish(gg_writer *w, lofp_io_error *err);
 LOFP_INTERNAL void gg_writer_abort(gg_writer *w);
 /* KV record builders appended to a buffer */
-LOFP_INTERNAL void gg_put_kv_raw(ck_buf *b, const gg_kv *kv);
-LOFP_INTERNAL void gg_put_kv_u32(ck_buf *b, const char *key, uint32_t v);
-LOFP_INTERNAL void gg_put_kv_f32(ck_buf *b, const char *key, float v);
-LOFP_INTERNAL void gg_put_kv_str(ck_buf *b, const char *key, const char *s);
-LOFP_INTERNAL void gg_put_string(ck_buf *b, const char *s, size_t n);
+LOFP_INTERNAL void gg_put_kv_raw(lofp_sbuf *b, const gg_kv *kv);
+LOFP_INTERNAL void gg_put_kv_u32(lofp_sbuf *b, const char *key, uint32_t v);
+LOFP_INTERNAL void gg_put_kv_f32(lofp_sbuf *b, const char *key, float v);
+LOFP_INTERNAL void gg_put_kv_str(lofp_sbuf *b, const char *key, const char *s);
+LOFP_INTERNAL void gg_put_string(lofp_sbuf *b, const char *s, size_t n);
 
 /* ---- streaming safetensors writer (ck_writer.c) -------------------------------------------- */
 

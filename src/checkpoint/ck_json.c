@@ -298,62 +298,62 @@ ckj *ckj_str_array(const char *const *s, size_t n)
     return a;
 }
 
-static void dump_str(ck_buf *b, const char *s, size_t n)
+static void dump_str(lofp_sbuf *b, const char *s, size_t n)
 {
-    ck_buf_putc(b, '"');
+    lofp_sbuf_putc(b, '"');
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         switch (c) {
-        case '"': ck_buf_puts(b, "\\\""); break;
-        case '\\': ck_buf_puts(b, "\\\\"); break;
-        case '\n': ck_buf_puts(b, "\\n"); break;
-        case '\r': ck_buf_puts(b, "\\r"); break;
-        case '\t': ck_buf_puts(b, "\\t"); break;
-        case '\b': ck_buf_puts(b, "\\b"); break;
-        case '\f': ck_buf_puts(b, "\\f"); break;
+        case '"': lofp_sbuf_puts(b, "\\\""); break;
+        case '\\': lofp_sbuf_puts(b, "\\\\"); break;
+        case '\n': lofp_sbuf_puts(b, "\\n"); break;
+        case '\r': lofp_sbuf_puts(b, "\\r"); break;
+        case '\t': lofp_sbuf_puts(b, "\\t"); break;
+        case '\b': lofp_sbuf_puts(b, "\\b"); break;
+        case '\f': lofp_sbuf_puts(b, "\\f"); break;
         default:
-            if (c < 0x20) ck_buf_printf(b, "\\u%04x", c);
-            else ck_buf_putc(b, (char)c);
+            if (c < 0x20) lofp_sbuf_printf(b, "\\u%04x", c);
+            else lofp_sbuf_putc(b, (char)c);
         }
     }
-    ck_buf_putc(b, '"');
+    lofp_sbuf_putc(b, '"');
 }
 
-static void indent_to(ck_buf *b, int indent, int level)
+static void indent_to(lofp_sbuf *b, int indent, int level)
 {
     if (indent < 0) return;
-    ck_buf_putc(b, '\n');
-    for (int i = 0; i < indent * level; i++) ck_buf_putc(b, ' ');
+    lofp_sbuf_putc(b, '\n');
+    for (int i = 0; i < indent * level; i++) lofp_sbuf_putc(b, ' ');
 }
 
-static void dump(ck_buf *b, const ckj *j, int indent, int level)
+static void dump(lofp_sbuf *b, const ckj *j, int indent, int level)
 {
     switch (j->type) {
-    case CKJ_NULL: ck_buf_puts(b, "null"); break;
-    case CKJ_BOOL: ck_buf_puts(b, j->b ? "true" : "false"); break;
-    case CKJ_NUM: ck_buf_puts(b, j->s); break;
+    case CKJ_NULL: lofp_sbuf_puts(b, "null"); break;
+    case CKJ_BOOL: lofp_sbuf_puts(b, j->b ? "true" : "false"); break;
+    case CKJ_NUM: lofp_sbuf_puts(b, j->s); break;
     case CKJ_STR: dump_str(b, j->s, j->slen); break;
     default: {
         int obj = j->type == CKJ_OBJ;
-        ck_buf_putc(b, obj ? '{' : '[');
-        if (j->n == 0) { ck_buf_putc(b, obj ? '}' : ']'); break; }
+        lofp_sbuf_putc(b, obj ? '{' : '[');
+        if (j->n == 0) { lofp_sbuf_putc(b, obj ? '}' : ']'); break; }
         for (size_t i = 0; i < j->n; i++) {
-            if (i) ck_buf_putc(b, ',');
+            if (i) lofp_sbuf_putc(b, ',');
             if (indent >= 0) indent_to(b, indent, level + 1);
-            else if (i) ck_buf_putc(b, ' ');
+            else if (i) lofp_sbuf_putc(b, ' ');
             if (obj) {
                 dump_str(b, j->items[i]->key, strlen(j->items[i]->key));
-                ck_buf_puts(b, ": ");
+                lofp_sbuf_puts(b, ": ");
             }
             dump(b, j->items[i], indent, level + 1);
         }
         if (indent >= 0) indent_to(b, indent, level);
-        ck_buf_putc(b, obj ? '}' : ']');
+        lofp_sbuf_putc(b, obj ? '}' : ']');
     }
     }
 }
 
-int ckj_dump(ck_buf *b, const ckj *j, int indent)
+int ckj_dump(lofp_sbuf *b, const ckj *j, int indent)
 {
     dump(b, j, indent, 0);
     return !b->failed;

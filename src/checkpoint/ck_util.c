@@ -27,48 +27,6 @@ void ck_ok(lofp_io_error *err)
     if (err) { err->status = LOFP_OK; err->message[0] = 0; }
 }
 
-static int buf_grow(ck_buf *b, size_t extra)
-{
-    if (b->failed) return 0;
-    if (b->len + extra + 1 <= b->cap) return 1;
-    size_t nc = b->cap ? b->cap : 256;
-    while (nc < b->len + extra + 1) nc *= 2;
-    char *np = realloc(b->p, nc);
-    if (!np) { b->failed = 1; return 0; }
-    b->p = np;
-    b->cap = nc;
-    return 1;
-}
-
-void ck_buf_put(ck_buf *b, const void *s, size_t n)
-{
-    if (!buf_grow(b, n)) return;
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-void ck_buf_putc(ck_buf *b, char c) { ck_buf_put(b, &c, 1); }
-void ck_buf_puts(ck_buf *b, const char *s) { ck_buf_put(b, s, strlen(s)); }
-void ck_buf_printf(ck_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || !buf_grow(b, (size_t)n)) return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-void ck_buf_free(ck_buf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-    b->failed = 0;
-}
-
 char *ck_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;
@@ -328,11 +286,11 @@ ckj *ckj_read(const char *path, lofp_io_error *err)
 
 lofp_status ckj_write(const char *path, const ckj *j, lofp_io_error *err)
 {
-    ck_buf b = { 0 };
+    lofp_sbuf b = { 0 };
     ckj_dump(&b, j, 2);
-    ck_buf_putc(&b, '\n');
-    if (b.failed) { ck_buf_free(&b); return ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", path); }
+    lofp_sbuf_putc(&b, '\n');
+    if (b.failed) { lofp_sbuf_free(&b); return ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", path); }
     lofp_status s = ck_write_file(path, b.p, b.len, err);
-    ck_buf_free(&b);
+    lofp_sbuf_free(&b);
     return s;
 }

@@ -8,6 +8,7 @@
 
 #include "core/core.h"
 #include "lofp/io.h"
+#include "sbuf.h"
 
 /* Largest safetensors header accepted or written: the limit of the safetensors package. */
 #define LOFP_ST_MAX_HEADER 100000000u
@@ -88,22 +89,7 @@ LOFP_INTERNAL void lofp_json_free(lofp_json_doc *doc);
 /* Member `key` of object node obj, or 0 when absent. */
 LOFP_INTERNAL uint32_t lofp_json_get(const lofp_json_doc *doc, uint32_t obj, const char *key);
 
-/* ---- growable byte buffer ------------------------------------------------------------------ */
-
-typedef struct lofp_sbuf {
-    char *p;
-    size_t len, cap;
-    int failed;         /* an allocation failed; everything after is dropped */
-} lofp_sbuf;
-
-LOFP_INTERNAL void lofp_sbuf_put(lofp_sbuf *b, const void *s, size_t n);
-LOFP_INTERNAL void lofp_sbuf_puts(lofp_sbuf *b, const char *s);
-LOFP_INTERNAL void lofp_sbuf_printf(lofp_sbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* Appends s[0..len) as a JSON string literal, escaped exactly as serde_json does (", \, \b, \f,
- * \n, \r, \t, other controls as \u00xx; everything else verbatim). */
-LOFP_INTERNAL void lofp_sbuf_json_string(lofp_sbuf *b, const char *s, size_t len);
-LOFP_INTERNAL void lofp_sbuf_free(lofp_sbuf *b);
+/* ---- growable byte buffer: io/sbuf.h ---- */
 
 /* ---- the open-file handle ------------------------------------------------------------------ */
 

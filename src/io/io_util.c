@@ -246,6 +246,7 @@ void lofp_sbuf_put(lofp_sbuf *b, const void *s, size_t n)
     b->p[b->len] = '\0';
 }
 
+void lofp_sbuf_putc(lofp_sbuf *b, char c) { lofp_sbuf_put(b, &c, 1); }
 void lofp_sbuf_puts(lofp_sbuf *b, const char *s) { lofp_sbuf_put(b, s, strlen(s)); }
 
 void lofp_sbuf_printf(lofp_sbuf *b, const char *fmt, ...)
