@@ -55,11 +55,14 @@ typedef struct ckj {
     int b;
     char *s;      /* STR: the decoded string; NUM: the source text */
     size_t slen;
+    double d;     /* NUM: the value */
     char *key;    /* member of an object: its key */
     struct ckj **items;
     size_t n, cap;
 } ckj;
 
+/* Parses text with io's lenient JSON mode (io/json.h: duplicate keys refused) into a new tree;
+ * NULL with a message "JSON error at byte N: ..." in msg. */
 LOFP_INTERNAL ckj *ckj_parse(const char *text, size_t len, char *msg, size_t msg_cap);
 LOFP_INTERNAL void ckj_free(ckj *j);
 LOFP_INTERNAL ckj *ckj_get(const ckj *obj, const char *key);

@@ -31,7 +31,7 @@ USES = {
 INTERFACE = {
     "core/core.h", "core/traits.h",
     "runtime/cpu_features.h", "runtime/threadpool.h",
-    "io/json_string.h", "io/sbuf.h",
+    "io/json.h", "io/sbuf.h",
 }
 
 
