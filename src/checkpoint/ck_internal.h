@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "core/core.h"
+#include "io/atomic.h"
 #include "io/sbuf.h"
 #include "lofp/checkpoint.h"
 #include "lofp/io.h"
@@ -28,13 +29,7 @@ LOFP_INTERNAL int ck_is_dir(const char *path);
 LOFP_INTERNAL int ck_exists(const char *path);
 /* Reads a whole file into a malloc'ed, NUL-terminated buffer. */
 LOFP_INTERNAL lofp_status ck_read_file(const char *path, char **out, size_t *len, lofp_io_error *err);
-/* Writes len bytes to path atomically (temporary file, fsync, rename). */
-LOFP_INTERNAL lofp_status ck_write_file(const char *path, const void *data, size_t len, lofp_io_error *err);
-/* Low-level atomic writing: a temporary file beside path (fd returned, name in *tmp), then
- * ck_commit() (fsync, close, rename; unlinks on failure). */
-LOFP_INTERNAL int ck_tmp_open(const char *path, char **tmp);
-LOFP_INTERNAL int ck_write_all(int fd, const void *data, size_t n);
-LOFP_INTERNAL lofp_status ck_commit(int fd, char *tmp, const char *path, lofp_io_error *err);
+/* Atomic writes are io's (io/atomic.h: lofp_write_bytes_atomic, lofp_atomic_open/commit). */
 /* Copies a file or a directory tree (atomically per file). */
 LOFP_INTERNAL lofp_status ck_copy_tree(const char *src, const char *dst, lofp_io_error *err);
 /* mkdir -p */

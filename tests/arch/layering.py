@@ -31,7 +31,7 @@ USES = {
 INTERFACE = {
     "core/core.h", "core/traits.h",
     "runtime/cpu_features.h", "runtime/threadpool.h",
-    "io/json.h", "io/sbuf.h",
+    "io/atomic.h", "io/json.h", "io/sbuf.h",
 }
 
 

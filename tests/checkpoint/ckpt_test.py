@@ -412,7 +412,7 @@ def expect_failure(args, *needles, out=None):
     if out:
         assert not os.path.exists(out), f"{out} was written"
         parent = os.path.dirname(out)
-        assert not [f for f in os.listdir(parent) if "lofp-tmp" in f], "a temporary was left behind"
+        assert not [f for f in os.listdir(parent) if "lofp-tmp" in f or ".tmp-" in f], "a temporary was left behind"
     return p.stderr
 
 
