@@ -115,6 +115,13 @@ LOFP_API unsigned lofp_io_dtype_bits(lofp_io_dtype dt);
 LOFP_API lofp_status lofp_io_tensor_bytes(lofp_io_dtype dt, const size_t *shape, size_t ndim,
                                           size_t *nbytes);
 
+/* The lofp_dtype (lofp.h: the element types the codecs take and return) a file dtype holds:
+ * LOFP_IO_F32 -> LOFP_DTYPE_F32, LOFP_IO_BF16 -> LOFP_DTYPE_BF16, LOFP_IO_F16 -> LOFP_DTYPE_F16.
+ * Writes *out and returns LOFP_OK; LOFP_ERR_UNSUPPORTED for every other dtype (*out untouched);
+ * LOFP_ERR_INVALID_ARG for a NULL out. Pure function; thread-safe. The library's one mapping:
+ * callers never spell it out themselves. */
+LOFP_API lofp_status lofp_io_dtype_to_lofp(lofp_io_dtype dt, lofp_dtype *out);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Reading                                                                                     */
 /* ------------------------------------------------------------------------------------------ */

@@ -108,21 +108,14 @@ static int fused_group_id(const char *leaf)
     return -1;
 }
 
-static lofp_dtype to_lofp_dtype(lofp_io_dtype dt)
-{
-    return dt == LOFP_IO_BF16 ? LOFP_DTYPE_BF16 : dt == LOFP_IO_F16 ? LOFP_DTYPE_F16 : LOFP_DTYPE_F32;
-}
-
 /* The tensor's data as something lofp_quantize reads: the mapping itself when its dtype and
  * alignment allow, else an fp32 copy (*owned set). */
 static const void *quant_input(const lofp_tensor_info *ti, lofp_dtype *dt, float **owned)
 {
     *owned = NULL;
     size_t w = lofp_io_dtype_bits(ti->dtype) / 8;
-    if (ti->dtype != LOFP_IO_F64 && ((uintptr_t)ti->data % w) == 0) {
-        *dt = to_lofp_dtype(ti->dtype);
+    if (((uintptr_t)ti->data % w) == 0 && lofp_io_dtype_to_lofp(ti->dtype, dt) == LOFP_OK)
         return ti->data;
-    }
     float *f = malloc((ti->numel ? ti->numel : 1) * sizeof *f);
     if (!f) return NULL;
     for (size_t i = 0; i < ti->numel; i++) f[i] = ck_load(ti->dtype, ti->data, i);
@@ -136,10 +129,7 @@ static const void *quant_input(const lofp_tensor_info *ti, lofp_dtype *dt, float
 static const void *chunk_input(lofp_io_dtype dt, const lofp_row_chunk *ch, size_t k, lofp_dtype *ldt, float **tmp,
                                size_t *tmp_cap)
 {
-    if (dt != LOFP_IO_F64) {
-        *ldt = to_lofp_dtype(dt);
-        return ch->data;
-    }
+    if (lofp_io_dtype_to_lofp(dt, ldt) == LOFP_OK) return ch->data;
     size_t n = ch->rows * k;
     if (n > *tmp_cap) {
         float *nb = realloc(*tmp, n * sizeof *nb);

@@ -591,7 +591,8 @@ static void store(lofp_io_dtype dt, void *out, size_t i, float v)
 
 lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt, void *out, lofp_io_error *err)
 {
-    if (!t || !out || (out_dt != LOFP_IO_F32 && out_dt != LOFP_IO_BF16 && out_dt != LOFP_IO_F16))
+    lofp_dtype od;
+    if (!t || !out || lofp_io_dtype_to_lofp(out_dt, &od) != LOFP_OK)
         return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_ckpt_dequantize: bad argument");
     if (!t->quantized) {
         size_t n = 1;
@@ -605,7 +606,6 @@ lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt
     if (!nv_two || (t->direction == LOFP_CKPT_SCALE_ENCODE && t->stored_codes && ck_ends_with(t->stored_codes, ".codes"))) {
         /* lofp files and every MX format: lofp's own dequantization */
         if (s.id == LOFP_SCHEME_NVFP4 && !nv_two) s.two_level = 0;
-        lofp_dtype od = out_dt == LOFP_IO_F32 ? LOFP_DTYPE_F32 : out_dt == LOFP_IO_BF16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F16;
         lofp_status st = lofp_dequantize(&s, t->codes, t->scales, t->global_scale, t->rows, t->k, od, out);
         if (st) return ck_fail(err, st, "%s: tensor '%s': dequantize failed (%s)", t->file, t->name, lofp_status_name(st));
         if (t->gguf_split_nibbles) {

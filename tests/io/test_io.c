@@ -158,6 +158,16 @@ static void test_dtypes(void)
     CHECK(lofp_io_dtype_name((lofp_io_dtype)0) == NULL);
     CHECK(lofp_io_dtype_name(LOFP_IO_DTYPE_COUNT_) == NULL);
     CHECK(lofp_io_dtype_bits(LOFP_IO_F4) == 4 && lofp_io_dtype_bits(LOFP_IO_BF16) == 16);
+    /* the one io dtype -> lofp_dtype mapping: the three float types, nothing else */
+    for (int i = 0; i <= LOFP_IO_DTYPE_COUNT_; i++) {
+        lofp_dtype d = (lofp_dtype)0;
+        lofp_status st = lofp_io_dtype_to_lofp((lofp_io_dtype)i, &d);
+        lofp_dtype want = i == LOFP_IO_F32 ? LOFP_DTYPE_F32 : i == LOFP_IO_BF16 ? LOFP_DTYPE_BF16
+                        : i == LOFP_IO_F16 ? LOFP_DTYPE_F16 : (lofp_dtype)0;
+        CHECKF(want ? st == LOFP_OK && d == want : st == LOFP_ERR_UNSUPPORTED && d == (lofp_dtype)0,
+               "lofp_io_dtype_to_lofp(%d) -> %d, %d", i, (int)st, (int)d);
+    }
+    CHECK(lofp_io_dtype_to_lofp(LOFP_IO_F32, NULL) == LOFP_ERR_INVALID_ARG);
     size_t nb, sh[3] = {3, 5, 0};
     CHECK(lofp_io_tensor_bytes(LOFP_IO_F4, sh, 2, &nb) == LOFP_ERR_SHAPE);
     sh[1] = 6;
