@@ -224,7 +224,7 @@ LOFP_INTERNAL lofp_status ck_write_index(const char *path, const char *const *sh
                                          lofp_io_error *err);
 
 /* Staging of a model directory: `out` must not exist or be empty; the work goes to a hidden
- * sibling directory that ck_stage_commit renames over `out` (ck_convert.c). */
+ * sibling directory that ck_stage_commit renames over `out` (ck_stage.c). */
 LOFP_INTERNAL lofp_status ck_stage_dir(const char *out, char **stage, lofp_io_error *err);
 LOFP_INTERNAL lofp_status ck_stage_commit(char *stage, const char *out, lofp_io_error *err);
 LOFP_INTERNAL lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_options *o,

@@ -295,3 +295,26 @@ int ckj_dump(lofp_sbuf *b, const ckj *j, int indent)
     dump(b, j, indent, 0);
     return !b->failed;
 }
+
+ckj *ckj_read(const char *path, lofp_io_error *err)
+{
+    char *text;
+    size_t len;
+    if (ck_read_file(path, &text, &len, err)) return NULL;
+    char msg[200];
+    ckj *j = ckj_parse(text, len, msg, sizeof msg);
+    free(text);
+    if (!j) ck_fail(err, LOFP_ERR_FORMAT, "%s: %s", path, msg);
+    return j;
+}
+
+lofp_status ckj_write(const char *path, const ckj *j, lofp_io_error *err)
+{
+    lofp_sbuf b = { 0 };
+    ckj_dump(&b, j, 2);
+    lofp_sbuf_putc(&b, '\n');
+    if (b.failed) { lofp_sbuf_free(&b); return ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", path); }
+    lofp_status s = lofp_write_bytes_atomic(path, b.p, b.len, err);
+    lofp_sbuf_free(&b);
+    return s;
+}

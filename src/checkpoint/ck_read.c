@@ -766,8 +766,6 @@ static lofp_status import_tensor(lofp_ckpt *c, size_t i, lofp_io_dtype odt, void
     return LOFP_OK;
 }
 
-LOFP_INTERNAL lofp_status ck_stage_dir(const char *out, char **stage, lofp_io_error *err);
-LOFP_INTERNAL lofp_status ck_stage_commit(char *stage, const char *out, lofp_io_error *err);
 
 lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
 {

@@ -199,25 +199,11 @@ float ck_load(lofp_io_dtype dt, const void *p, size_t i)
     }
 }
 
-ckj *ckj_read(const char *path, lofp_io_error *err)
-{
-    char *text;
-    size_t len;
-    if (ck_read_file(path, &text, &len, err)) return NULL;
-    char msg[200];
-    ckj *j = ckj_parse(text, len, msg, sizeof msg);
-    free(text);
-    if (!j) ck_fail(err, LOFP_ERR_FORMAT, "%s: %s", path, msg);
-    return j;
-}
+/* ---- options --------------------------------------------------------------------------- */
 
-lofp_status ckj_write(const char *path, const ckj *j, lofp_io_error *err)
+void lofp_ckpt_options_init(lofp_ckpt_options *o)
 {
-    lofp_sbuf b = { 0 };
-    ckj_dump(&b, j, 2);
-    lofp_sbuf_putc(&b, '\n');
-    if (b.failed) { lofp_sbuf_free(&b); return ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", path); }
-    lofp_status s = lofp_write_bytes_atomic(path, b.p, b.len, err);
-    lofp_sbuf_free(&b);
-    return s;
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->import_dtype = LOFP_IO_BF16;
 }
