@@ -64,6 +64,12 @@ typedef struct lofp_io_error {
     char message[LOFP_IO_MESSAGE_CAP];
 } lofp_io_error;
 
+/* The most dimensions a tensor may have: numpy's limit (NPY_MAXDIMS, 64 since numpy 2). Files
+ * whose tensors have more are refused when read (LOFP_ERR_UNSUPPORTED, naming the file and the
+ * tensor) and such tensors are refused when written; so every shape the library hands out fits
+ * an array of LOFP_MAX_NDIM entries (lofp_ckpt_tensor.shape is one). */
+#define LOFP_MAX_NDIM 64
+
 /* ------------------------------------------------------------------------------------------ */
 /* Tensor dtypes of files (pinned, append-only)                                                */
 /* ------------------------------------------------------------------------------------------ */

@@ -36,7 +36,7 @@ typedef struct ck_item {
     size_t n_out;
     char *out_name[4];
     lofp_tensor_desc out[4];
-    size_t out_shape[4][6];
+    size_t out_shape[4][LOFP_MAX_NDIM];
     size_t in_bytes;
     /* already-quantized inputs (A_CAST_*): the logical tensor of the reader and its files' tensors */
     size_t ri;

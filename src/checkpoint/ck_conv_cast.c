@@ -59,7 +59,7 @@ static char *lofp_meta_value(const lofp_scheme *s, const size_t *shape, size_t n
 static lofp_status plan_cast_outputs(ck_conv *c, ck_item *t, const char *name, const size_t *shape, size_t nd,
                                      lofp_scheme_id tid, lofp_io_error *err)
 {
-    size_t sh[8];
+    size_t sh[LOFP_MAX_NDIM];
     memcpy(sh, shape, nd * sizeof *sh);
     const int nv = tid == LOFP_SCHEME_NVFP4, mx8 = tid == LOFP_SCHEME_MXFP8_E4M3;
     const size_t blk = nv ? 16 : 32;
@@ -237,7 +237,7 @@ lofp_status lofp_conv_plan_cast(ck_conv *c, const char *in, lofp_io_error *err)
         t->kp = q.kp;
         t->rows = q.rows;
         const size_t nd = q.ndim;
-        size_t shape[8];
+        size_t shape[LOFP_MAX_NDIM];
         memcpy(shape, q.shape, nd * sizeof *shape);
         const int transposed = q.transposed;
         const float stored = q.stored_scale;

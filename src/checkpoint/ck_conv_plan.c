@@ -41,6 +41,8 @@ int lofp_conv_fused_group_id(const char *leaf)
 
 void lofp_conv_set_out(ck_item *t, size_t j, const char *name, lofp_io_dtype dt, const size_t *shape, size_t ndim)
 {
+    /* io refuses tensors of more dimensions when it reads them; every shape planned derives from one */
+    if (ndim > LOFP_MAX_NDIM) ndim = LOFP_MAX_NDIM;
     t->out_name[j] = ck_strdup(name);
     memcpy(t->out_shape[j], shape, ndim * sizeof *shape);
     t->out[j].name = t->out_name[j];
@@ -62,7 +64,7 @@ char *lofp_conv_strcat2(const char *a, const char *b)
 static void plan_quant_outputs(ck_conv *c, ck_item *t)
 {
     const lofp_tensor_info *ti = t->src->ti;
-    size_t sh[6], nd = ti->ndim;
+    size_t sh[LOFP_MAX_NDIM], nd = ti->ndim;
     memcpy(sh, ti->shape, nd * sizeof *sh);
     const char *m = t->module;
     char *n0 = NULL, *n1 = NULL, *n2 = NULL, *n3 = NULL;

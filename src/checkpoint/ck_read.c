@@ -506,10 +506,14 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
         if (block) t->scheme.block = block;
         t->scheme.two_level = two;
         t->ndim = 0;
-        for (const char *p = shape + 1; *p && *p != ']' && t->ndim < 8;) {
+        const char *p = shape + 1;
+        while (*p && *p != ']' && t->ndim < LOFP_MAX_NDIM) {
             t->shape[t->ndim++] = (size_t)strtoull(p, (char **)&p, 10);
             if (*p == ',') p++;
         }
+        if (*p && *p != ']')
+            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': the shape in its lofp metadata has more than %d dimensions",
+                           file, x->name, LOFP_MAX_NDIM);
         if (!t->ndim) return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': no shape in its lofp metadata", file, x->name);
         t->k = t->shape[t->ndim - 1];
         t->kp = kp ? kp : t->k;
@@ -528,6 +532,10 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
         lofp_scheme_preset(preset, &t->scheme);
         int packed = x->kind != Q_MXFP8;
         size_t nd = w->ndim;
+        /* a block-quantized tensor has a last dimension to hold its blocks */
+        if (nd == 0)
+            return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' (quantized codes) has 0 dimensions: no row of blocks to decode",
+                           file, w->name);
         if (c->fmt == LOFP_CKPT_GPT_OSS) {
             /* blocks [E, N, G, 16], scales [E, N, G] */
             if (nd < 2 || w->shape[nd - 1] != 16 || s->ndim != nd - 1)
@@ -796,7 +804,7 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
         size_t cnt = 0;
         for (size_t i = 0; i < c->n; i++) cnt += c->is_gguf || c->t[i].shard == s;
         lofp_tensor_desc *d = calloc(cnt ? cnt : 1, sizeof *d);
-        size_t (*shapes)[8] = calloc(cnt ? cnt : 1, sizeof *shapes);
+        size_t (*shapes)[LOFP_MAX_NDIM] = calloc(cnt ? cnt : 1, sizeof *shapes);
         size_t *idx = calloc(cnt ? cnt : 1, sizeof *idx);
         if (!d || !shapes || !idx) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
         size_t k = 0;
@@ -823,7 +831,7 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
             void *buf = NULL;
             lofp_tensor_desc dd;
             memset(&dd, 0, sizeof dd);
-            size_t sh[8];
+            size_t sh[LOFP_MAX_NDIM];
             lofp_ckpt_tensor qt;
             st = lofp_ckpt_get(c, idx[j], &qt, err);
             if (!st && qt.quantized && !qt.gguf_split_nibbles) {
