@@ -139,6 +139,15 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
         t->action = A_COPY;
         int eligible = ck_is_float(ti->dtype) && ti->ndim >= 2 && ck_ends_with(ti->name, ".weight");
         int want = 0;
+        /* the safetensors formats name a quantized linear's tensors after its "<m>.weight"; a tensor
+         * named otherwise has no names to be written under (an --include would be ignored) */
+        if (!eligible && ck_is_float(ti->dtype) && ti->ndim >= 2 && c->to != LOFP_CKPT_GPT_OSS &&
+            ck_globs_match(o->include, o->n_include, ti->name) && !ck_globs_match(o->exclude, o->n_exclude, ti->name))
+            return ck_fail(err, LOFP_ERR_INVALID_ARG,
+                           "%s: tensor '%s': --include names a tensor that is not '<module>.weight'; %s writes a quantized "
+                           "linear as <module>.weight and its scales beside it, so this one has no names to go under "
+                           "(narrow the --include, or --exclude it)",
+                           c->m.shards[r->shard].name, ti->name, lofp_ckpt_format_name(c->to));
         if (eligible) {
             if (c->to == LOFP_CKPT_GPT_OSS) want = strstr(ti->name, ".experts.") != NULL && !default_excluded(ti->name);
             else want = !default_excluded(ti->name);

@@ -178,30 +178,64 @@ def quantize_12d_weight_and_copy_41d_tensor():
 
 # ---- (j): output names of --include'd tensors not named *.weight ------------------------------
 
+def gguf_with(path, tensors):
+    """A GGUF of F16 tensors (name -> fp32 array, numpy shape), written by gguf-py."""
+    import gguf
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(1)
+    w.add_string("general.name", "tiny")
+    for n, x in tensors.items():
+        w.add_tensor(n, x.astype(np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 @test
 def include_tensor_not_named_weight():
-    """(j) --include of a 2-D tensor not named *.weight: its outputs are named from the whole
-    tensor name (not 'blk..scale'), decode to the tensor, and two tensors whose outputs would
-    collide are refused by name."""
+    """(j) convert --to gguf --scheme nvfp4 --include of a 2-D tensor not named *.weight: its
+    per-tensor scale is '<name>.scale' (it was 'blk..scale'-style, duplicated or lost, and the
+    tensor decoded with scale 1), gguf-py's dequantization times that scale gives the tensor back;
+    two tensors whose scales would share a name are refused, naming it."""
+    import gguf
     rng = np.random.default_rng(7)
-    a = (rng.standard_normal((8, 64)).astype(np.float32) * 0.02).astype(BF16)
-    lin = (rng.standard_normal((8, 64)).astype(np.float32) * 0.02).astype(BF16)
-    d = dense_dir("incl", {"model.layers.0.mlp.up_proj.weight": lin, "blk.0.attn_q": a})
-    out = tmp("incl_mo")
-    ct.run("convert", "--to", "modelopt", "--include", "blk.*", d, out, "--quiet")
-    got = load(os.path.join(out, "model.safetensors"))
-    names = sorted(got)
+    a = rng.standard_normal((8, 64)).astype(np.float32) * 3e-4
+    q = rng.standard_normal((8, 64)).astype(np.float32) * 0.02
+    src = tmp("incl.gguf")
+    gguf_with(src, {"blk.0.attn_q.weight": q, "blk.0.extra": a})
+    out = tmp("incl_nv.gguf")
+    ct.run("convert", "--to", "gguf", "--scheme", "nvfp4", "--include", "blk.0.extra", src, out, "--quiet")
+    r = gguf.GGUFReader(out)
+    names = [t.name for t in r.tensors]
+    assert len(names) == len(set(names)), f"duplicate tensor names: {names}"
     assert not [n for n in names if ".." in n], names
-    assert "blk.0.attn_q" in names and "blk.0.attn_q_scale" in names and "blk.0.attn_q_scale_2" in names, names
+    assert sorted(names) == ["blk.0.attn_q.scale", "blk.0.attn_q.weight", "blk.0.extra", "blk.0.extra.scale"], names
+    by = {t.name: t for t in r.tensors}
+    for n, x in (("blk.0.extra", a), ("blk.0.attn_q.weight", q)):
+        assert by[n].tensor_type == gguf.GGMLQuantizationType.NVFP4, (n, by[n].tensor_type)
+        sname = (n[:-len(".weight")] if n.endswith(".weight") else n) + ".scale"
+        dec = gguf.quants.dequantize(by[n].data, by[n].tensor_type).astype(np.float32).reshape(x.shape)
+        dec = dec * np.asarray(by[sname].data, np.float32).reshape(())
+        err = ct.rel_err(dec, x.astype(np.float16).astype(np.float32))
+        assert err < 0.2, f"{n}: relative error {err} against the input (its scale is not applied)"
     imp = tmp("incl_imp")
     ct.run("import", "--dtype", "f32", out, imp, "--quiet")
     back = load(os.path.join(imp, "model.safetensors"))
-    assert "blk.0.attn_q" in back, sorted(back)
-    assert ct.rel_err(back["blk.0.attn_q"], a.astype(np.float32)) < 0.2
-    # x.weight and x (--include'd) would both write x.weight_scale...: refused, naming both
-    d2 = dense_dir("incl_clash", {"m.weight": lin, "m.weight_scale": a, "m": a})
-    out2 = tmp("incl_clash_out")
-    ct.expect_failure(["convert", "--to", "modelopt", "--include", "m*", d2, out2], "m.weight_scale", out=out2)
+    assert ct.rel_err(back["blk.0.extra"].reshape(a.shape), a.astype(np.float16).astype(np.float32)) < 0.2
+    # 'm.weight' and 'm' would both get 'm.scale': refused by name, nothing written
+    src2 = tmp("clash.gguf")
+    gguf_with(src2, {"m.weight": q, "m": a})
+    out2 = tmp("clash_nv.gguf")
+    ct.expect_failure(["convert", "--to", "gguf", "--scheme", "nvfp4", "--include", "m*", src2, out2],
+                      "clash.gguf", "'m.scale'", "'m.weight'", "'m'", out=out2)
+    # the safetensors formats: an --include'd tensor not named <m>.weight is refused by name (it was
+    # ignored), not written under names made up for it
+    d = dense_dir("incl_st", {"model.layers.0.mlp.up_proj.weight": q.astype(BF16), "blk.0.extra": a.astype(BF16)})
+    for to in ("modelopt", "compressed-tensors"):
+        o = tmp(f"incl_st_{to}")
+        ct.expect_failure(["convert", "--to", to, "--include", "blk.*", d, o], "model.safetensors", "'blk.0.extra'",
+                          "--include", out=o)
 
 
 # ---- (l) (w): --merge-index ----------------------------------------------------------------------
