@@ -5,6 +5,7 @@
  * stacked experts, and the activation amax of --input-scales. */
 #include "ck_conv.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,9 +294,20 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
             ck_item *t = &c->it[i];
             if (t->action != A_QUANT) continue;
             double a;
-            if (!ckj_num(ckj_get(c->act, t->module), &a) || !(a > 0) || !isfinite(a))
-                return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no positive activation amax for module '%s'", o->input_scales, t->module);
-            t->in_amax = (float)a;
+            const ckj *v = ckj_get(c->act, t->module);
+            if (!ckj_num(v, &a))
+                return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no activation amax (a JSON number) for module '%s'",
+                               o->input_scales, t->module);
+            /* the amax is stored as a float32 and both scales derived from it (ModelOpt's
+             * amax / 2688, compressed-tensors' 2688 / amax) must be finite positive float32s */
+            float af = (float)a, dec = af / 2688.0f, enc = 2688.0f / af;
+            if (!(a > 0) || !isfinite(af) || !(dec > 0) || !isfinite(enc))
+                return ck_fail(err, LOFP_ERR_INVALID_ARG,
+                               "%s: module '%s': activation amax %s is out of range: it must be a number above "
+                               "%g and at most %g (FLT_MAX), so that its float32 scales amax/2688 and 2688/amax are "
+                               "finite and non-zero",
+                               o->input_scales, t->module, v->s, 2688.0 / (double)FLT_MAX, (double)FLT_MAX);
+            t->in_amax = af;
         }
     if (c->act)
         for (size_t i = 0; i < c->n_it; i++) {

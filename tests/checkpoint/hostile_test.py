@@ -283,11 +283,12 @@ def merge_index_checks_slices():
 
 @test
 def input_scales_out_of_range():
-    """(m) an amax above FLT_MAX, infinite, NaN, negative, zero or not a number is refused naming
+    """(m) an amax above FLT_MAX, infinite, NaN, negative, zero, so small that 2688/amax overflows, or
+    not a number is refused naming
     the module; nothing is written."""
     src, orig = ct.llama()
     mods = sorted(k[:-7] for k in ct.quantized_linears(orig))
-    bad_values = ["1e39", "Infinity", "NaN", "-1.0", "0", "\"3\""]
+    bad_values = ["1e39", "3.5e38", "Infinity", "NaN", "-1.0", "0", "1e-40", "\"3\""]
     for i, v in enumerate(bad_values):
         scales = {m: 1.0 for m in mods}
         text = json.dumps(scales)
