@@ -135,6 +135,20 @@ static size_t padded_k_of(const ck_model *m, size_t shard, const char *module)
     return 0;
 }
 
+/* The dtype a format stores a quantized tensor's codes or block scales in: anything else is
+ * refused, naming the tensor and both dtypes, never read as bytes of the expected one (an F32
+ * weight_scale read as E4M3 bytes decodes to garbage). No conversion is attempted: an F32 or BF16
+ * scale need not be a value E4M3 or E8M0 holds, and a rounded one would decode differently from
+ * what the producer meant. */
+static lofp_status check_dtype(const char *file, const lofp_tensor_info *ti, const char *role, lofp_io_dtype want,
+                               lofp_io_dtype also, const char *fmt, lofp_io_error *err)
+{
+    if (ti->dtype == want || (also && ti->dtype == also)) return LOFP_OK;
+    return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' (%s) is %s; %s stores it as %s%s%s (lofp reads no other dtype "
+                   "there and does not convert it)", file, ti->name, role, lofp_io_dtype_name(ti->dtype), fmt,
+                   lofp_io_dtype_name(want), also ? " or " : "", also ? lofp_io_dtype_name(also) : "");
+}
+
 static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
 {
     ck_model *m = &c->m;
@@ -218,6 +232,11 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                 free(base);
                 return st;
             }
+            lofp_status dst = nvfp4 ? check_dtype(m->shards[r->shard].name, x.s, "ModelOpt NVFP4 block scales", LOFP_IO_F8_E4M3, 0,
+                                                  "ModelOpt NVFP4", err)
+                                    : check_dtype(m->shards[r->shard].name, x.s, "ModelOpt MXFP8 block scales", LOFP_IO_U8,
+                                                  LOFP_IO_F8_E8M0, "ModelOpt MXFP8", err);
+            if (dst) { free(base); return dst; }
             x.kind = nvfp4 ? Q_NVFP4 : Q_MXFP8;
             x.name = cat(base, ".weight");
             x.logical_k = padded_k_of(m, r->shard, base);
@@ -237,6 +256,11 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                 free(base);
                 return st;
             }
+            const char *f = m->shards[r->shard].name;
+            lofp_status dst = check_dtype(f, r->ti, "compressed-tensors packed codes", LOFP_IO_U8, 0, "compressed-tensors", err);
+            if (!dst) dst = nvfp4 ? check_dtype(f, x.s, "NVFP4 block scales", LOFP_IO_F8_E4M3, 0, "compressed-tensors NVFP4", err)
+                                  : check_dtype(f, x.s, "MXFP4 block scales", LOFP_IO_U8, LOFP_IO_F8_E8M0, "compressed-tensors MXFP4", err);
+            if (dst) { free(base); return dst; }
             x.kind = nvfp4 ? Q_NVFP4 : Q_MXFP4;
             x.name = cat(base, ".weight");
             x.logical_k = padded_k_of(m, r->shard, base);
@@ -259,6 +283,23 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
             if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
             nq++;
             continue;
+        }
+        if (c->fmt == LOFP_CKPT_MODELOPT && ck_ends_with(nm, ".weight")) {
+            /* a weight beside block scales that is not in the codes dtype: not a dense weight whose
+             * scale may be dropped */
+            char *base = ck_strdup(nm);
+            if (!base) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            base[strlen(base) - 7] = 0;
+            const lofp_tensor_info *sc = find_ti(m, base, ".weight_scale");
+            lofp_status st = LOFP_OK;
+            if (sc)
+                st = ck_fail(err, LOFP_ERR_UNSUPPORTED,
+                             "%s: tensor '%s' is %s beside block scales '%s': ModelOpt %s stores its codes as %s, and lofp "
+                             "reads no other quantized weight (it is not a dense weight whose scales could be dropped)",
+                             m->shards[r->shard].name, nm, lofp_io_dtype_name(r->ti->dtype), sc->name, nvfp4 ? "NVFP4" : "MXFP8",
+                             nvfp4 ? "U8 (two E2M1 codes per byte)" : "F8_E4M3");
+            free(base);
+            if (st) return st;
         }
         if (is_consumed(nm, m, c->fmt)) {
             /* a scale whose codes tensor is missing */

@@ -335,6 +335,15 @@ def modelopt_wrong_dtypes():
     out = tmp("mo_i8_imp")
     ct.expect_failure(["import", d, out], "model.safetensors", "m.weight", "I8", "m.weight_scale", out=out)
     ct.expect_failure(["inspect", d], "m.weight", "I8")
+    # compressed-tensors: the same rule for its block scales
+    d = tmp("ct_scale_f32")
+    os.makedirs(d, exist_ok=True)
+    save_file({"m.weight_packed": codes[:, :8], "m.weight_scale": np.full((4, 1), 0.5, np.float32),
+               "m.weight_global_scale": np.array([1.0], np.float32)}, os.path.join(d, "model.safetensors"))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}}, f)
+    out = tmp("ct_scale_f32_imp")
+    ct.expect_failure(["import", d, out], "model.safetensors", "m.weight_scale", "F32", "F8_E4M3", out=out)
 
 
 # ---- a NaN weight: its flat index, row and column ----------------------------------------------
