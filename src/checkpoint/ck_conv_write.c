@@ -44,6 +44,27 @@ static const void *chunk_input(lofp_io_dtype dt, const lofp_row_chunk *ch, size_
     return *tmp;
 }
 
+/* The message of a NaN or infinite input value: the tensor, the value, its flat index and its row
+ * and column in the tensor's [rows, K] view (the index a user can look up with numpy). */
+static lofp_status nonfinite(ck_conv *c, const ck_tref *r, size_t flat, lofp_io_error *err)
+{
+    const lofp_tensor_info *ti = r->ti;
+    size_t k = ti->ndim ? ti->shape[ti->ndim - 1] : 1;
+    if (!k) k = 1;
+    float v = flat < ti->numel ? ck_load(ti->dtype, ti->data, flat) : NAN;
+    return ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s' holds %s at flat index %zu (row %zu, column %zu)",
+                   c->m.shards[r->shard].name, r->name, v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf", flat, flat / k, flat % k);
+}
+
+/* The first non-finite value of n values at x (a chunk as the quantizer read it). */
+static size_t first_nonfinite(lofp_dtype dt, const void *x, size_t n)
+{
+    lofp_io_dtype idt = dt == LOFP_DTYPE_BF16 ? LOFP_IO_BF16 : dt == LOFP_DTYPE_F16 ? LOFP_IO_F16 : LOFP_IO_F32;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(ck_load(idt, x, i))) return i;
+    return n;
+}
+
 /* NVFP4 per-tensor multiplier of a whole tensor, streamed in row chunks: G falls as amax grows,
  * so the tensor's G is the smallest chunk's G (exactly: G depends on amax alone). */
 static lofp_status tensor_global(ck_conv *c, const ck_tref *r, float *G, lofp_io_error *err)
@@ -60,8 +81,7 @@ static lofp_status tensor_global(ck_conv *c, const ck_tref *r, float *G, lofp_io
         if (!x) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
         float cg = lofp_nvfp4_global_scale(ldt, x, ch.rows * k);
         if (!(cg == cg)) {
-            st = ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s' holds NaN or Inf (rows %zu..%zu)", c->m.shards[r->shard].name,
-                         r->name, ch.row0, ch.row0 + ch.rows - 1);
+            st = nonfinite(c, r, ch.row0 * k + first_nonfinite(ldt, x, ch.rows * k), err);
             break;
         }
         if (cg < g) g = cg;
@@ -114,8 +134,7 @@ static lofp_status quantize_rows(ck_conv *c, const ck_tref *r, lofp_dtype dt, co
                             : lofp_quantize(&c->s, dt, x, rows, k, codes, scales, g_out, &rep);
     if (have_G && g_out) *g_out = G;
     if (st == LOFP_ERR_NONFINITE)
-        return ck_fail(err, st, "%s: tensor '%s': NaN or Inf at flat index %zu", c->m.shards[r->shard].name, r->name,
-                       rep.first_bad_index);
+        return nonfinite(c, r, rep.first_bad_index, err);
     if (st) return ck_fail(err, st, "%s: tensor '%s': quantize failed (%s)", c->m.shards[r->shard].name, r->name,
                            lofp_status_name(st));
     return LOFP_OK;
@@ -168,8 +187,7 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
             lofp_status qs = c->nvfp4 ? lofp_quantize_with_global(&c->s, ldt, x, ch.rows, k, G, codes, scales, &rep)
                                       : lofp_quantize(&c->s, ldt, x, ch.rows, k, codes, scales, NULL, &rep);
             if (qs == LOFP_ERR_NONFINITE)
-                st2 = ck_fail(err, qs, "%s: tensor '%s': NaN or Inf at flat index %zu", c->m.shards[r->shard].name, r->name,
-                              ch.row0 * k + rep.first_bad_index);
+                st2 = nonfinite(c, r, ch.row0 * k + rep.first_bad_index, err);
             else if (qs)
                 st2 = ck_fail(err, qs, "%s: tensor '%s': quantize failed (%s)", c->m.shards[r->shard].name, r->name, lofp_status_name(qs));
             if (!st2) st2 = put(w, base + 0, codes, lofp_codes_bytes(&c->s, ch.rows, k), err);
@@ -223,6 +241,9 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
             /* stored [E, K, N]: transpose expert e to [N, K] */
             for (size_t kk = 0; kk < K; kk++)
                 for (size_t n = 0; n < N; n++) tr[n * K + kk] = ck_load(ti->dtype, ti->data, (e * K + kk) * N + n);
+            /* a bad value is reported at its index in the stored [E, K, N] tensor, not the transposed copy */
+            size_t bad = first_nonfinite(LOFP_DTYPE_F32, tr, N * K);
+            if (bad < N * K) { st = nonfinite(c, t->src, (e * K + bad % K) * N + bad / K, err); break; }
             st = quantize_rows(c, t->src, LOFP_DTYPE_F32, tr, N, K, 0, 0, codes, scales, NULL, err);
         }
         if (!st) st = put(w, base + 0, codes, N * rb, err);

@@ -360,6 +360,13 @@ def nan_weight_message():
         out = tmp(f"nanw_{to}")
         ct.expect_failure(["convert", "--to", to, d, out], "model.safetensors", "model.layers.0.mlp.up_proj.weight",
                           f"flat index {77 * 64 + 13}", "row 77", "column 13", out=out)
+    # gpt-oss's fused experts [E, K, N] are quantized transposed: the index is still the stored one
+    x = (rng.standard_normal((2, 32, 64)).astype(np.float32) * 0.02)
+    x[1, 5, 7] = np.inf
+    d = dense_dir("nanw_oss", {"model.layers.0.mlp.experts.gate_up_proj": x.astype(BF16)})
+    out = tmp("nanw_oss_out")
+    ct.expect_failure(["convert", "--to", "gpt-oss", d, out], "model.layers.0.mlp.experts.gate_up_proj", "+Inf",
+                      f"flat index {(1 * 32 + 5) * 64 + 7}", f"row {1 * 32 + 5}", "column 7", out=out)
 
 
 def main():
