@@ -117,5 +117,12 @@ LOFP_INTERNAL lofp_status lofp_conv_run_shards(ck_conv *c, lofp_io_error *err);
 
 /* Writes the config files, copies the other files and writes the index into dir. */
 LOFP_INTERNAL lofp_status lofp_conv_finalize(ck_conv *c, const char *dir, lofp_io_error *err);
+/* --shard: records in dir what this slice is (OUT/.lofp-slice-I-of-N.json). */
+LOFP_INTERNAL lofp_status lofp_conv_record_slice(ck_conv *c, const char *dir, lofp_io_error *err);
+/* --merge-index, before anything is written: every shard is in dir, listed by a slice record made
+ * with this merge's --to, --scheme and options, all records of one N. */
+LOFP_INTERNAL lofp_status lofp_conv_check_slices(ck_conv *c, const char *dir, lofp_io_error *err);
+/* Removes the slice records of dir (after a merge). */
+LOFP_INTERNAL void lofp_conv_drop_slice_records(const char *dir);
 
 #endif

@@ -3,9 +3,12 @@
  * those name, the copied files of the input directory and the shard index. */
 #include "ck_conv.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int cmp_cstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -218,4 +221,135 @@ lofp_status lofp_conv_finalize(ck_conv *c, const char *dir, lofp_io_error *err)
         free(p);
     }
     return st;
+}
+
+/* ---- slices of a --shard conversion ----------------------------------------------------------
+ * Each --shard I/N run leaves a record OUT/.lofp-slice-I-of-N.json: the target, the scheme, the
+ * other options that shape the output and the shards it wrote. --merge-index reads every record
+ * before it writes anything and refuses slices of another conversion: another --to, --scheme or
+ * option, another N, or a shard no record lists. The records go once the merge is done; the shard
+ * files themselves carry nothing extra, so merged slices equal a whole conversion byte for byte. */
+
+/* The options besides --to and --scheme that change what a conversion writes. */
+static void slice_options(const ck_conv *c, lofp_sbuf *b)
+{
+    const lofp_ckpt_options *o = c->o;
+    lofp_sbuf_printf(b, "no_fuse_scales=%d;pad=%d;requantize_unfit=%d;input_scales=", o->no_fuse_scales != 0, o->pad != 0,
+                     o->requantize_unfit != 0);
+    if (o->input_scales) lofp_sbuf_puts(b, o->input_scales);
+    lofp_sbuf_puts(b, ";include=");
+    for (size_t i = 0; i < o->n_include; i++) { if (i) lofp_sbuf_putc(b, ','); lofp_sbuf_puts(b, o->include[i]); }
+    lofp_sbuf_puts(b, ";exclude=");
+    for (size_t i = 0; i < o->n_exclude; i++) { if (i) lofp_sbuf_putc(b, ','); lofp_sbuf_puts(b, o->exclude[i]); }
+}
+
+static char *record_name(unsigned i, unsigned n)
+{
+    char b[64];
+    snprintf(b, sizeof b, ".lofp-slice-%u-of-%u.json", i, n);
+    return ck_strdup(b);
+}
+
+lofp_status lofp_conv_record_slice(ck_conv *c, const char *dir, lofp_io_error *err)
+{
+    lofp_sbuf opts = { 0 };
+    slice_options(c, &opts);
+    ckj *r = ckj_new_obj(), *shards = ckj_new_arr();
+    ckj_set(r, "to", ckj_new_str(lofp_ckpt_format_name(c->to)));
+    ckj_set(r, "scheme", ckj_new_str(c->scheme_name));
+    ckj_set(r, "slice", ckj_new_int((long long)c->o->shard_index + 1));
+    ckj_set(r, "of", ckj_new_int((long long)c->o->shard_count));
+    ckj_set(r, "options", ckj_new_str(opts.p ? opts.p : ""));
+    for (size_t k = 0; k < c->n_shard_list; k++) ckj_push(shards, ckj_new_str(c->m.shards[c->shard_list[k]].name));
+    ckj_set(r, "shards", shards);
+    char *name = record_name(c->o->shard_index + 1, c->o->shard_count), *p = name ? ck_path(dir, name) : NULL;
+    lofp_status st = p && r && !opts.failed ? ckj_write(p, r, err) : ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    free(p);
+    free(name);
+    ckj_free(r);
+    lofp_sbuf_free(&opts);
+    return st;
+}
+
+static int is_record(const char *n, unsigned *i, unsigned *of)
+{
+    char tail[8];
+    return sscanf(n, ".lofp-slice-%u-of-%u.jso%1s", i, of, tail) == 3 && ck_ends_with(n, ".json");
+}
+
+lofp_status lofp_conv_check_slices(ck_conv *c, const char *dir, lofp_io_error *err)
+{
+    if (!ck_is_dir(dir))
+        return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no slices to merge (run lofp convert --shard I/N into it first)", dir);
+    char *seen = calloc(c->m.n_shards + 1, 1);
+    lofp_sbuf opts = { 0 };
+    slice_options(c, &opts);
+    lofp_status st = seen && !opts.failed ? LOFP_OK : ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    DIR *d = st ? NULL : opendir(dir);
+    if (!st && !d) st = ck_fail(err, LOFP_ERR_IO, "%s: %s", dir, strerror(errno));
+    unsigned first_of = 0, first_i = 0;
+    struct dirent *e;
+    while (!st && (e = readdir(d))) {
+        unsigned i, of;
+        if (!is_record(e->d_name, &i, &of)) continue;
+        char *p = ck_path(dir, e->d_name);
+        ckj *r = p ? ckj_read(p, err) : NULL;
+        if (!r) { st = p ? (err ? err->status : LOFP_ERR_FORMAT) : ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); free(p); break; }
+        const char *to = ckj_str(ckj_get(r, "to")), *sch = ckj_str(ckj_get(r, "scheme")), *op = ckj_str(ckj_get(r, "options"));
+        const ckj *sh = ckj_get(r, "shards");
+        char names[256] = "";
+        for (size_t k = 0, o2 = 0; sh && sh->type == CKJ_ARR && k < sh->n && o2 < sizeof names - 1; k++)
+            if (ckj_str(sh->items[k]))
+                o2 += (size_t)snprintf(names + o2, sizeof names - o2, "%s%s", k ? ", " : "", ckj_str(sh->items[k]));
+        if (!to || !sch || !op || !sh || sh->type != CKJ_ARR)
+            st = ck_fail(err, LOFP_ERR_FORMAT, "%s: not a slice record lofp wrote", p);
+        else if (strcmp(to, lofp_ckpt_format_name(c->to)) || strcmp(sch, c->scheme_name))
+            st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: slice %u/%u (%s) was made with --to %s --scheme %s; this merge is --to %s --scheme %s "
+                         "(merge with the options the slices were made with, or convert the slices again)",
+                         dir, i, of, names, to, sch, lofp_ckpt_format_name(c->to), c->scheme_name);
+        else if (strcmp(op, opts.p ? opts.p : ""))
+            st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: slice %u/%u (%s) was made with other options (%s) than this merge (%s)", dir, i, of,
+                         names, op, opts.p ? opts.p : "");
+        else if (first_of && of != first_of)
+            st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: slices of two different splits are here: %u/%u and %u/%u (remove the "
+                         "directory and convert every slice with one N)", dir, first_i, first_of, i, of);
+        if (!first_of) { first_of = of; first_i = i; }
+        for (size_t k = 0; !st && k < sh->n; k++) {
+            const char *sn = ckj_str(sh->items[k]);
+            for (size_t s = 0; sn && s < c->m.n_shards; s++)
+                if (!strcmp(sn, c->m.shards[s].name)) seen[s] = 1;
+        }
+        ckj_free(r);
+        free(p);
+    }
+    if (d) closedir(d);
+    for (size_t s = 0; !st && s < c->m.n_shards; s++) {
+        char *p = ck_path(dir, c->m.shards[s].name);
+        if (!p) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
+        if (!ck_exists(p))
+            st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: shard '%s' has not been converted yet (run its --shard slice first); "
+                         "nothing written", dir, c->m.shards[s].name);
+        else if (!seen[s])
+            st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: shard '%s' is there but no slice record of this directory lists it (it "
+                         "was not written by a --shard run into this directory); nothing written", dir, c->m.shards[s].name);
+        free(p);
+    }
+    free(seen);
+    lofp_sbuf_free(&opts);
+    return st;
+}
+
+void lofp_conv_drop_slice_records(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        unsigned i, of;
+        if (!is_record(e->d_name, &i, &of)) continue;
+        char *p = ck_path(dir, e->d_name);
+        if (p) unlink(p);
+        free(p);
+    }
+    closedir(d);
 }

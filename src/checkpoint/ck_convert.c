@@ -129,8 +129,10 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
     if (st) goto done;
     char *stage = NULL;
     if (o->merge_index) {
-        st = ck_mkdirs(out, err);
+        /* every check before the first byte goes into OUT */
+        st = lofp_conv_check_slices(&c, out, err);
         if (!st) st = lofp_conv_finalize(&c, out, err);
+        if (!st) lofp_conv_drop_slice_records(out);
         goto done;
     }
     if (o->shard_count) {
@@ -145,6 +147,7 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
     st = c.rd ? LOFP_OK : lofp_conv_group_scales(&c, err);
     if (!st && c.rd) st = lofp_conv_cast_scales(&c, in, err);
     if (!st) st = lofp_conv_run_shards(&c, err);
+    if (!st && o->shard_count) st = lofp_conv_record_slice(&c, c.out_dir, err);
     if (!st && !o->shard_count) st = lofp_conv_finalize(&c, c.out_dir, err);
     if (!o->shard_count) {
         if (!st) st = ck_stage_commit(stage, out, err);

@@ -242,8 +242,9 @@ def include_tensor_not_named_weight():
 
 @test
 def merge_index_checks_slices():
-    """(l) --merge-index refuses slices made with another --to, --scheme or N; (w) with a slice
-    missing it fails before writing anything into OUT."""
+    """(l) --merge-index refuses slices made with another --to, --scheme, option or N, and shard
+    files no slice of OUT wrote; (w) with a slice missing it fails before writing anything into
+    OUT. Slices that belong together still merge into what a whole conversion writes."""
     src, _ = ct.llama()
     out = tmp("merge_w")
     ct.run("convert", "--to", "modelopt", "--shard", "2/2", src, out, "--quiet")
@@ -259,13 +260,26 @@ def merge_index_checks_slices():
         err = ct.expect_failure(["convert", "--to", "modelopt", "--merge-index", src, o], "model-00002-of-00002.safetensors")
         assert "slice" in err, err
         assert sorted(os.listdir(o)) == before
-    # a slice of another N: 1/1 covers both shards; merging it as 2-way slices is refused
+    # slices of two splits in one OUT: 1/2, then 1/1 over it (both shards present, two N)
     o = tmp("merge_n")
     ct.run("convert", "--to", "modelopt", "--shard", "1/2", src, o, "--quiet")
-    o1 = tmp("merge_n1")
-    ct.run("convert", "--to", "modelopt", "--shard", "1/1", src, o1, "--quiet")
+    ct.run("convert", "--to", "modelopt", "--shard", "1/1", src, o, "--quiet")
+    before = sorted(os.listdir(o))
+    ct.expect_failure(["convert", "--to", "modelopt", "--merge-index", src, o], "1/2", "1/1")
+    assert sorted(os.listdir(o)) == before
+    # a shard file no slice of this directory wrote (copied in from elsewhere)
+    o = tmp("merge_foreign")
+    ct.run("convert", "--to", "modelopt", "--shard", "1/2", src, o, "--quiet")
+    o1 = tmp("merge_foreign1")
+    ct.run("convert", "--to", "modelopt", "--shard", "2/2", src, o1, "--quiet")
     os.replace(os.path.join(o1, "model-00002-of-00002.safetensors"), os.path.join(o, "model-00002-of-00002.safetensors"))
-    err = ct.expect_failure(["convert", "--to", "modelopt", "--merge-index", src, o], "model-00002-of-00002.safetensors", "1/1")
+    ct.expect_failure(["convert", "--to", "modelopt", "--merge-index", src, o], "model-00002-of-00002.safetensors",
+                      "no slice record")
+    # other options than the merge's
+    o = tmp("merge_opts")
+    ct.run("convert", "--to", "modelopt", "--no-fuse-scales", "--shard", "1/2", src, o, "--quiet")
+    ct.run("convert", "--to", "modelopt", "--no-fuse-scales", "--shard", "2/2", src, o, "--quiet")
+    ct.expect_failure(["convert", "--to", "modelopt", "--merge-index", src, o], "no_fuse_scales=1")
     # and the right slices still merge, equal to the whole conversion
     o = tmp("merge_ok")
     ct.run("convert", "--to", "modelopt", "--shard", "1/2", src, o, "--quiet")
@@ -277,6 +291,7 @@ def merge_index_checks_slices():
     for f in os.listdir(whole):
         a, b = open(os.path.join(whole, f), "rb").read(), open(os.path.join(o, f), "rb").read()
         assert a == b, f"merged slices differ from the whole conversion in {f}"
+    assert not [f for f in os.listdir(o) if f.startswith(".lofp-slice")], "slice records left after the merge"
 
 
 # ---- (m): --input-scales values ------------------------------------------------------------------
