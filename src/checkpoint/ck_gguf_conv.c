@@ -265,7 +265,9 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
                 lofp_quant_report rep;
                 if (!st && !q->cast) {
                     lofp_status qs = lofp_quantize(&s, LOFP_DTYPE_F32, x, rows, K, codes, scales, &G, &rep);
-                    if (qs == LOFP_ERR_NONFINITE) st = ck_fail(err, qs, "%s: tensor '%s': NaN or Inf at flat index %zu", in, t->name, rep.first_bad_index);
+                    if (qs == LOFP_ERR_NONFINITE)
+                        st = ck_fail(err, qs, "%s: tensor '%s': NaN or Inf at flat index %zu (row %zu, column %zu)", in, t->name,
+                                     rep.first_bad_index, rep.first_bad_index / K, rep.first_bad_index % K);
                     else if (qs) st = ck_fail(err, qs, "%s: tensor '%s': quantize failed (%s)", in, t->name, lofp_status_name(qs));
                 }
                 if (!st) st = lofp_fp4_repack(codes, split, rows, K, nv ? 16 : 32, LOFP_NIBBLE_STANDARD, LOFP_NIBBLE_GGUF)

@@ -382,6 +382,14 @@ def nan_weight_message():
     out = tmp("nanw_oss_out")
     ct.expect_failure(["convert", "--to", "gpt-oss", d, out], "model.layers.0.mlp.experts.gate_up_proj", "+Inf",
                       f"flat index {(1 * 32 + 5) * 64 + 7}", f"row {1 * 32 + 5}", "column 7", out=out)
+    # a GGUF requantized: the same flat index, row and column (numpy's order of the ggml tensor)
+    g = (rng.standard_normal((8, 64)).astype(np.float32) * 0.02)
+    g[3, 5] = np.nan
+    src = tmp("nanw.gguf")
+    gguf_with(src, {"blk.0.attn_q.weight": g})
+    out = tmp("nanw_out.gguf")
+    ct.expect_failure(["convert", "--to", "gguf", src, out], "blk.0.attn_q.weight", f"flat index {3 * 64 + 5}", "row 3",
+                      "column 5", out=out)
 
 
 def main():
