@@ -2,6 +2,7 @@
 """Checks the component rules of docs/ARCHITECTURE.md on the source tree and on the built objects.
 
 usage: layering.py SRC_DIR OBJ_DIR
+       layering.py --self-test        (the loop finder of rule 4 on made-up graphs)
 
 1. Includes: a file of component A includes, from another component B, only B's interface
    headers (INTERFACE below); B must be one A may use (USES below).
@@ -200,8 +201,8 @@ def file_cycles(file_defs, file_uses):
             v = prev[v]
         path.reverse()
         path.append(start)
-        steps = [f"{a} ({edges[a][b]})" for a, b in zip(path, path[1:])]
-        out.append((comp, " -> ".join(steps) + f" -> {start}"))
+        steps = [f"{a} uses {edges[a][b]} of {b}" for a, b in zip(path, path[1:])]
+        out.append((comp, ", ".join(steps)))
     return out
 
 
@@ -240,7 +241,25 @@ def check_file_cycles(obj, errors):
             errors.append(f"{comp}: files call each other in a loop ({', '.join(members)}): {loop}")
 
 
+def self_test():
+    """Rule 4's loop finder on the loops the checkpoint files had (ck_read.c <-> ck_convert.c through
+    the staging functions, ck_json.c <-> ck_util.c), on a three-file loop and on a chain."""
+    old = file_cycles({"ck_read.c": {"lofp_ckpt_close"}, "ck_convert.c": {"ck_stage_dir"}, "ck_util.c": {"ck_strdup"}},
+                      {"ck_read.c": {"ck_stage_dir", "ck_strdup"}, "ck_convert.c": {"lofp_ckpt_close", "ck_strdup"},
+                       "ck_util.c": set()})
+    assert [m for m, _ in old] == [["ck_convert.c", "ck_read.c"]], old
+    assert "ck_stage_dir" in old[0][1] and "lofp_ckpt_close" in old[0][1], old
+    three = file_cycles({"a.c": {"fa"}, "b.c": {"fb"}, "c.c": {"fc"}}, {"a.c": {"fb"}, "b.c": {"fc"}, "c.c": {"fa"}})
+    assert [m for m, _ in three] == [["a.c", "b.c", "c.c"]] and three[0][1].count(" uses ") == 3, three
+    chain = file_cycles({"a.c": {"fa"}, "b.c": {"fb"}, "c.c": {"fc"}}, {"a.c": {"fb", "fc"}, "b.c": {"fc"}, "c.c": set()})
+    assert chain == [], chain
+    print("layering: self-test ok")
+    return 0
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
