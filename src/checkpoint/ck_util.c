@@ -1,4 +1,5 @@
-/* ck_util.c -- errors, buffers, paths and whole-file helpers of the checkpoint component. */
+/* ck_util.c -- errors, paths, whole-file and directory helpers, globs and the options' defaults of the
+ * checkpoint component (the files every other checkpoint file may call; it calls none of them). */
 #include "ck_internal.h"
 
 #include <dirent.h>
