@@ -138,7 +138,7 @@ typedef struct lofp_ckpt_tensor {
     const char *file;             /* the file holding its data */
     int quantized;
     size_t ndim;
-    size_t shape[8];              /* logical shape, K last (gpt-oss: [E, N, K]) */
+    size_t shape[LOFP_MAX_NDIM];  /* logical shape, K last (gpt-oss: [E, N, K]) */
     /* dense tensors (quantized == 0): the data as stored, or decoded to F32 for GGUF types */
     lofp_io_dtype dtype;
     const void *data;

@@ -64,6 +64,12 @@ typedef struct lofp_io_error {
     char message[LOFP_IO_MESSAGE_CAP];
 } lofp_io_error;
 
+/* The most dimensions a tensor may have: numpy's limit (NPY_MAXDIMS, 64 since numpy 2). Files
+ * whose tensors have more are refused when read (LOFP_ERR_UNSUPPORTED, naming the file and the
+ * tensor) and such tensors are refused when written; so every shape the library hands out fits
+ * an array of LOFP_MAX_NDIM entries (lofp_ckpt_tensor.shape is one). */
+#define LOFP_MAX_NDIM 64
+
 /* ------------------------------------------------------------------------------------------ */
 /* Tensor dtypes of files (pinned, append-only)                                                */
 /* ------------------------------------------------------------------------------------------ */
@@ -114,6 +120,13 @@ LOFP_API unsigned lofp_io_dtype_bits(lofp_io_dtype dt);
  * unknown dtype or NULL pointers (shape may be NULL when ndim is 0). Pure function. */
 LOFP_API lofp_status lofp_io_tensor_bytes(lofp_io_dtype dt, const size_t *shape, size_t ndim,
                                           size_t *nbytes);
+
+/* The lofp_dtype (lofp.h: the element types the codecs take and return) a file dtype holds:
+ * LOFP_IO_F32 -> LOFP_DTYPE_F32, LOFP_IO_BF16 -> LOFP_DTYPE_BF16, LOFP_IO_F16 -> LOFP_DTYPE_F16.
+ * Writes *out and returns LOFP_OK; LOFP_ERR_UNSUPPORTED for every other dtype (*out untouched);
+ * LOFP_ERR_INVALID_ARG for a NULL out. Pure function; thread-safe. The library's one mapping:
+ * callers never spell it out themselves. */
+LOFP_API lofp_status lofp_io_dtype_to_lofp(lofp_io_dtype dt, lofp_dtype *out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Reading                                                                                     */

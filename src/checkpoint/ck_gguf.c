@@ -488,8 +488,8 @@ lofp_status gg_decode(const gg_tensor *t, float *out)
 /* ---- writer ----------------------------------------------------------------------------- */
 
 struct gg_writer {
-    char *path, *tmp;
-    int fd;
+    char *path;
+    lofp_atomic_file at;  /* the temporary file beside path (io/atomic.h) */
     uint32_t alignment;
     size_t pos;      /* bytes written so far */
     uint8_t *buf;    /* write-behind buffer */
@@ -500,7 +500,7 @@ static const size_t GGW_BUF = 1 << 22;
 
 static int gw_flush(gg_writer *w)
 {
-    if (w->blen && !ck_write_all(w->fd, w->buf, w->blen)) return 0;
+    if (w->blen && lofp_atomic_write(&w->at, w->buf, w->blen, NULL)) return 0;
     w->blen = 0;
     return 1;
 }
@@ -584,16 +584,15 @@ lofp_status gg_writer_open(const char *path, uint32_t alignment, const void *kv_
     *out = NULL;
     gg_writer *w = calloc(1, sizeof *w);
     if (!w) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
-    w->fd = -1;
+    w->at.fd = w->at.dirfd = -1;
     w->alignment = alignment ? alignment : 32;
     w->path = ck_strdup(path);
     w->buf = malloc(GGW_BUF);
     if (!w->path || !w->buf) { gg_writer_abort(w); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
-    w->fd = ck_tmp_open(path, &w->tmp);
-    if (w->fd < 0) {
-        lofp_status s = ck_fail(err, LOFP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    lofp_status ost = lofp_atomic_open(&w->at, path, err);
+    if (ost) {
         gg_writer_abort(w);
-        return s;
+        return ost;
     }
     lofp_sbuf h = { 0 };
     lofp_sbuf_put(&h, "GGUF", 4);
@@ -648,9 +647,7 @@ lofp_status gg_writer_finish(gg_writer *w, lofp_io_error *err)
         gg_writer_abort(w);
         return s;
     }
-    lofp_status s = ck_commit(w->fd, w->tmp, w->path, err);
-    w->fd = -1;
-    w->tmp = NULL;
+    lofp_status s = lofp_atomic_commit(&w->at, 0, err);
     gg_writer_abort(w);
     return s;
 }
@@ -658,8 +655,7 @@ lofp_status gg_writer_finish(gg_writer *w, lofp_io_error *err)
 void gg_writer_abort(gg_writer *w)
 {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
-    if (w->tmp) { unlink(w->tmp); free(w->tmp); }
+    lofp_atomic_abort(&w->at);
     free(w->path);
     free(w->buf);
     free(w);

@@ -33,6 +33,28 @@ static int gguf_excluded(const char *name)
     return ck_globs_match(gguf_default_exclude, sizeof gguf_default_exclude / sizeof gguf_default_exclude[0], name);
 }
 
+/* The per-tensor scale tensor of NVFP4 tensor `name`: "<m>.scale" for "<m>.weight", else
+ * "<name>.scale" -- the rule the GGUF reader (ck_read.c) looks it up by, for any tensor name. */
+static void scale_name_of(const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(name);
+    if (ck_ends_with(name, ".weight")) n -= 7;
+    snprintf(out, cap, "%.*s.scale", (int)n, name);
+}
+
+/* Whether the options ask for tensor t to be requantized (before the type and block checks). */
+static int wanted(const gg_tensor *t, const lofp_ckpt_options *o)
+{
+    int want = ck_ends_with(t->name, ".weight") && t->n_dims >= 2 && !gguf_excluded(t->name);
+    if (ck_globs_match(o->include, o->n_include, t->name) && t->n_dims >= 2) want = 1;
+    return want && !ck_globs_match(o->exclude, o->n_exclude, t->name);
+}
+
+static int cmp_out_name(const void *a, const void *b)
+{
+    return strcmp((*(const gg_out_tensor *const *)a)->name, (*(const gg_out_tensor *const *)b)->name);
+}
+
 lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
 {
     if (ck_is_dir(in)) return ck_convert_llama_dir(in, out, o, err);
@@ -52,17 +74,19 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
     if (!p || !ot) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
     for (size_t i = 0; i < g.n_t; i++) {
         const gg_tensor *t = &g.t[i];
-        int want = ck_ends_with(t->name, ".weight") && t->n_dims >= 2 && !gguf_excluded(t->name);
-        if (ck_globs_match(o->include, o->n_include, t->name) && t->n_dims >= 2) want = 1;
-        if (ck_globs_match(o->exclude, o->n_exclude, t->name)) want = 0;
-        /* a .scale / .input_scale of an NVFP4 weight that is requantized is replaced */
+        int want = wanted(t, o);
+        /* a .scale / .input_scale of an NVFP4 weight that is requantized is replaced: the weight is
+         * "<m>.weight" or (a .scale only, see scale_name_of) "<m>" itself */
         if (ck_ends_with(t->name, ".scale") || ck_ends_with(t->name, ".input_scale")) {
             char base[96];
-            snprintf(base, sizeof base, "%.*s.weight", (int)(strrchr(t->name, '.') - t->name), t->name);
-            const gg_tensor *w = gg_find_tensor(&g, base);
-            int wq = w && w->n_dims >= 2 && !gguf_excluded(w->name) && gg_can_decode(w->type) && w->ne[0] % gblk == 0 &&
-                     !ck_globs_match(o->exclude, o->n_exclude, w->name) && w->type != gtype;
-            if (wq) continue;
+            int cut = (int)(strrchr(t->name, '.') - t->name), replaced = 0;
+            for (int form = 0; form < 2 && !replaced; form++) {
+                if (form == 1 && !ck_ends_with(t->name, ".scale")) break;
+                snprintf(base, sizeof base, form ? "%.*s" : "%.*s.weight", cut, t->name);
+                const gg_tensor *w = gg_find_tensor(&g, base);
+                replaced = w && wanted(w, o) && gg_can_decode(w->type) && w->ne[0] % gblk == 0 && w->type != gtype;
+            }
+            if (replaced) continue;
         }
         if (want && !gg_can_decode(t->type)) {
             if (o->note) {
@@ -103,7 +127,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             u->nbytes = rows * (size_t)(t->ne[0] / gblk) * gbytes;
             if (t->type == GG_NVFP4) {
                 char sn[96];
-                snprintf(sn, sizeof sn, "%.*s.scale", (int)(strlen(t->name) - 7), t->name);
+                scale_name_of(t->name, sn, sizeof sn);
                 q->src_scale = gg_find_tensor(&g, sn);
             }
             nq++;
@@ -115,7 +139,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
         if (want && nv) {
             gplan *sc = &p[np];
             sc->quant = 2;
-            snprintf(sc->name, sizeof sc->name, "%.*s.scale", (int)(strlen(t->name) - 7), t->name);
+            scale_name_of(t->name, sc->name, sizeof sc->name);
             if (strlen(t->name) + 0 > 63 - 0 && strlen(sc->name) > 63) {
                 st = ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': the name of its .scale tensor would pass GGUF's 63 bytes", in, t->name);
                 goto done;
@@ -129,6 +153,27 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             v->nbytes = 4;
             np++;
         }
+    }
+    /* two outputs of one name (an input "<m>.scale" kept beside a new one, or the new scales of
+     * "<m>.weight" and "<m>"): refused before anything is written, naming where each comes from */
+    if (np > 1) {
+        const gg_out_tensor **by = malloc(np * sizeof *by);
+        if (!by) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
+        for (size_t i = 0; i < np; i++) by[i] = &ot[i];
+        qsort(by, np, sizeof *by, cmp_out_name);
+        for (size_t i = 1; i < np && !st; i++) {
+            if (strcmp(by[i - 1]->name, by[i]->name)) continue;
+            size_t a = (size_t)(by[i - 1] - ot), b = (size_t)(by[i] - ot);
+            const char *from_a = p[a].quant == 2 ? p[a - 1].src->name : p[a].src->name;
+            const char *from_b = p[b].quant == 2 ? p[b - 1].src->name : p[b].src->name;
+            st = ck_fail(err, LOFP_ERR_INVALID_ARG,
+                         "%s: two output tensors would be named '%s': %s of '%s' and %s of '%s' (the per-tensor scale of "
+                         "an NVFP4 tensor '<m>.weight' or '<m>' is '<m>.scale'); leave one out with --exclude",
+                         in, by[i]->name, p[a].quant == 2 ? "the scale" : "the tensor", from_a,
+                         p[b].quant == 2 ? "the scale" : "the tensor", from_b);
+        }
+        free((void *)by);
+        if (st) goto done;
     }
     /* MXFP4 -> NVFP4: the blocks that do not fit the exact cast, before anything is written */
     for (size_t i = 0; !st && i < np; i++) {
@@ -220,7 +265,9 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
                 lofp_quant_report rep;
                 if (!st && !q->cast) {
                     lofp_status qs = lofp_quantize(&s, LOFP_DTYPE_F32, x, rows, K, codes, scales, &G, &rep);
-                    if (qs == LOFP_ERR_NONFINITE) st = ck_fail(err, qs, "%s: tensor '%s': NaN or Inf at flat index %zu", in, t->name, rep.first_bad_index);
+                    if (qs == LOFP_ERR_NONFINITE)
+                        st = ck_fail(err, qs, "%s: tensor '%s': NaN or Inf at flat index %zu (row %zu, column %zu)", in, t->name,
+                                     rep.first_bad_index, rep.first_bad_index / K, rep.first_bad_index % K);
                     else if (qs) st = ck_fail(err, qs, "%s: tensor '%s': quantize failed (%s)", in, t->name, lofp_status_name(qs));
                 }
                 if (!st) st = lofp_fp4_repack(codes, split, rows, K, nv ? 16 : 32, LOFP_NIBBLE_STANDARD, LOFP_NIBBLE_GGUF)

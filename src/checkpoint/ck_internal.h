@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "core/core.h"
+#include "io/atomic.h"
 #include "io/sbuf.h"
 #include "lofp/checkpoint.h"
 #include "lofp/io.h"
@@ -28,13 +29,7 @@ LOFP_INTERNAL int ck_is_dir(const char *path);
 LOFP_INTERNAL int ck_exists(const char *path);
 /* Reads a whole file into a malloc'ed, NUL-terminated buffer. */
 LOFP_INTERNAL lofp_status ck_read_file(const char *path, char **out, size_t *len, lofp_io_error *err);
-/* Writes len bytes to path atomically (temporary file, fsync, rename). */
-LOFP_INTERNAL lofp_status ck_write_file(const char *path, const void *data, size_t len, lofp_io_error *err);
-/* Low-level atomic writing: a temporary file beside path (fd returned, name in *tmp), then
- * ck_commit() (fsync, close, rename; unlinks on failure). */
-LOFP_INTERNAL int ck_tmp_open(const char *path, char **tmp);
-LOFP_INTERNAL int ck_write_all(int fd, const void *data, size_t n);
-LOFP_INTERNAL lofp_status ck_commit(int fd, char *tmp, const char *path, lofp_io_error *err);
+/* Atomic writes are io's (io/atomic.h: lofp_write_bytes_atomic, lofp_atomic_open/commit). */
 /* Copies a file or a directory tree (atomically per file). */
 LOFP_INTERNAL lofp_status ck_copy_tree(const char *src, const char *dst, lofp_io_error *err);
 /* mkdir -p */
@@ -55,11 +50,14 @@ typedef struct ckj {
     int b;
     char *s;      /* STR: the decoded string; NUM: the source text */
     size_t slen;
+    double d;     /* NUM: the value */
     char *key;    /* member of an object: its key */
     struct ckj **items;
     size_t n, cap;
 } ckj;
 
+/* Parses text with io's lenient JSON mode (io/json.h: duplicate keys refused) into a new tree;
+ * NULL with a message "JSON error at byte N: ..." in msg. */
 LOFP_INTERNAL ckj *ckj_parse(const char *text, size_t len, char *msg, size_t msg_cap);
 LOFP_INTERNAL void ckj_free(ckj *j);
 LOFP_INTERNAL ckj *ckj_get(const ckj *obj, const char *key);
@@ -226,7 +224,7 @@ LOFP_INTERNAL lofp_status ck_write_index(const char *path, const char *const *sh
                                          lofp_io_error *err);
 
 /* Staging of a model directory: `out` must not exist or be empty; the work goes to a hidden
- * sibling directory that ck_stage_commit renames over `out` (ck_convert.c). */
+ * sibling directory that ck_stage_commit renames over `out` (ck_stage.c). */
 LOFP_INTERNAL lofp_status ck_stage_dir(const char *out, char **stage, lofp_io_error *err);
 LOFP_INTERNAL lofp_status ck_stage_commit(char *stage, const char *out, lofp_io_error *err);
 LOFP_INTERNAL lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_options *o,

@@ -1,35 +1,16 @@
-/* ck_json.c -- a JSON tree for the model directory's config files (config.json, the shard index,
- * hf_quant_config.json, tokenizer.json). Unlike the file layer's strict safetensors-header parser
- * it accepts fractions and exponents (config files are full of them) and keeps every number's
- * source text, so a rewritten config.json says 1e-05 where the original did. Objects keep their
- * member order. */
+/* ck_json.c -- a mutable JSON tree for the model directory's config files (config.json, the shard
+ * index, hf_quant_config.json, tokenizer.json): read with io's parser in its lenient mode
+ * (io/json.h: fractions, exponents, NaN/Infinity, every number's source text kept, so a rewritten
+ * config.json says 1e-05 where the original did), edited, and dumped. Objects keep their member
+ * order. */
 #include "ck_internal.h"
-#include "io/json_string.h"
+#include "io/json.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct {
-    const char *s;
-    size_t len, pos;
-    char *msg;
-    size_t msg_cap;
-    int failed;
-} jparser;
-
-static void jfail(jparser *p, const char *what)
-{
-    if (!p->failed) snprintf(p->msg, p->msg_cap, "JSON error at byte %zu: %s", p->pos, what);
-    p->failed = 1;
-}
-
-static void jws(jparser *p)
-{
-    while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' ||
-                               p->s[p->pos] == '\r'))
-        p->pos++;
-}
 
 static ckj *jnew(int type)
 {
@@ -61,116 +42,56 @@ static int jpush(ckj *c, ckj *v)
     return 1;
 }
 
-/* Parses a string starting at the opening quote (io's shared decoder: escapes, surrogate pairs,
- * UTF-8 checked); returns a malloc'ed NUL-terminated copy. */
-static char *jstring(jparser *p, size_t *out_len)
+static char *jdup(const char *s, size_t n)
 {
-    const uint8_t *s = (const uint8_t *)p->s;
-    size_t end = lofp_json_string_end(s, p->len, p->pos), n;
-    if (end >= p->len) { jfail(p, "unterminated string"); return NULL; }
-    char *o = malloc(end - p->pos); /* the bytes between the quotes, plus the NUL */
-    if (!o) { jfail(p, "out of memory"); return NULL; }
-    const char *err;
-    if (!lofp_json_string_decode(s, p->len, &p->pos, o, &n, &err)) { free(o); jfail(p, err); return NULL; }
-    if (out_len) *out_len = n;
+    char *o = malloc(n + 1);
+    if (o) { memcpy(o, s, n); o[n] = 0; }
     return o;
 }
 
-static ckj *jvalue(jparser *p, int depth)
+/* Builds the tree of node i of a parsed document (depth bounded by the parser's own limit). */
+static ckj *from_doc(const lofp_json_doc *d, uint32_t i)
 {
-    if (depth > 200) { jfail(p, "nesting too deep"); return NULL; }
-    jws(p);
-    if (p->pos >= p->len) { jfail(p, "unexpected end"); return NULL; }
-    char c = p->s[p->pos];
-    if (c == '{' || c == '[') {
-        int obj = c == '{';
-        ckj *j = jnew(obj ? CKJ_OBJ : CKJ_ARR);
-        if (!j) { jfail(p, "out of memory"); return NULL; }
-        p->pos++;
-        jws(p);
-        if (p->pos < p->len && p->s[p->pos] == (obj ? '}' : ']')) { p->pos++; return j; }
-        for (;;) {
-            char *key = NULL;
-            if (obj) {
-                jws(p);
-                if (p->pos >= p->len || p->s[p->pos] != '"') { jfail(p, "expected a key"); ckj_free(j); return NULL; }
-                key = jstring(p, NULL);
-                if (!key) { ckj_free(j); return NULL; }
-                jws(p);
-                if (p->pos >= p->len || p->s[p->pos] != ':') { free(key); jfail(p, "expected ':'"); ckj_free(j); return NULL; }
-                p->pos++;
+    const lofp_json_node *n = &d->nodes[i];
+    ckj *j;
+    switch (n->type) {
+    case LOFP_JSON_NULL: return jnew(CKJ_NULL);
+    case LOFP_JSON_TRUE:
+    case LOFP_JSON_FALSE:
+        j = jnew(CKJ_BOOL);
+        if (j) j->b = n->type == LOFP_JSON_TRUE;
+        return j;
+    case LOFP_JSON_INT:
+    case LOFP_JSON_NUMBER:
+    case LOFP_JSON_STRING:
+        j = jnew(n->type == LOFP_JSON_STRING ? CKJ_STR : CKJ_NUM);
+        if (!j) return NULL;
+        j->slen = n->count;
+        j->d = n->dbl;
+        if (!(j->s = jdup(d->strings + n->first, n->count))) { free(j); return NULL; }
+        return j;
+    default:
+        j = jnew(n->type == LOFP_JSON_OBJECT ? CKJ_OBJ : CKJ_ARR);
+        if (!j) return NULL;
+        for (uint32_t c = n->first; c; c = d->nodes[c].next) {
+            ckj *v = from_doc(d, c);
+            if (v && j->type == CKJ_OBJ && !(v->key = jdup(d->strings + d->nodes[c].key, d->nodes[c].key_len))) {
+                ckj_free(v);
+                v = NULL;
             }
-            ckj *v = jvalue(p, depth + 1);
-            if (!v) { free(key); ckj_free(j); return NULL; }
-            v->key = key;
-            if (!jpush(j, v)) { ckj_free(v); ckj_free(j); jfail(p, "out of memory"); return NULL; }
-            jws(p);
-            if (p->pos < p->len && p->s[p->pos] == ',') { p->pos++; continue; }
-            if (p->pos < p->len && p->s[p->pos] == (obj ? '}' : ']')) { p->pos++; return j; }
-            jfail(p, obj ? "expected ',' or '}'" : "expected ',' or ']'");
-            ckj_free(j);
-            return NULL;
-        }
-    }
-    if (c == '"') {
-        ckj *j = jnew(CKJ_STR);
-        if (!j) { jfail(p, "out of memory"); return NULL; }
-        j->s = jstring(p, &j->slen);
-        if (!j->s) { ckj_free(j); return NULL; }
-        return j;
-    }
-    if (c == 't' || c == 'f' || c == 'n') {
-        const char *w = c == 't' ? "true" : c == 'f' ? "false" : "null";
-        size_t wl = strlen(w);
-        if (p->pos + wl > p->len || memcmp(p->s + p->pos, w, wl) != 0) { jfail(p, "bad literal"); return NULL; }
-        p->pos += wl;
-        ckj *j = jnew(c == 'n' ? CKJ_NULL : CKJ_BOOL);
-        if (!j) { jfail(p, "out of memory"); return NULL; }
-        j->b = c == 't';
-        return j;
-    }
-    if (c == '-' || (c >= '0' && c <= '9') || c == 'N' || c == 'I') {
-        size_t st = p->pos;
-        /* Python's json writes NaN / Infinity / -Infinity: accept them as numbers */
-        if (p->len - p->pos >= 3 && memcmp(p->s + p->pos, "NaN", 3) == 0) p->pos += 3;
-        else {
-            if (p->s[p->pos] == '-') p->pos++;
-            if (p->len - p->pos >= 8 && memcmp(p->s + p->pos, "Infinity", 8) == 0) p->pos += 8;
-            else {
-                size_t d0 = p->pos;
-                while (p->pos < p->len && strchr("0123456789.eE+-", p->s[p->pos])) p->pos++;
-                if (p->pos == d0) { jfail(p, "bad number"); return NULL; }
-            }
-        }
-        ckj *j = jnew(CKJ_NUM);
-        if (!j) { jfail(p, "out of memory"); return NULL; }
-        j->slen = p->pos - st;
-        j->s = malloc(j->slen + 1);
-        if (!j->s) { ckj_free(j); jfail(p, "out of memory"); return NULL; }
-        memcpy(j->s, p->s + st, j->slen);
-        j->s[j->slen] = 0;
-        char *e;
-        (void)strtod(j->s, &e);
-        if (*e && strcmp(j->s, "NaN") && strcmp(j->s, "Infinity") && strcmp(j->s, "-Infinity")) {
-            ckj_free(j);
-            p->pos = st;
-            jfail(p, "bad number");
-            return NULL;
+            if (!v || !jpush(j, v)) { ckj_free(v); ckj_free(j); return NULL; }
         }
         return j;
     }
-    jfail(p, "unexpected character");
-    return NULL;
 }
 
 ckj *ckj_parse(const char *text, size_t len, char *msg, size_t msg_cap)
 {
-    jparser p = { text, len, 0, msg, msg_cap, 0 };
-    if (msg_cap) msg[0] = 0;
-    ckj *j = jvalue(&p, 0);
-    if (!j) return NULL;
-    jws(&p);
-    if (p.pos != len) { jfail(&p, "trailing characters"); ckj_free(j); return NULL; }
+    lofp_json_doc d;
+    if (lofp_json_parse_ex(text, len, LOFP_JSON_LENIENT, &d, msg, msg_cap)) return NULL;
+    ckj *j = from_doc(&d, 0);
+    lofp_json_free(&d);
+    if (!j && msg_cap) snprintf(msg, msg_cap, "out of memory building the JSON tree");
     return j;
 }
 
@@ -187,18 +108,26 @@ const char *ckj_str(const ckj *j) { return j && j->type == CKJ_STR ? j->s : NULL
 int ckj_num(const ckj *j, double *out)
 {
     if (!j || j->type != CKJ_NUM) return 0;
-    if (strcmp(j->s, "NaN") == 0) *out = 0.0 / 0.0;
-    else if (strcmp(j->s, "Infinity") == 0) *out = 1.0 / 0.0;
-    else if (strcmp(j->s, "-Infinity") == 0) *out = -1.0 / 0.0;
-    else *out = strtod(j->s, NULL);
+    *out = j->d;
     return 1;
 }
 
 int ckj_int(const ckj *j, long long *out)
 {
-    double d;
-    if (!ckj_num(j, &d) || d != d || d > 9e18 || d < -9e18 || (double)(long long)d != d) return 0;
-    *out = (long long)d;
+    if (!j || j->type != CKJ_NUM) return 0;
+    if (strpbrk(j->s, ".eENI")) {
+        /* 1.0 or 1e3 still name an integer; a fraction, NaN or Infinity do not */
+        double d = j->d;
+        if (d != d || d >= 9.2e18 || d <= -9.2e18 || (double)(long long)d != d) return 0;
+        *out = (long long)d;
+        return 1;
+    }
+    /* an integer's own text: exact past 2^53, where the double is not */
+    errno = 0;
+    char *e;
+    long long v = strtoll(j->s, &e, 10);
+    if (errno || *e) return 0;
+    *out = v;
     return 1;
 }
 
@@ -221,7 +150,12 @@ ckj *ckj_new_str(const char *s)
 ckj *ckj_new_raw_num(const char *text)
 {
     ckj *j = ckj_new_str(text);
-    if (j) j->type = CKJ_NUM;
+    if (!j) return NULL;
+    j->type = CKJ_NUM;
+    if (strcmp(text, "NaN") == 0) j->d = NAN;
+    else if (strcmp(text, "Infinity") == 0) j->d = INFINITY;
+    else if (strcmp(text, "-Infinity") == 0) j->d = -INFINITY;
+    else j->d = strtod(text, NULL);
     return j;
 }
 
@@ -236,6 +170,9 @@ ckj *ckj_new_f32(float v)
 {
     /* the shortest text that reads back as the same float */
     char b[48];
+    /* Python's json writes the non-finite values as these words; %g would write nan/inf */
+    if (v != v) return ckj_new_raw_num("NaN");
+    if (v == INFINITY || v == -INFINITY) return ckj_new_raw_num(v > 0 ? "Infinity" : "-Infinity");
     for (int prec = 6; prec <= 9; prec++) {
         snprintf(b, sizeof b, "%.*g", prec, (double)v);
         if ((float)strtod(b, NULL) == v) break;
@@ -357,4 +294,27 @@ int ckj_dump(lofp_sbuf *b, const ckj *j, int indent)
 {
     dump(b, j, indent, 0);
     return !b->failed;
+}
+
+ckj *ckj_read(const char *path, lofp_io_error *err)
+{
+    char *text;
+    size_t len;
+    if (ck_read_file(path, &text, &len, err)) return NULL;
+    char msg[200];
+    ckj *j = ckj_parse(text, len, msg, sizeof msg);
+    free(text);
+    if (!j) ck_fail(err, LOFP_ERR_FORMAT, "%s: %s", path, msg);
+    return j;
+}
+
+lofp_status ckj_write(const char *path, const ckj *j, lofp_io_error *err)
+{
+    lofp_sbuf b = { 0 };
+    ckj_dump(&b, j, 2);
+    lofp_sbuf_putc(&b, '\n');
+    if (b.failed) { lofp_sbuf_free(&b); return ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", path); }
+    lofp_status s = lofp_write_bytes_atomic(path, b.p, b.len, err);
+    lofp_sbuf_free(&b);
+    return s;
 }

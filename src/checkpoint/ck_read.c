@@ -135,6 +135,20 @@ static size_t padded_k_of(const ck_model *m, size_t shard, const char *module)
     return 0;
 }
 
+/* The dtype a format stores a quantized tensor's codes or block scales in: anything else is
+ * refused, naming the tensor and both dtypes, never read as bytes of the expected one (an F32
+ * weight_scale read as E4M3 bytes decodes to garbage). No conversion is attempted: an F32 or BF16
+ * scale need not be a value E4M3 or E8M0 holds, and a rounded one would decode differently from
+ * what the producer meant. */
+static lofp_status check_dtype(const char *file, const lofp_tensor_info *ti, const char *role, lofp_io_dtype want,
+                               lofp_io_dtype also, const char *fmt, lofp_io_error *err)
+{
+    if (ti->dtype == want || (also && ti->dtype == also)) return LOFP_OK;
+    return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' (%s) is %s; %s stores it as %s%s%s (lofp reads no other dtype "
+                   "there and does not convert it)", file, ti->name, role, lofp_io_dtype_name(ti->dtype), fmt,
+                   lofp_io_dtype_name(want), also ? " or " : "", also ? lofp_io_dtype_name(also) : "");
+}
+
 static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
 {
     ck_model *m = &c->m;
@@ -218,6 +232,11 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                 free(base);
                 return st;
             }
+            lofp_status dst = nvfp4 ? check_dtype(m->shards[r->shard].name, x.s, "ModelOpt NVFP4 block scales", LOFP_IO_F8_E4M3, 0,
+                                                  "ModelOpt NVFP4", err)
+                                    : check_dtype(m->shards[r->shard].name, x.s, "ModelOpt MXFP8 block scales", LOFP_IO_U8,
+                                                  LOFP_IO_F8_E8M0, "ModelOpt MXFP8", err);
+            if (dst) { free(base); return dst; }
             x.kind = nvfp4 ? Q_NVFP4 : Q_MXFP8;
             x.name = cat(base, ".weight");
             x.logical_k = padded_k_of(m, r->shard, base);
@@ -237,6 +256,11 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                 free(base);
                 return st;
             }
+            const char *f = m->shards[r->shard].name;
+            lofp_status dst = check_dtype(f, r->ti, "compressed-tensors packed codes", LOFP_IO_U8, 0, "compressed-tensors", err);
+            if (!dst) dst = nvfp4 ? check_dtype(f, x.s, "NVFP4 block scales", LOFP_IO_F8_E4M3, 0, "compressed-tensors NVFP4", err)
+                                  : check_dtype(f, x.s, "MXFP4 block scales", LOFP_IO_U8, LOFP_IO_F8_E8M0, "compressed-tensors MXFP4", err);
+            if (dst) { free(base); return dst; }
             x.kind = nvfp4 ? Q_NVFP4 : Q_MXFP4;
             x.name = cat(base, ".weight");
             x.logical_k = padded_k_of(m, r->shard, base);
@@ -259,6 +283,23 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
             if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
             nq++;
             continue;
+        }
+        if (c->fmt == LOFP_CKPT_MODELOPT && ck_ends_with(nm, ".weight")) {
+            /* a weight beside block scales that is not in the codes dtype: not a dense weight whose
+             * scale may be dropped */
+            char *base = ck_strdup(nm);
+            if (!base) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            base[strlen(base) - 7] = 0;
+            const lofp_tensor_info *sc = find_ti(m, base, ".weight_scale");
+            lofp_status st = LOFP_OK;
+            if (sc)
+                st = ck_fail(err, LOFP_ERR_UNSUPPORTED,
+                             "%s: tensor '%s' is %s beside block scales '%s': ModelOpt %s stores its codes as %s, and lofp "
+                             "reads no other quantized weight (it is not a dense weight whose scales could be dropped)",
+                             m->shards[r->shard].name, nm, lofp_io_dtype_name(r->ti->dtype), sc->name, nvfp4 ? "NVFP4" : "MXFP8",
+                             nvfp4 ? "U8 (two E2M1 codes per byte)" : "F8_E4M3");
+            free(base);
+            if (st) return st;
         }
         if (is_consumed(nm, m, c->fmt)) {
             /* a scale whose codes tensor is missing */
@@ -506,10 +547,14 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
         if (block) t->scheme.block = block;
         t->scheme.two_level = two;
         t->ndim = 0;
-        for (const char *p = shape + 1; *p && *p != ']' && t->ndim < 8;) {
+        const char *p = shape + 1;
+        while (*p && *p != ']' && t->ndim < LOFP_MAX_NDIM) {
             t->shape[t->ndim++] = (size_t)strtoull(p, (char **)&p, 10);
             if (*p == ',') p++;
         }
+        if (*p && *p != ']')
+            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': the shape in its lofp metadata has more than %d dimensions",
+                           file, x->name, LOFP_MAX_NDIM);
         if (!t->ndim) return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': no shape in its lofp metadata", file, x->name);
         t->k = t->shape[t->ndim - 1];
         t->kp = kp ? kp : t->k;
@@ -528,6 +573,10 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
         lofp_scheme_preset(preset, &t->scheme);
         int packed = x->kind != Q_MXFP8;
         size_t nd = w->ndim;
+        /* a block-quantized tensor has a last dimension to hold its blocks */
+        if (nd == 0)
+            return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' (quantized codes) has 0 dimensions: no row of blocks to decode",
+                           file, w->name);
         if (c->fmt == LOFP_CKPT_GPT_OSS) {
             /* blocks [E, N, G, 16], scales [E, N, G] */
             if (nd < 2 || w->shape[nd - 1] != 16 || s->ndim != nd - 1)
@@ -591,7 +640,8 @@ static void store(lofp_io_dtype dt, void *out, size_t i, float v)
 
 lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt, void *out, lofp_io_error *err)
 {
-    if (!t || !out || (out_dt != LOFP_IO_F32 && out_dt != LOFP_IO_BF16 && out_dt != LOFP_IO_F16))
+    lofp_dtype od;
+    if (!t || !out || lofp_io_dtype_to_lofp(out_dt, &od) != LOFP_OK)
         return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_ckpt_dequantize: bad argument");
     if (!t->quantized) {
         size_t n = 1;
@@ -605,7 +655,6 @@ lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt
     if (!nv_two || (t->direction == LOFP_CKPT_SCALE_ENCODE && t->stored_codes && ck_ends_with(t->stored_codes, ".codes"))) {
         /* lofp files and every MX format: lofp's own dequantization */
         if (s.id == LOFP_SCHEME_NVFP4 && !nv_two) s.two_level = 0;
-        lofp_dtype od = out_dt == LOFP_IO_F32 ? LOFP_DTYPE_F32 : out_dt == LOFP_IO_BF16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F16;
         lofp_status st = lofp_dequantize(&s, t->codes, t->scales, t->global_scale, t->rows, t->k, od, out);
         if (st) return ck_fail(err, st, "%s: tensor '%s': dequantize failed (%s)", t->file, t->name, lofp_status_name(st));
         if (t->gguf_split_nibbles) {
@@ -766,8 +815,6 @@ static lofp_status import_tensor(lofp_ckpt *c, size_t i, lofp_io_dtype odt, void
     return LOFP_OK;
 }
 
-LOFP_INTERNAL lofp_status ck_stage_dir(const char *out, char **stage, lofp_io_error *err);
-LOFP_INTERNAL lofp_status ck_stage_commit(char *stage, const char *out, lofp_io_error *err);
 
 lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
 {
@@ -798,7 +845,7 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
         size_t cnt = 0;
         for (size_t i = 0; i < c->n; i++) cnt += c->is_gguf || c->t[i].shard == s;
         lofp_tensor_desc *d = calloc(cnt ? cnt : 1, sizeof *d);
-        size_t (*shapes)[8] = calloc(cnt ? cnt : 1, sizeof *shapes);
+        size_t (*shapes)[LOFP_MAX_NDIM] = calloc(cnt ? cnt : 1, sizeof *shapes);
         size_t *idx = calloc(cnt ? cnt : 1, sizeof *idx);
         if (!d || !shapes || !idx) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
         size_t k = 0;
@@ -825,7 +872,7 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
             void *buf = NULL;
             lofp_tensor_desc dd;
             memset(&dd, 0, sizeof dd);
-            size_t sh[8];
+            size_t sh[LOFP_MAX_NDIM];
             lofp_ckpt_tensor qt;
             st = lofp_ckpt_get(c, idx[j], &qt, err);
             if (!st && qt.quantized && !qt.gguf_split_nibbles) {

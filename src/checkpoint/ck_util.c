@@ -1,4 +1,5 @@
-/* ck_util.c -- errors, buffers, paths and whole-file helpers of the checkpoint component. */
+/* ck_util.c -- errors, paths, whole-file and directory helpers, globs and the options' defaults of the
+ * checkpoint component (the files every other checkpoint file may call; it calls none of them). */
 #include "ck_internal.h"
 
 #include <dirent.h>
@@ -92,73 +93,6 @@ lofp_status ck_read_file(const char *path, char **out, size_t *len, lofp_io_erro
     return LOFP_OK;
 }
 
-/* A temporary name beside `path`: dir/.name.lofp-tmp-PID-N */
-static char *tmp_name(const char *path)
-{
-    static unsigned counter;
-    unsigned c = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-    const char *slash = strrchr(path, '/');
-    size_t dl = slash ? (size_t)(slash - path + 1) : 0;
-    size_t n = strlen(path) + 64;
-    char *t = malloc(n);
-    if (!t) return NULL;
-    snprintf(t, n, "%.*s.%s.lofp-tmp-%ld-%u", (int)dl, path, slash ? slash + 1 : path, (long)getpid(), c);
-    return t;
-}
-
-int ck_tmp_open(const char *path, char **tmp_out)
-{
-    char *t = tmp_name(path);
-    if (!t) return -1;
-    int fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) { free(t); return -1; }
-    *tmp_out = t;
-    return fd;
-}
-
-int ck_write_all(int fd, const void *data, size_t n)
-{
-    const char *p = data;
-    while (n) {
-        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return 0;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 1;
-}
-
-lofp_status ck_commit(int fd, char *tmp, const char *path, lofp_io_error *err)
-{
-    int ok = fsync(fd) == 0;
-    ok = close(fd) == 0 && ok;
-    if (ok && rename(tmp, path) != 0) ok = 0;
-    if (!ok) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        return ck_fail(err, LOFP_ERR_IO, "%s: %s", path, strerror(e));
-    }
-    free(tmp);
-    return LOFP_OK;
-}
-
-lofp_status ck_write_file(const char *path, const void *data, size_t len, lofp_io_error *err)
-{
-    char *tmp = NULL;
-    int fd = ck_tmp_open(path, &tmp);
-    if (fd < 0) return ck_fail(err, LOFP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    if (!ck_write_all(fd, data, len)) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return ck_fail(err, LOFP_ERR_IO, "%s: write failed: %s", path, strerror(e));
-    }
-    return ck_commit(fd, tmp, path, err);
-}
-
 lofp_status ck_mkdirs(const char *path, lofp_io_error *err)
 {
     char *p = ck_strdup(path);
@@ -219,31 +153,25 @@ lofp_status ck_copy_tree(const char *src, const char *dst, lofp_io_error *err)
         closedir(d);
         return r;
     }
-    int in = open(src, O_RDONLY);
+    int in = open(src, O_RDONLY | O_CLOEXEC);
     if (in < 0) return ck_fail(err, LOFP_ERR_IO, "%s: %s", src, strerror(errno));
-    char *tmp = NULL;
-    int fd = ck_tmp_open(dst, &tmp);
-    if (fd < 0) { close(in); return ck_fail(err, LOFP_ERR_IO, "%s: cannot create: %s", dst, strerror(errno)); }
+    lofp_atomic_file a;
+    lofp_status r = lofp_atomic_open(&a, dst, err);
+    if (r) { close(in); return r; }
     static const size_t CH = 1 << 20;
     char *b = malloc(CH);
-    int ok = b != NULL;
-    for (;;) {
-        if (!ok) break;
-        ssize_t r = read(in, b, CH);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) { ok = 0; break; }
-        if (r == 0) break;
-        ok = ck_write_all(fd, b, (size_t)r);
+    if (!b) r = ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", dst);
+    while (!r) {
+        ssize_t n = read(in, b, CH);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) { r = ck_fail(err, LOFP_ERR_IO, "%s: read failed: %s", src, strerror(errno)); break; }
+        if (n == 0) break;
+        r = lofp_atomic_write(&a, b, (size_t)n, err);
     }
     free(b);
     close(in);
-    if (!ok) {
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return ck_fail(err, LOFP_ERR_IO, "%s: copy to %s failed", src, dst);
-    }
-    return ck_commit(fd, tmp, dst, err);
+    if (r) { lofp_atomic_abort(&a); return r; }
+    return lofp_atomic_commit(&a, 0, err);
 }
 
 int ck_glob_match(const char *pattern, const char *name) { return fnmatch(pattern, name, 0) == 0; }
@@ -272,25 +200,11 @@ float ck_load(lofp_io_dtype dt, const void *p, size_t i)
     }
 }
 
-ckj *ckj_read(const char *path, lofp_io_error *err)
-{
-    char *text;
-    size_t len;
-    if (ck_read_file(path, &text, &len, err)) return NULL;
-    char msg[200];
-    ckj *j = ckj_parse(text, len, msg, sizeof msg);
-    free(text);
-    if (!j) ck_fail(err, LOFP_ERR_FORMAT, "%s: %s", path, msg);
-    return j;
-}
+/* ---- options --------------------------------------------------------------------------- */
 
-lofp_status ckj_write(const char *path, const ckj *j, lofp_io_error *err)
+void lofp_ckpt_options_init(lofp_ckpt_options *o)
 {
-    lofp_sbuf b = { 0 };
-    ckj_dump(&b, j, 2);
-    lofp_sbuf_putc(&b, '\n');
-    if (b.failed) { lofp_sbuf_free(&b); return ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", path); }
-    lofp_status s = ck_write_file(path, b.p, b.len, err);
-    lofp_sbuf_free(&b);
-    return s;
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->import_dtype = LOFP_IO_BF16;
 }

@@ -48,6 +48,10 @@ lofp_status lofp_io_check_desc(const lofp_tensor_desc *t, size_t i, int check_na
         return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, file, "%s: unknown dtype %d", who, (int)t->dtype);
     if (t->ndim && !t->shape)
         return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, file, "%s: NULL shape", who);
+    if (t->ndim > LOFP_MAX_NDIM)
+        return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, file,
+                            "%s: %zu dimensions; a tensor has at most %d dimensions (numpy's limit)", who,
+                            t->ndim, LOFP_MAX_NDIM);
     size_t need;
     lofp_status st = lofp_io_tensor_bytes(t->dtype, t->shape, t->ndim, &need);
     if (st == LOFP_ERR_SIZE_OVERFLOW)

@@ -8,12 +8,11 @@
 
 #include "core/core.h"
 #include "lofp/io.h"
+#include "json.h"
 #include "sbuf.h"
 
 /* Largest safetensors header accepted or written: the limit of the safetensors package. */
 #define LOFP_ST_MAX_HEADER 100000000u
-/* Deepest JSON nesting accepted (a safetensors header needs 3). */
-#define LOFP_JSON_MAX_DEPTH 64
 
 /* ---- error reporting ---------------------------------------------------------------------- */
 
@@ -44,50 +43,7 @@ LOFP_INTERNAL const char *lofp_io_npy_descr(lofp_io_dtype dt);
 /* Returns 1 if the len bytes at s are valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 LOFP_INTERNAL int lofp_io_utf8_valid(const uint8_t *s, size_t len);
 
-/* ---- JSON ----------------------------------------------------------------------------------- */
-
-enum {
-    LOFP_JSON_NULL = 0,
-    LOFP_JSON_FALSE = 1,
-    LOFP_JSON_TRUE = 2,
-    LOFP_JSON_INT = 3,    /* integers only: fractions and exponents are rejected */
-    LOFP_JSON_STRING = 4,
-    LOFP_JSON_ARRAY = 5,
-    LOFP_JSON_OBJECT = 6
-};
-
-/* One value. Node 0 is the root; index 0 as a link means "none". Strings (values and member keys)
- * live NUL-terminated in the document's string buffer and may contain NUL bytes themselves
- * (from \u0000): compare with their length. */
-typedef struct lofp_json_node {
-    uint8_t type;
-    uint8_t negative;   /* INT: a leading minus sign was present */
-    uint32_t key;       /* object member: offset of its key in strings; else UINT32_MAX */
-    uint32_t key_len;
-    uint32_t next;      /* next sibling (member or element) */
-    uint32_t first;     /* ARRAY/OBJECT: first child; STRING: offset in strings */
-    uint32_t count;     /* ARRAY/OBJECT: children; STRING: byte length */
-    uint64_t num;       /* INT: magnitude */
-} lofp_json_node;
-
-typedef struct lofp_json_doc {
-    lofp_json_node *nodes;
-    uint32_t n_nodes;
-    uint32_t cap_nodes;
-    char *strings;
-    size_t strings_len;
-} lofp_json_doc;
-
-/* Parses exactly one JSON value from text[0..len), allowing whitespace around it. Strict: no
- * trailing characters, no duplicate keys within an object, no control characters or invalid UTF-8
- * in strings, no lone surrogates, integers only (magnitude < 2^64), nesting at most
- * LOFP_JSON_MAX_DEPTH. On error returns LOFP_ERR_FORMAT (or LOFP_ERR_NOMEM) and writes a message
- * "JSON error at byte N: ..." to msg. On success the caller frees doc with lofp_json_free. */
-LOFP_INTERNAL lofp_status lofp_json_parse(const char *text, size_t len, lofp_json_doc *doc,
-                                          char *msg, size_t msg_cap);
-LOFP_INTERNAL void lofp_json_free(lofp_json_doc *doc);
-/* Member `key` of object node obj, or 0 when absent. */
-LOFP_INTERNAL uint32_t lofp_json_get(const lofp_json_doc *doc, uint32_t obj, const char *key);
+/* ---- JSON: io/json.h ---- */
 
 /* ---- growable byte buffer: io/sbuf.h ---- */
 

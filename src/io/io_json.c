@@ -1,9 +1,11 @@
-/* io_json.c -- a small, strict JSON parser for safetensors headers (RFC 8259 minus fractions and
- * exponents, which a safetensors header never holds). Builds a flat node array; strings are
- * decoded into one buffer. Never reads outside text[0..len). */
+/* io_json.c -- the library's JSON parser (json.h): strict for safetensors headers (RFC 8259 minus
+ * fractions and exponents, which a safetensors header never holds), lenient for config files.
+ * Builds a flat node array; strings and numbers' source text go into one buffer. Never reads
+ * outside text[0..len). */
 #include "io_internal.h"
 #include "json_string.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,8 @@ typedef struct {
     char *msg;
     size_t msg_cap;
     lofp_status st;
+    int lenient;
+    int max_depth;
     /* scratch for the duplicate-key check */
     struct keyref { const char *p; uint32_t len; } *keys;
     size_t keys_cap;
@@ -76,34 +80,92 @@ static int parse_string(parser *p, uint32_t *off, uint32_t *slen)
     return 1;
 }
 
+/* Copies the number text s[start..p->pos) into the string buffer. The buffer (len + 1 bytes) has
+ * room: every number is followed by a byte no other value stores (a separator, a bracket or
+ * whitespace) or by the end of the text, whose extra byte pays for the NUL. */
+static void keep_text(parser *p, uint32_t node, size_t start)
+{
+    lofp_json_doc *d = p->doc;
+    size_t n = p->pos - start;
+    lofp_json_node *nd = &d->nodes[node];
+    memcpy(d->strings + d->strings_len, p->s + start, n);
+    d->strings[d->strings_len + n] = '\0';
+    nd->first = (uint32_t)d->strings_len;
+    nd->count = (uint32_t)n;
+    d->strings_len += n + 1;
+}
+
+static int is_digit(const parser *p)
+{
+    return p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9';
+}
+
+/* Numbers follow RFC 8259's grammar in both modes: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?.
+ * The strict mode takes integers below 2^64 only; the lenient mode makes everything else a
+ * NUMBER node, plus the words NaN, Infinity and -Infinity (Python's json writes them). */
 static int parse_number(parser *p, uint32_t node)
 {
-    lofp_json_node *n;
-    int neg = 0;
+    size_t start = p->pos;
+    int neg = 0, overflow = 0;
     if (p->s[p->pos] == '-') { neg = 1; p->pos++; }
-    if (p->pos >= p->len || p->s[p->pos] < '0' || p->s[p->pos] > '9')
-        return fail(p, LOFP_ERR_FORMAT, "invalid number");
+    if (p->lenient) {
+        static const char nan_w[] = "NaN", inf_w[] = "Infinity";
+        const char *w = NULL;
+        double v = 0.0;
+        if (!neg && p->len - p->pos >= 3 && memcmp(p->s + p->pos, nan_w, 3) == 0) { w = nan_w; v = NAN; }
+        else if (p->len - p->pos >= 8 && memcmp(p->s + p->pos, inf_w, 8) == 0) { w = inf_w; v = neg ? -INFINITY : INFINITY; }
+        if (w) {
+            p->pos += strlen(w);
+            p->doc->nodes[node].type = LOFP_JSON_NUMBER;
+            p->doc->nodes[node].dbl = v;
+            keep_text(p, node, start);
+            return 1;
+        }
+    }
+    if (!is_digit(p)) return fail(p, LOFP_ERR_FORMAT, "invalid number");
     uint64_t v = 0;
     if (p->s[p->pos] == '0') {
         p->pos++;
-        if (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
-            return fail(p, LOFP_ERR_FORMAT, "number with a leading zero");
+        if (is_digit(p)) return fail(p, LOFP_ERR_FORMAT, "number with a leading zero");
     } else {
-        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
+        while (is_digit(p)) {
             uint64_t dgt = (uint64_t)(p->s[p->pos] - '0');
-            if (v > (UINT64_MAX - dgt) / 10) return fail(p, LOFP_ERR_FORMAT, "number overflows 64 bits");
-            v = v * 10 + dgt;
+            if (overflow || v > (UINT64_MAX - dgt) / 10) {
+                if (!p->lenient) return fail(p, LOFP_ERR_FORMAT, "number overflows 64 bits");
+                overflow = 1;
+            } else {
+                v = v * 10 + dgt;
+            }
             p->pos++;
         }
     }
-    if (p->pos < p->len) {
-        uint8_t c = p->s[p->pos];
-        if (c == '.' || c == 'e' || c == 'E')
-            return fail(p, LOFP_ERR_FORMAT, "non-integer number (only integers are allowed)");
+    int is_int = !overflow;
+    if (p->pos < p->len && p->s[p->pos] == '.') {
+        if (!p->lenient) return fail(p, LOFP_ERR_FORMAT, "non-integer number (only integers are allowed)");
+        p->pos++;
+        if (!is_digit(p)) return fail(p, LOFP_ERR_FORMAT, "invalid number (no digit after '.')");
+        while (is_digit(p)) p->pos++;
+        is_int = 0;
     }
-    n = &p->doc->nodes[node];
-    n->negative = (uint8_t)neg;
-    n->num = v;
+    if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
+        if (!p->lenient) return fail(p, LOFP_ERR_FORMAT, "non-integer number (only integers are allowed)");
+        p->pos++;
+        if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-')) p->pos++;
+        if (!is_digit(p)) return fail(p, LOFP_ERR_FORMAT, "invalid number (no digit in the exponent)");
+        while (is_digit(p)) p->pos++;
+        is_int = 0;
+    }
+    lofp_json_node *n = &p->doc->nodes[node];
+    keep_text(p, node, start);
+    if (is_int) {
+        n->negative = (uint8_t)neg;
+        n->num = v;
+        n->dbl = neg ? -(double)v : (double)v;
+    } else {
+        /* the grammar above is a subset of what strtod reads, so it consumes the whole text */
+        n->type = LOFP_JSON_NUMBER;
+        n->dbl = strtod(p->doc->strings + n->first, NULL);
+    }
     return 1;
 }
 
@@ -200,7 +262,7 @@ static int parse_value(parser *p, uint32_t *out, int depth)
 {
     skip_ws(p);
     if (p->pos >= p->len) return fail(p, LOFP_ERR_FORMAT, "unexpected end of input");
-    if (depth > LOFP_JSON_MAX_DEPTH) return fail(p, LOFP_ERR_FORMAT, "nesting too deep");
+    if (depth > p->max_depth) return fail(p, LOFP_ERR_FORMAT, "nesting too deep");
     uint8_t c = p->s[p->pos];
     uint32_t n;
     switch (c) {
@@ -224,7 +286,7 @@ static int parse_value(parser *p, uint32_t *out, int depth)
     case 'f': n = new_node(p, LOFP_JSON_FALSE); *out = n; return !p->st && literal(p, "false");
     case 'n': n = new_node(p, LOFP_JSON_NULL); *out = n; return !p->st && literal(p, "null");
     default:
-        if (c == '-' || (c >= '0' && c <= '9')) {
+        if (c == '-' || (c >= '0' && c <= '9') || (p->lenient && (c == 'N' || c == 'I'))) {
             n = new_node(p, LOFP_JSON_INT);
             if (p->st) return 0;
             *out = n;
@@ -237,9 +299,17 @@ static int parse_value(parser *p, uint32_t *out, int depth)
 lofp_status lofp_json_parse(const char *text, size_t len, lofp_json_doc *doc, char *msg,
                             size_t msg_cap)
 {
+    return lofp_json_parse_ex(text, len, 0, doc, msg, msg_cap);
+}
+
+lofp_status lofp_json_parse_ex(const char *text, size_t len, unsigned flags, lofp_json_doc *doc,
+                               char *msg, size_t msg_cap)
+{
     memset(doc, 0, sizeof *doc);
     if (msg_cap) msg[0] = '\0';
-    parser p = {(const uint8_t *)text, len, 0, doc, msg, msg_cap, LOFP_OK, NULL, 0};
+    int lenient = (flags & LOFP_JSON_LENIENT) != 0;
+    parser p = {(const uint8_t *)text, len, 0, doc, msg, msg_cap, LOFP_OK, lenient,
+                lenient ? LOFP_JSON_MAX_DEPTH_LENIENT : LOFP_JSON_MAX_DEPTH, NULL, 0};
     if (len > (size_t)UINT32_MAX - 2) { fail(&p, LOFP_ERR_FORMAT, "document too long"); return p.st; }
     doc->strings = malloc(len + 1);
     if (!doc->strings) { fail(&p, LOFP_ERR_NOMEM, ""); return p.st; }

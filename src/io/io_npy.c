@@ -271,6 +271,12 @@ lofp_status lofp_npy_parse(lofp_file *f, lofp_io_error *err)
                           "(numpy.ascontiguousarray)");
         goto fail;
     }
+    if (ndim > LOFP_MAX_NDIM) {
+        st = lofp_io_fail(err, LOFP_ERR_UNSUPPORTED, file,
+                          "shape has %zu dimensions; lofp reads at most %d dimensions (numpy's limit)", ndim,
+                          LOFP_MAX_NDIM);
+        goto fail;
+    }
     size_t numel = 1, nbytes;
     char shp[160];
     for (size_t i = 0; i < ndim; i++) {

@@ -189,6 +189,12 @@ lofp_status lofp_st_parse(lofp_file *f, lofp_io_error *err)
             ndim++;
         }
         used_dims += ndim;
+        if (ndim > LOFP_MAX_NDIM) {
+            st = lofp_io_fail(err, LOFP_ERR_UNSUPPORTED, file,
+                              "tensor %s: shape has %zu dimensions; lofp reads at most %d dimensions (numpy's limit)",
+                              q, ndim, LOFP_MAX_NDIM);
+            goto out;
+        }
         if (overflow) {
             st = lofp_io_fail(err, LOFP_ERR_FORMAT, file,
                               "tensor %s: shape %s has more elements than fit in 64 bits", q,

@@ -165,6 +165,17 @@ lofp_status lofp_io_dtype_from_name(const char *name, lofp_io_dtype *out)
     return LOFP_OK;
 }
 
+lofp_status lofp_io_dtype_to_lofp(lofp_io_dtype dt, lofp_dtype *out)
+{
+    if (!out) return LOFP_ERR_INVALID_ARG;
+    switch (dt) {
+    case LOFP_IO_F32: *out = LOFP_DTYPE_F32; return LOFP_OK;
+    case LOFP_IO_BF16: *out = LOFP_DTYPE_BF16; return LOFP_OK;
+    case LOFP_IO_F16: *out = LOFP_DTYPE_F16; return LOFP_OK;
+    default: return LOFP_ERR_UNSUPPORTED;
+    }
+}
+
 lofp_status lofp_io_tensor_bytes(lofp_io_dtype dt, const size_t *shape, size_t ndim,
                                  size_t *nbytes)
 {

@@ -1,32 +1,23 @@
 /* io_writer.c -- the streaming writer (lofp_writer_*): the header first, every tensor's data at
  * the offset the header records as it arrives, then fsync and an atomic rename. lofp_file_write()
  * is this writer fed with whole tensors. */
+#include "atomic.h"
 #include "io_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#ifndef NAME_MAX
-#define NAME_MAX 255
-#endif
 
 struct lofp_writer {
-    int fd;              /* the temporary file; -1 once closed */
-    int dirfd;           /* the destination's directory */
+    lofp_atomic_file at; /* the temporary file beside the destination (atomic.h) */
     char *path;          /* the destination as given (messages) */
-    char *base;          /* its last component, relative to dirfd */
-    char *tmp;           /* the temporary file's name, relative to dirfd */
     unsigned flags;
     int failed;          /* an append failed: finish refuses */
-    int keep_mode;       /* the destination existed as a regular file: take its mode */
-    mode_t mode;
     size_t n;
     size_t *start;       /* file offset of tensor i's data (the caller's index) */
     size_t *size;        /* its byte size */
@@ -48,35 +39,14 @@ static int ends_with(const char *s, const char *suffix)
     return n >= k && memcmp(s + n - k, suffix, k) == 0;
 }
 
-static int pwrite_all(int fd, const void *p, size_t n, size_t off)
-{
-    const uint8_t *b = p;
-    while (n) {
-        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-        ssize_t w = pwrite(fd, b, chunk, (off_t)off);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        if (w == 0) { errno = ENOSPC; return -1; }
-        b += w;
-        n -= (size_t)w;
-        off += (size_t)w;
-    }
-    return 0;
-}
-
 static void writer_free(lofp_writer *w)
 {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
-    if (w->dirfd >= 0) close(w->dirfd);
+    lofp_atomic_abort(&w->at);
     if (w->names)
         for (size_t i = 0; i < w->n; i++) free(w->names[i]);
     free(w->names);
     free(w->path);
-    free(w->base);
-    free(w->tmp);
     free(w->start);
     free(w->size);
     free(w->fill);
@@ -86,15 +56,12 @@ static void writer_free(lofp_writer *w)
 
 void lofp_writer_unlink_temp(const lofp_writer *w)
 {
-    if (w && w->dirfd >= 0 && w->tmp) (void)unlinkat(w->dirfd, w->tmp, 0);
+    if (w) lofp_atomic_unlink_temp(&w->at);
 }
 
 void lofp_writer_abort(lofp_writer *w)
 {
-    if (!w) return;
-    if (w->fd >= 0) { close(w->fd); w->fd = -1; }
-    lofp_writer_unlink_temp(w);
-    writer_free(w);
+    writer_free(w);   /* lofp_atomic_abort removes the temporary file */
 }
 
 static char *dup_str(const char *s)
@@ -138,39 +105,6 @@ lofp_status lofp_io_format_for_path(const char *path, lofp_file_format *fmt, lof
     return LOFP_OK;
 }
 
-/* Creates the temporary file: ".<base>.tmp-<48 random bits>", the base cut so that the name fits
- * NAME_MAX. Returns the fd (-1 with errno set). */
-static int create_temp(lofp_writer *w)
-{
-    size_t bl = strlen(w->base);
-    const size_t extra = 1 + 5 + 12;            /* "." + ".tmp-" + 12 hex digits */
-    long name_max = fpathconf(w->dirfd, _PC_NAME_MAX);
-    if (name_max <= 0 || name_max > 4096) name_max = NAME_MAX;
-    size_t keep = bl;
-    if (keep + extra > (size_t)name_max) keep = (size_t)name_max > extra ? (size_t)name_max - extra : 0;
-    w->tmp = malloc(keep + extra + 1);
-    if (!w->tmp) { errno = ENOMEM; return -1; }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t seed = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)getpid() << 16 ^
-                    (uint64_t)(uintptr_t)&ts ^ (uint64_t)(uintptr_t)w;
-    int fd = -1;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        uint64_t r = lofp_splitmix64(&seed);
-        snprintf(w->tmp, keep + extra + 1, ".%.*s.tmp-%012llx", (int)keep, w->base,
-                 (unsigned long long)(r & 0xFFFFFFFFFFFFull));
-        fd = openat(w->dirfd, w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        int e = errno;
-        free(w->tmp);
-        w->tmp = NULL;
-        errno = e;
-    }
-    return fd;
-}
-
 lofp_status lofp_writer_open(const char *path, lofp_file_format fmt,
                              const lofp_tensor_desc *tensors, size_t n,
                              const lofp_metadata_entry *metadata, size_t n_meta, unsigned flags,
@@ -184,7 +118,7 @@ lofp_status lofp_writer_open(const char *path, lofp_file_format fmt,
     lofp_sbuf hdr = {0};
     lofp_writer *w = calloc(1, sizeof *w);
     if (!w) return lofp_io_fail(err, LOFP_ERR_NOMEM, path, "out of memory");
-    w->fd = w->dirfd = -1;
+    w->at.fd = w->at.dirfd = -1;
     w->flags = flags;
     w->n = n;
     size_t m = n ? n : 1;
@@ -214,58 +148,9 @@ lofp_status lofp_writer_open(const char *path, lofp_file_format fmt,
         }
     }
 
-    /* the temporary file lives next to the destination so that rename() is atomic; everything
-     * after this point is relative to the directory's fd (no path grows past PATH_MAX) */
-    {
-        const char *slash = strrchr(path, '/');
-        size_t dlen = slash ? (size_t)(slash - path) : 0;
-        char *dir = malloc(dlen + 2);
-        w->base = dup_str(slash ? slash + 1 : path);
-        if (!dir || !w->base) {
-            free(dir);
-            st = lofp_io_fail(err, LOFP_ERR_NOMEM, path, "out of memory");
-            goto fail;
-        }
-        if (slash) {
-            memcpy(dir, path, dlen ? dlen : 1);       /* "/x" -> dir "/" */
-            dir[dlen ? dlen : 1] = '\0';
-        } else {
-            strcpy(dir, ".");
-        }
-        w->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (w->dirfd < 0) {
-            st = lofp_io_fail(err, LOFP_ERR_IO, path, "cannot create a temporary file in '%s': %s",
-                              dir, errstr(errno, e, sizeof e));
-            free(dir);
-            goto fail;
-        }
-        struct stat sb;
-        if (fstatat(w->dirfd, w->base, &sb, 0) == 0) {
-            if (S_ISDIR(sb.st_mode)) {
-                free(dir);
-                st = lofp_io_fail(err, LOFP_ERR_IO, path, "cannot replace a directory");
-                goto fail;
-            }
-            if (S_ISREG(sb.st_mode)) {
-                w->keep_mode = 1;
-                w->mode = sb.st_mode & 07777;
-            }
-        }
-        w->fd = create_temp(w);
-        if (w->fd < 0) {
-            st = lofp_io_fail(err, LOFP_ERR_IO, path, "cannot create a temporary file in '%s': %s",
-                              dir, errstr(errno, e, sizeof e));
-            free(dir);
-            goto fail;
-        }
-        free(dir);
-    }
-    if (w->keep_mode && fchmod(w->fd, w->mode) != 0) {
-        st = lofp_io_fail(err, LOFP_ERR_IO, path, "cannot set the mode of the temporary file: %s",
-                          errstr(errno, e, sizeof e));
-        goto fail;
-    }
-    if (pwrite_all(w->fd, hdr.p, hdr.len, 0) != 0) {
+    /* the temporary file lives next to the destination so that rename() is atomic */
+    if ((st = lofp_atomic_open(&w->at, path, err))) goto fail;
+    if (lofp_atomic_pwrite(&w->at, hdr.p, hdr.len, 0) != 0) {
         st = lofp_io_fail(err, LOFP_ERR_IO, path, "writing %zu bytes failed: %s", w->total,
                           errstr(errno, e, sizeof e));
         goto fail;
@@ -309,7 +194,7 @@ lofp_status lofp_writer_append(lofp_writer *w, size_t i, const void *data, size_
     }
     if (w->failed)
         return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, w->path, "an earlier write failed");
-    if (nbytes && pwrite_all(w->fd, data, nbytes, w->start[i] + w->fill[i]) != 0) {
+    if (nbytes && lofp_atomic_pwrite(&w->at, data, nbytes, w->start[i] + w->fill[i]) != 0) {
         w->failed = 1;
         return lofp_io_fail(err, LOFP_ERR_IO, w->path, "writing %zu bytes failed: %s", w->total,
                             errstr(errno, e, sizeof e));
@@ -321,7 +206,7 @@ lofp_status lofp_writer_append(lofp_writer *w, size_t i, const void *data, size_
 
 lofp_status lofp_writer_finish(lofp_writer *w, lofp_io_error *err)
 {
-    char e[128], who[160];
+    char who[160];
     lofp_status st;
     if (!w) return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, NULL, "NULL writer");
     if (w->failed) {
@@ -335,30 +220,9 @@ lofp_status lofp_writer_finish(lofp_writer *w, lofp_io_error *err)
             goto fail;
         }
     }
-    if (!(w->flags & LOFP_WRITE_NO_SYNC) && fsync(w->fd) != 0) {
-        st = lofp_io_fail(err, LOFP_ERR_IO, w->path, "fsync of the temporary file failed: %s",
-                          errstr(errno, e, sizeof e));
-        goto fail;
-    }
-    {
-        int rc = close(w->fd);
-        w->fd = -1;
-        if (rc != 0) {
-            st = lofp_io_fail(err, LOFP_ERR_IO, w->path, "closing the temporary file failed: %s",
-                              errstr(errno, e, sizeof e));
-            goto fail;
-        }
-    }
-    if (renameat(w->dirfd, w->tmp, w->dirfd, w->base) != 0) {
-        st = lofp_io_fail(err, LOFP_ERR_IO, w->path, "cannot rename the temporary file into place: %s",
-                          errstr(errno, e, sizeof e));
-        goto fail;
-    }
-    /* make the rename durable; best effort (some file systems refuse directory fsync) */
-    if (!(w->flags & LOFP_WRITE_NO_SYNC)) (void)fsync(w->dirfd);
+    st = lofp_atomic_commit(&w->at, w->flags, err);
     writer_free(w);
-    lofp_io_ok(err);
-    return LOFP_OK;
+    return st;
 fail:
     lofp_writer_abort(w);
     return st;

@@ -1,6 +1,5 @@
-/* json_string.c -- JSON string decoding shared by io_json.c (safetensors headers) and
- * checkpoint/ck_json.c (config files): one strict implementation of the escapes, surrogate pairs
- * and UTF-8 checks (json_string.h). */
+/* json_string.c -- JSON string decoding for io_json.c (both its modes): one strict implementation
+ * of the escapes, surrogate pairs and UTF-8 checks (json_string.h). */
 #include "json_string.h"
 
 #include "io_internal.h"

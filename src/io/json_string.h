@@ -1,6 +1,6 @@
-/* json_string.h -- the JSON string decoder the file layer's safetensors-header parser and the
- * checkpoint layer's config-file parser share (src/io/json_string.c). An interface header of io:
- * components allowed to use io may include it (tests/arch/layering.py). */
+/* json_string.h -- the JSON string decoder of io's parser (io_json.c, src/io/json_string.c), kept
+ * apart so that the string rules are read in one place. Internal to io: other components parse
+ * JSON through io/json.h. */
 #ifndef LOFP_IO_JSON_STRING_H
 #define LOFP_IO_JSON_STRING_H
 

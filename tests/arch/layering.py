@@ -2,6 +2,7 @@
 """Checks the component rules of docs/ARCHITECTURE.md on the source tree and on the built objects.
 
 usage: layering.py SRC_DIR OBJ_DIR
+       layering.py --self-test        (the loop finder of rule 4 on made-up graphs)
 
 1. Includes: a file of component A includes, from another component B, only B's interface
    headers (INTERFACE below); B must be one A may use (USES below).
@@ -9,6 +10,9 @@ usage: layering.py SRC_DIR OBJ_DIR
    a component A may use. This catches what includes cannot: a table in core that points at a
    function defined in quant is a dependency of core on quant even though no header says so.
 3. USES itself has no cycle.
+4. Inside a component listed in NO_FILE_CYCLES, no two files call each other in a loop: the
+   file-level graph "a.c uses a symbol b.c defines" (from nm of the objects) has no cycle. A loop
+   means neither file can be read, tested or replaced without the other.
 Exits 1 and names each violation (file, include or symbol) when a rule is broken.
 """
 import os
@@ -31,8 +35,12 @@ USES = {
 INTERFACE = {
     "core/core.h", "core/traits.h",
     "runtime/cpu_features.h", "runtime/threadpool.h",
-    "io/json_string.h", "io/sbuf.h",
+    "io/atomic.h", "io/json.h", "io/sbuf.h",
 }
+
+
+# Components whose files must not call each other in a loop (rule 4).
+NO_FILE_CYCLES = {"checkpoint"}
 
 
 def component_of(rel):
@@ -125,7 +133,133 @@ def check_symbols(obj, errors):
     return len(objs)
 
 
+def file_cycles(file_defs, file_uses):
+    """Strongly connected components with more than one file (Tarjan), each sorted, plus one
+    concrete loop through each for the message. file_defs: file -> set of symbols it defines;
+    file_uses: file -> set of symbols it uses."""
+    owner = {}
+    for f, syms in file_defs.items():
+        for s in syms:
+            owner[s] = f
+    edges = {f: {} for f in file_defs}
+    for f, syms in file_uses.items():
+        for s in syms:
+            g = owner.get(s)
+            if g and g != f:
+                edges.setdefault(f, {}).setdefault(g, s)
+    index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
+
+    def strong(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, {})):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                sccs.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            strong(v)
+    out = []
+    for comp in sccs:
+        members = set(comp)
+        # a loop from the first file back to itself inside the component (breadth-first)
+        start = comp[0]
+        prev, frontier, found = {start: None}, [start], None
+        while frontier and not found:
+            nxt = []
+            for v in frontier:
+                for w in sorted(edges.get(v, {})):
+                    if w not in members:
+                        continue
+                    if w == start:
+                        found = v
+                        break
+                    if w not in prev:
+                        prev[w] = v
+                        nxt.append(w)
+                if found:
+                    break
+            frontier = nxt
+        path, v = [], found
+        while v is not None:
+            path.append(v)
+            v = prev[v]
+        path.reverse()
+        path.append(start)
+        steps = [f"{a} uses {edges[a][b]} of {b}" for a, b in zip(path, path[1:])]
+        out.append((comp, ", ".join(steps)))
+    return out
+
+
+def check_file_cycles(obj, errors):
+    """Rule 4, on the objects of one library target (the shared and static ones hold the same)."""
+    per_target = {}
+    for d, _, files in os.walk(obj):
+        for f in files:
+            if not f.endswith(".o"):
+                continue
+            p = os.path.join(d, f)
+            parts = os.path.relpath(p, obj).replace(os.sep, "/").split("/")
+            if "src" not in parts:
+                continue
+            i = parts.index("src")
+            rest = parts[i + 1:]
+            if len(rest) != 2 or rest[0] not in NO_FILE_CYCLES:
+                continue
+            target = "/".join(parts[:i])
+            per_target.setdefault(target, {}).setdefault(rest[0], []).append((rest[1][:-2], p))
+    if not per_target:
+        return
+    target = sorted(per_target)[0]
+    for comp, objs in sorted(per_target[target].items()):
+        defs, uses = {}, {}
+        for name, p in objs:
+            out = subprocess.run(["nm", p], capture_output=True, text=True, check=True).stdout
+            defs[name], uses[name] = set(), set()
+            for line in out.splitlines():
+                fields = line.split()
+                if len(fields) == 3 and fields[1] in "TDBRV":
+                    defs[name].add(fields[2])
+                elif len(fields) == 2 and fields[0] == "U":
+                    uses[name].add(fields[1])
+        for members, loop in file_cycles(defs, uses):
+            errors.append(f"{comp}: files call each other in a loop ({', '.join(members)}): {loop}")
+
+
+def self_test():
+    """Rule 4's loop finder on the loops the checkpoint files had (ck_read.c <-> ck_convert.c through
+    the staging functions, ck_json.c <-> ck_util.c), on a three-file loop and on a chain."""
+    old = file_cycles({"ck_read.c": {"lofp_ckpt_close"}, "ck_convert.c": {"ck_stage_dir"}, "ck_util.c": {"ck_strdup"}},
+                      {"ck_read.c": {"ck_stage_dir", "ck_strdup"}, "ck_convert.c": {"lofp_ckpt_close", "ck_strdup"},
+                       "ck_util.c": set()})
+    assert [m for m, _ in old] == [["ck_convert.c", "ck_read.c"]], old
+    assert "ck_stage_dir" in old[0][1] and "lofp_ckpt_close" in old[0][1], old
+    three = file_cycles({"a.c": {"fa"}, "b.c": {"fb"}, "c.c": {"fc"}}, {"a.c": {"fb"}, "b.c": {"fc"}, "c.c": {"fa"}})
+    assert [m for m, _ in three] == [["a.c", "b.c", "c.c"]] and three[0][1].count(" uses ") == 3, three
+    chain = file_cycles({"a.c": {"fa"}, "b.c": {"fb"}, "c.c": {"fc"}}, {"a.c": {"fb", "fc"}, "b.c": {"fc"}, "c.c": set()})
+    assert chain == [], chain
+    print("layering: self-test ok")
+    return 0
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
@@ -134,6 +268,7 @@ def main():
     check_acyclic(errors)
     nfiles = check_includes(src, errors)
     nobjs = check_symbols(obj, errors)
+    check_file_cycles(obj, errors)
     for e in errors:
         print("layering:", e)
     print(f"layering: {nfiles} source files, {nobjs} objects, {len(USES)} components: "

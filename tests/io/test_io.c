@@ -29,6 +29,9 @@ static uint8_t pat_byte(unsigned seed, size_t j, lofp_io_dtype dt)
     return (uint8_t)(j * 29u + seed * 71u + 5u);
 }
 
+static void expect_error(const uint8_t *buf, size_t len, lofp_file_format fmt, lofp_status status,
+                         const char *want, const char *label);
+
 static void fill_pattern(uint8_t *p, size_t n, unsigned seed, lofp_io_dtype dt)
 {
     for (size_t j = 0; j < n; j++) p[j] = pat_byte(seed, j, dt);
@@ -158,6 +161,16 @@ static void test_dtypes(void)
     CHECK(lofp_io_dtype_name((lofp_io_dtype)0) == NULL);
     CHECK(lofp_io_dtype_name(LOFP_IO_DTYPE_COUNT_) == NULL);
     CHECK(lofp_io_dtype_bits(LOFP_IO_F4) == 4 && lofp_io_dtype_bits(LOFP_IO_BF16) == 16);
+    /* the one io dtype -> lofp_dtype mapping: the three float types, nothing else */
+    for (int i = 0; i <= LOFP_IO_DTYPE_COUNT_; i++) {
+        lofp_dtype d = (lofp_dtype)0;
+        lofp_status st = lofp_io_dtype_to_lofp((lofp_io_dtype)i, &d);
+        lofp_dtype want = i == LOFP_IO_F32 ? LOFP_DTYPE_F32 : i == LOFP_IO_BF16 ? LOFP_DTYPE_BF16
+                        : i == LOFP_IO_F16 ? LOFP_DTYPE_F16 : (lofp_dtype)0;
+        CHECKF(want ? st == LOFP_OK && d == want : st == LOFP_ERR_UNSUPPORTED && d == (lofp_dtype)0,
+               "lofp_io_dtype_to_lofp(%d) -> %d, %d", i, (int)st, (int)d);
+    }
+    CHECK(lofp_io_dtype_to_lofp(LOFP_IO_F32, NULL) == LOFP_ERR_INVALID_ARG);
     size_t nb, sh[3] = {3, 5, 0};
     CHECK(lofp_io_tensor_bytes(LOFP_IO_F4, sh, 2, &nb) == LOFP_ERR_SHAPE);
     sh[1] = 6;
@@ -348,27 +361,65 @@ static void test_roundtrip_npy(void)
     size_t len;
     CHECK(lofp_file_encode(LOFP_FORMAT_NPY, d2, 2, NULL, 0, NULL, 0, &len, &err) == LOFP_ERR_INVALID_ARG);
     CHECK(lofp_file_encode(LOFP_FORMAT_NPY, d2, 1, &m, 1, NULL, 0, &len, &err) == LOFP_ERR_UNSUPPORTED);
-    /* a header over 65535 bytes is written as version 2.0 */
-    size_t nd = 25000;
-    size_t *many = malloc(nd * sizeof *many);
+    /* LOFP_MAX_NDIM (numpy's 64) bounds every shape: 64 dimensions are written and read back,
+     * 65 are refused by the encoder and by the reader, naming the count */
+    size_t nd = LOFP_MAX_NDIM + 1;
+    size_t many[LOFP_MAX_NDIM + 1];
     for (size_t i = 0; i < nd; i++) many[i] = 1;
     many[0] = 3;
     uint16_t h3[3] = {1, 2, 3};
     lofp_tensor_desc dv2 = {NULL, LOFP_IO_F16, nd, many, h3, 6};
+    CHECK(lofp_file_encode(LOFP_FORMAT_NPY, &dv2, 1, NULL, 0, NULL, 0, &len, &err) == LOFP_ERR_INVALID_ARG &&
+          strstr(err.message, "65 dimensions") && strstr(err.message, "at most 64"));
+    dv2.ndim = LOFP_MAX_NDIM;
     CHECK(lofp_file_encode(LOFP_FORMAT_NPY, &dv2, 1, NULL, 0, NULL, 0, &len, &err) == LOFP_OK);
-    uint8_t *e = malloc(len);
+    uint8_t *e = malloc(len + 8);
     CHECK(lofp_file_encode(LOFP_FORMAT_NPY, &dv2, 1, NULL, 0, e, len, &len, &err) == LOFP_OK);
-    CHECK(e[6] == 2 && e[7] == 0 && (len - 6) % 64 == 0);
     lofp_file *f = NULL;
     CHECK(lofp_file_open_memory(e, len, LOFP_FORMAT_AUTO, NULL, &f, &err) == LOFP_OK);
     if (f) {
         const lofp_tensor_info *t = lofp_file_tensor(f, 0);
-        CHECK(!strcmp(t->name, "array") && t->ndim == nd && t->shape[0] == 3 && t->numel == 3);
-        CHECK(memcmp(t->data, h3, 6) == 0);
+        CHECK(t->ndim == LOFP_MAX_NDIM && t->shape[0] == 3 && t->numel == 3 && memcmp(t->data, h3, 6) == 0);
         lofp_file_close(f);
     }
     free(e);
-    free(many);
+    {
+        /* a 65-D header, as only a hand can write it */
+        char hdr[512];
+        int hl = snprintf(hdr, sizeof hdr, "{'descr': '<f2', 'fortran_order': False, 'shape': (3,");
+        for (int i = 1; i < LOFP_MAX_NDIM + 1; i++) hl += snprintf(hdr + hl, sizeof hdr - (size_t)hl, " 1,");
+        hl += snprintf(hdr + hl, sizeof hdr - (size_t)hl, "), }");
+        while ((10 + hl + 1) % 64) hdr[hl++] = ' ';
+        hdr[hl++] = '\n';
+        uint8_t raw65[600];
+        memcpy(raw65, "\x93NUMPY\x01\x00", 8);
+        raw65[8] = (uint8_t)(hl & 0xFF);
+        raw65[9] = (uint8_t)(hl >> 8);
+        memcpy(raw65 + 10, hdr, (size_t)hl);
+        memcpy(raw65 + 10 + hl, h3, 6);
+        expect_error(raw65, 10 + (size_t)hl + 6, LOFP_FORMAT_NPY, LOFP_ERR_UNSUPPORTED, "65 dimensions", "npy 65-D");
+    }
+    /* version 2.0 (a 4-byte header length) is read: numpy writes it for headers over 65535 bytes,
+     * which no shape of at most 64 dimensions makes, so this one is padded by hand */
+    {
+        const char dict[] = "{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }";
+        size_t hl = 70000;
+        while ((12 + hl) % 64) hl++;
+        uint8_t *v2 = malloc(12 + hl + 6);
+        memcpy(v2, "\x93NUMPY\x02\x00", 8);
+        for (int i = 0; i < 4; i++) v2[8 + i] = (uint8_t)(hl >> (8 * i));
+        memset(v2 + 12, ' ', hl);
+        memcpy(v2 + 12, dict, sizeof dict - 1);
+        v2[12 + hl - 1] = '\n';
+        memcpy(v2 + 12 + hl, h3, 6);
+        CHECK(lofp_file_open_memory(v2, 12 + hl + 6, LOFP_FORMAT_AUTO, NULL, &f, &err) == LOFP_OK);
+        if (f) {
+            const lofp_tensor_info *t = lofp_file_tensor(f, 0);
+            CHECK(t->ndim == 1 && t->shape[0] == 3 && memcmp(t->data, h3, 6) == 0);
+            lofp_file_close(f);
+        }
+        free(v2);
+    }
     /* the exact bytes numpy writes for np.arange(3, dtype='<f4') (version 1.0, 64-byte aligned) */
     float a3[3] = {0, 1, 2};
     size_t s3[1] = {3};
