@@ -380,8 +380,13 @@ lofp_status lofp_qtensor_load(const lofp_file *f, const char *path, const char *
     q->global = 1.0f;
     if (s->id == LOFP_SCHEME_NVFP4 && s->two_level) {
         const lofp_tensor_info *g = find_part(f, name, ".global_scale", key, cap);
-        if (!g || g->dtype != LOFP_IO_F32 || g->nbytes != 4) {
-            qf_fail(err, st, "%s: tensor '%s': two-level NVFP4 needs an F32 scalar '%s'", path, name, key);
+        if (!g) {
+            qf_fail(err, st, "%s: tensor '%s': two-level NVFP4 needs an F32 scalar '%s', which is missing", path, name, key);
+            goto out;
+        }
+        if (g->dtype != LOFP_IO_F32 || g->nbytes != 4) {
+            qf_fail(err, st, "%s: tensor '%s': %s of %zu bytes, but two-level NVFP4 needs one F32 value", path, g->name,
+                    lofp_io_dtype_name(g->dtype), g->nbytes);
             goto out;
         }
         memcpy(&q->global, g->data, 4);
