@@ -32,6 +32,7 @@
 #include "lofp/io.h"
 #include "lofp/kvcache.h"
 #include "lofp/lofp.h"
+#include "lofp/qfile.h"
 #ifdef LOFP_PY_CUDA
 #include "lofp/lofp_cuda.h"
 /* Device selection is the CUDA runtime's own public entry point (the runtime is linked in
@@ -1684,6 +1685,72 @@ out:
 
 
 /* ------------------------------------------------------------------------------------------ */
+/* lofp tensor files (qfile.h): the "lofp:NAME" convention is the library's, never Python's     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* qfile_meta(scheme, layout, pad_byte, shape, padded_k, source_dtype) -> str: the "lofp:NAME"
+ * metadata value lofp_qtensor_meta_format writes for that description. */
+static PyObject *py_qfile_meta(PyObject *self, PyObject *args)
+{
+    PyObject *blob, *shape;
+    const char *ln, *dn;
+    int pad_byte;
+    Py_ssize_t kp;
+    if (!PyArg_ParseTuple(args, "OsiO!ns", &blob, &ln, &pad_byte, &PyTuple_Type, &shape, &kp, &dn)) return NULL;
+    lofp_qtensor q;
+    memset(&q, 0, sizeof q);
+    if (get_scheme(blob, &q.scheme) || get_layout(ln, &q.layout)) return NULL;
+    if (lofp_io_dtype_from_name(dn, &q.src_dtype) != LOFP_OK) return raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown dtype '%s'", dn);
+    Py_ssize_t nd = PyTuple_Size(shape);
+    if (nd < 1 || nd > LOFP_QFILE_MAX_DIMS)
+        return raise_error(LOFP_ERR_UNSUPPORTED, -1, "a quantized tensor has 1 to %d dimensions, not %zd", LOFP_QFILE_MAX_DIMS, nd);
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        Py_ssize_t v = PyLong_AsSsize_t(PyTuple_GetItem(shape, i));
+        if (v < 0) return PyErr_Occurred() ? NULL : raise_error(LOFP_ERR_INVALID_ARG, -1, "negative dimension");
+        q.shape[i] = (size_t)v;
+    }
+    if (kp < 0 || pad_byte < 0 || pad_byte > 254) return raise_error(LOFP_ERR_INVALID_ARG, -1, "padded K or pad byte out of range");
+    q.ndim = (size_t)nd;
+    q.kp = (size_t)kp;
+    q.pad_byte = pad_byte;
+    size_t n = lofp_qtensor_meta_format(&q, NULL, 0);
+    char *v = n ? PyMem_Malloc(n + 1) : NULL;
+    if (!n) return raise_error(LOFP_ERR_INVALID_ARG, -1, "the tensor's description has no metadata form");
+    if (!v) return PyErr_NoMemory();
+    lofp_qtensor_meta_format(&q, v, n + 1);
+    PyObject *r = PyUnicode_FromStringAndSize(v, (Py_ssize_t)n);
+    PyMem_Free(v);
+    return r;
+}
+
+/* qfile_load(handle, path, name) -> dict: quantized tensor `name` of an open file, loaded by
+ * lofp_qtensor_load (metadata parsed, every stored tensor checked against it): scheme (bytes),
+ * layout, pad_byte, shape, padded_k, source_dtype, global, and the stored tensors' names. */
+static PyObject *py_qfile_load(PyObject *self, PyObject *args)
+{
+    PyObject *cap, *po;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "OO&s", &cap, PyUnicode_FSConverter, &po, &name)) return NULL;
+    lofp_file *f = PyCapsule_GetPointer(cap, "lofp.file");
+    if (!f) { Py_DECREF(po); return NULL; }
+    lofp_qtensor q;
+    lofp_io_error err;
+    lofp_status st = lofp_qtensor_load(f, PyBytes_AsString(po), name, &q, &err);
+    Py_DECREF(po);
+    if (st != LOFP_OK) return raise_error(st, -1, "%s", err.message);
+    q.scheme.threads = 1;
+    PyObject *shape = PyTuple_New((Py_ssize_t)q.ndim);
+    if (!shape) return NULL;
+    for (size_t i = 0; i < q.ndim; i++) PyTuple_SetItem(shape, (Py_ssize_t)i, PyLong_FromSize_t(q.shape[i]));
+    return Py_BuildValue("{s:y#,s:s,s:i,s:N,s:n,s:s,s:d,s:s,s:s,s:z}",
+                         "scheme", (const char *)&q.scheme, (Py_ssize_t)sizeof q.scheme, "layout", lofp_layout_name(q.layout),
+                         "pad_byte", q.pad_byte, "shape", shape, "padded_k", (Py_ssize_t)q.kp,
+                         "source_dtype", lofp_io_dtype_name(q.src_dtype), "global", (double)q.global,
+                         "codes", q.codes_t->name, "scales", q.scales_t->name,
+                         "global_scale", q.global_t ? q.global_t->name : NULL);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Checkpoints (checkpoint.h)                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -2347,6 +2414,8 @@ static PyMethodDef methods[] = {
     {"file_open", py_file_open, METH_VARARGS, "file_open(path) -> (handle, format, tensors, metadata)"},
     {"file_read", py_file_read, METH_VARARGS, "file_read(handle, index, out)"},
     {"file_write", py_file_write, METH_VARARGS, "file_write(path, tensors, metadata)"},
+    {"qfile_meta", py_qfile_meta, METH_VARARGS, "qfile_meta(scheme, layout, pad_byte, shape, padded_k, source_dtype) -> str"},
+    {"qfile_load", py_qfile_load, METH_VARARGS, "qfile_load(handle, path, name) -> dict"},
     {"ckpt_convert", py_ckpt_convert, METH_VARARGS, "ckpt_convert(in, out, to, scheme, include, exclude, no_fuse, pad, input_scales, jobs, threads[, requantize_unfit]) -> notes"},
     {"ckpt_import", py_ckpt_import, METH_VARARGS, "ckpt_import(in, out, dtype) -> notes"},
     {"ckpt_open", py_ckpt_open, METH_VARARGS, "ckpt_open(path) -> (handle, format, description, count)"},

@@ -6,14 +6,14 @@ the tensor, never crash (under ASan too: run with an ASan build's lofp) and neve
 Before the library checked the metadata against the stored sizes, `lofp import` of the first case
 read past the file's mapping (SIGBUS).
 
-Run by script_qfile_hostile.sh as: python qfile_hostile.py LOFP_BINARY WORKDIR."""
+Run by script_qfile_hostile.sh as: python qfile_hostile.py LOFP_BINARY WORKDIR; tests/python/test_qfile.py
+takes CASES and write_st from here for lofp.load."""
 import json
 import os
 import struct
 import subprocess
 import sys
 
-LOFP, WORK = sys.argv[1], sys.argv[2]
 failures = []
 
 VER = "0.1.0"
@@ -89,13 +89,14 @@ def check(cond, msg):
 
 
 def main():
+    lofp_bin, work = sys.argv[1], sys.argv[2]
     for name, (tensors, value, needle) in CASES.items():
-        path = os.path.join(WORK, f"{name}.safetensors")
+        path = os.path.join(work, f"{name}.safetensors")
         write_st(path, tensors, {"lofp:w": value, "format": "pt"})
         before = open(path, "rb").read()
-        for cmd, out in (("import", os.path.join(WORK, f"{name}.imported")), ("inspect", None),
-                         ("dequantize", os.path.join(WORK, f"{name}.d.safetensors"))):
-            args = [LOFP, cmd, path] + ([out] if out else [])
+        for cmd, out in (("import", os.path.join(work, f"{name}.imported")), ("inspect", None),
+                         ("dequantize", os.path.join(work, f"{name}.d.safetensors"))):
+            args = [lofp_bin, cmd, path] + ([out] if out else [])
             p = subprocess.run(args, capture_output=True, text=True)
             err = p.stderr
             what = f"{name}: lofp {cmd}"
@@ -108,11 +109,11 @@ def main():
                 check(not os.path.exists(out), f"{what}: wrote {out}")
         check(open(path, "rb").read() == before, f"{name}: the input changed")
     # a consistent file next to them still reads (the checks refuse lies, not lofp's own files)
-    good = os.path.join(WORK, "good.safetensors")
+    good = os.path.join(work, "good.safetensors")
     write_st(good, {"w.codes": MX_CODES, "w.scales": MX_SCALES}, {"lofp:w": meta(), "format": "pt"})
-    for args in (["import", good, os.path.join(WORK, "good.imported")], ["inspect", good],
-                 ["dequantize", good, os.path.join(WORK, "good.d.safetensors")]):
-        p = subprocess.run([LOFP] + args, capture_output=True, text=True)
+    for args in (["import", good, os.path.join(work, "good.imported")], ["inspect", good],
+                 ["dequantize", good, os.path.join(work, "good.d.safetensors")]):
+        p = subprocess.run([lofp_bin] + args, capture_output=True, text=True)
         check(p.returncode == 0, f"good file: lofp {args[0]}: {p.stderr!r}")
     print(f"qfile_hostile: {len(CASES)} hostile files x 3 commands, {len(failures)} failure(s)")
     return 1 if failures else 0
