@@ -39,6 +39,9 @@
 extern "C" {
 #endif
 
+/* The metadata key of quantized tensor NAME is this prefix followed by NAME. */
+#define LOFP_QFILE_KEY_PREFIX "lofp:"
+
 /* Most dimensions a quantized tensor may have: numpy's limit (NPY_MAXDIMS). Metadata with more is
  * refused; `lofp quantize` copies a tensor with more unchanged. */
 #define LOFP_QFILE_MAX_DIMS 64
@@ -71,7 +74,7 @@ typedef struct lofp_qtensor {
  * src_dtype; the stored tensors are not looked at). Writes it NUL-terminated into buf when
  * cap > its length, else writes nothing. Returns its length without the NUL (call with buf NULL,
  * cap 0 to size the buffer), or 0 when q names an unknown scheme, rounding, rule, layout, dtype or
- * profile, or has no dimensions. The bytes are fixed: files written by earlier versions carry the
+ * profile, or has no dimensions or more than LOFP_QFILE_MAX_DIMS. The bytes are fixed: files written by earlier versions carry the
  * same fields in the same order. Pure; thread-safe. */
 LOFP_API size_t lofp_qtensor_meta_format(const lofp_qtensor *q, char *buf, size_t cap);
 

@@ -109,11 +109,16 @@ def _host(a):
     return np.ascontiguousarray(np.asarray(a))
 
 
+def _describe(name: str, q: QTensor) -> Dict[str, Any]:
+    """How q is stored under `name` (the C library's lofp_qtensor_* functions): metadata key and
+    value, and the parts [(name, dtype, shape)] -- codes, scales, two-level NVFP4's global scale."""
+    return _lofp.qfile_describe(name, q.spec.blob, q.layout, int(q.pad_byte), tuple(int(d) for d in q.shape),
+                                int(q.padded_k), _SRC_IO.get(q.dtype, "F32"))
+
+
 def meta_value(q: QTensor) -> str:
-    """The 'lofp:NAME' metadata value of q (docs/CLI.md), as `lofp quantize` writes it (formatted by
-    the C library, lofp_qtensor_meta_format)."""
-    return _lofp.qfile_meta(q.spec.blob, q.layout, int(q.pad_byte), tuple(int(d) for d in q.shape), int(q.padded_k),
-                            _SRC_IO.get(q.dtype, "F32"))
+    """The 'lofp:NAME' metadata value of q (docs/CLI.md), as `lofp quantize` writes it."""
+    return _describe("_", q)["meta"]
 
 
 def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], metadata: Optional[Mapping[str, str]] = None) -> None:
@@ -131,24 +136,12 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], metadata: Op
         if not isinstance(name, str):
             raise Error(f"invalid argument: tensor names must be strings, got {name!r}")
         if isinstance(v, QTensor):
-            s = v.spec
-            codes = _host(v.codes).view(np.uint8)
-            cdt = "F8_E4M3" if s.elem == "e4m3" else "F8_E5M2" if s.elem == "e5m2" else "U8"
-            entries.append((f"{name}.codes", cdt, tuple(int(d) for d in v.shape[:-1]) + (v.padded_k // s.codes_per_byte,),
-                            codes))
-            scales = _host(v.scales)
-            if v.layout.startswith("packed-u32"):
-                sdt = "U32"
-                scales = scales.view(np.uint32)
-                sshape = tuple(scales.shape)
-            else:
-                sdt = "F8_E4M3" if s.scale_elem == "ue4m3" else "U8" if s.name == "ultraquant" else "F8_E8M0"
-                scales = scales.view(np.uint8)
-                sshape = tuple(scales.shape)
-            entries.append((f"{name}.scales", sdt, sshape, scales))
-            if s.name == "nvfp4" and s.two_level:
-                entries.append((f"{name}.global_scale", "F32", (), np.array(v.global_value, np.float32)))
-            meta[f"lofp:{name}"] = meta_value(v)
+            d = _describe(name, v)
+            bufs = [_host(v.codes).reshape(-1).view(np.uint8), _host(v.scales).reshape(-1).view(np.uint8),
+                    np.array(v.global_value, np.float32)]
+            for (pname, pdt, pshape), buf in zip(d["parts"], bufs):
+                entries.append((pname, pdt, tuple(pshape), buf))
+            meta[d["key"]] = d["meta"]
             continue
         a = _host(v)
         dtn = _IO_OF_NP.get(a.dtype)

@@ -318,7 +318,7 @@ lofp_status lofp_qtensor_load(const lofp_file *f, const char *path, const char *
     if (!key) return qf_fail(err, LOFP_ERR_NOMEM, "%s: tensor '%s': out of memory", path, name);
     lofp_status st = LOFP_ERR_FORMAT;
     char want[160], got[160];
-    snprintf(key, cap, "lofp:%s", name);
+    snprintf(key, cap, LOFP_QFILE_KEY_PREFIX "%s", name);
     const char *meta = lofp_file_metadata_get(f, key);
     if (!meta) {
         st = qf_fail(err, LOFP_ERR_NOT_FOUND, "%s: tensor '%s': no metadata 'lofp:%s' (not written by lofp quantize?)", path, name, name);
@@ -430,7 +430,8 @@ lofp_status lofp_qtensor_dequantize(const lofp_qtensor *q, float *out)
 const char *lofp_qfile_name_at(const lofp_file *f, size_t i)
 {
     const lofp_metadata_entry *e = f ? lofp_file_metadata(f, i) : NULL;
-    return e && strncmp(e->key, "lofp:", 5) == 0 ? e->key + 5 : NULL;
+    const size_t pl = sizeof LOFP_QFILE_KEY_PREFIX - 1;
+    return e && strncmp(e->key, LOFP_QFILE_KEY_PREFIX, pl) == 0 ? e->key + pl : NULL;
 }
 
 int lofp_qfile_part(const char *name, size_t *stem_len)

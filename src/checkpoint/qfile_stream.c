@@ -339,7 +339,7 @@ static lofp_status plan_one(const char *in, const lofp_qfile_quantize_options *o
     p->quantize = 1;
     p->n_codes = cat(t->name, ".codes");
     p->n_scales = cat(t->name, ".scales");
-    p->key = cat("lofp:", t->name);
+    p->key = cat(LOFP_QFILE_KEY_PREFIX, t->name);
     size_t vl = lofp_qtensor_meta_format(q, NULL, 0);
     p->val = vl ? malloc(vl + 1) : NULL;
     if (p->val) lofp_qtensor_meta_format(q, p->val, vl + 1);
