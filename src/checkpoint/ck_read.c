@@ -164,6 +164,19 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
         algo = f;
     }
     size_t nq = 0;
+    /* every tensor a shard's metadata describes must be there: the loop below finds them by
+       their codes, and one without codes would otherwise vanish from the import */
+    for (size_t s = 0; c->fmt == LOFP_CKPT_LOFP && s < m->n_shards; s++)
+        for (size_t i = 0; i < lofp_file_metadata_count(m->shards[s].f); i++) {
+            const char *qn = lofp_qfile_name_at(m->shards[s].f, i);
+            if (!qn) continue;
+            char *kc = cat(qn, ".codes");
+            int have = kc && lofp_file_find(m->shards[s].f, kc) != NULL;
+            free(kc);
+            if (!have)
+                return ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its metadata 'lofp:%s' describes codes '%s.codes', which are missing",
+                               m->shards[s].name, qn, qn, qn);
+        }
     for (size_t i = 0; i < m->n_t; i++) {
         const ck_tref *r = &m->t[i];
         const char *nm = r->name;
