@@ -77,8 +77,9 @@ CASES = {
                                 meta(shape="[4294967296,4294967296,64]"), "overflow"),
     "padded_k_huge": ({"w.codes": MX_CODES, "w.scales": MX_SCALES},
                       meta(shape="[4,18446744073709551584]", kp=18446744073709551584), "overflow"),
-    # a scales tensor that is missing
+    # a scales or codes tensor that is missing (import dropped a tensor without codes, exit 0)
     "scales_missing": ({"w.codes": MX_CODES}, meta(), "w.scales"),
+    "codes_missing": ({"w.scales": MX_SCALES, "b": ("F32", [2], bytes(8))}, meta(), "w.codes"),
 }
 
 
