@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include "lofp/io.h"
 #include "lofp/lofp.h"
+#include "lofp/qfile.h"
 
 typedef struct {
     const char *name;
@@ -60,6 +61,9 @@ lofp_status cli_writer_open(const char *path, lofp_file_format fmt, const lofp_t
                             lofp_writer **out, lofp_io_error *err);
 lofp_status cli_writer_finish(lofp_writer *w, lofp_io_error *err);
 void cli_writer_abort(lofp_writer *w);
+/* The tracked writer as writer hooks of the library's file pipelines (lofp/qfile.h): what
+ * `lofp quantize` and `lofp dequantize` pass, so that a signal removes their temporary output. */
+const lofp_qfile_writer_ops *cli_writer_ops(void);
 /* lofp_file_write through a tracked writer (signals clean up). */
 lofp_status cli_write_file(const char *path, lofp_file_format fmt, const lofp_tensor_desc *t,
                            size_t n, const lofp_metadata_entry *meta, size_t n_meta,

@@ -124,18 +124,25 @@ void cli_track_writer(lofp_writer *w)
     active_writer = w;
 }
 
-lofp_status cli_writer_open(const char *path, lofp_file_format fmt, const lofp_tensor_desc *t,
-                            size_t n, const lofp_metadata_entry *meta, size_t n_meta,
-                            lofp_writer **out, lofp_io_error *err)
+static lofp_status open_tracked(const char *path, lofp_file_format fmt, const lofp_tensor_desc *t,
+                                size_t n, const lofp_metadata_entry *meta, size_t n_meta, unsigned flags,
+                                lofp_writer **out, lofp_io_error *err)
 {
     /* the temporary file appears inside lofp_writer_open: a signal waits until it is tracked */
     cli_track_writer(NULL);
     sigset_t old;
     block_signals(&old);
-    lofp_status st = lofp_writer_open(path, fmt, t, n, meta, n_meta, cli_write_flags(), out, err);
+    lofp_status st = lofp_writer_open(path, fmt, t, n, meta, n_meta, flags, out, err);
     if (st == LOFP_OK) active_writer = *out;
     sigprocmask(SIG_SETMASK, &old, NULL);
     return st;
+}
+
+lofp_status cli_writer_open(const char *path, lofp_file_format fmt, const lofp_tensor_desc *t,
+                            size_t n, const lofp_metadata_entry *meta, size_t n_meta,
+                            lofp_writer **out, lofp_io_error *err)
+{
+    return open_tracked(path, fmt, t, n, meta, n_meta, cli_write_flags(), out, err);
 }
 
 lofp_status cli_writer_finish(lofp_writer *w, lofp_io_error *err)
@@ -155,6 +162,22 @@ void cli_writer_abort(lofp_writer *w)
     lofp_writer_abort(w);
     active_writer = NULL;
     sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+static lofp_status ops_open(void *ctx, const char *path, lofp_file_format fmt, const lofp_tensor_desc *t,
+                            size_t n, const lofp_metadata_entry *meta, size_t n_meta, unsigned flags,
+                            lofp_writer **out, lofp_io_error *err)
+{
+    return open_tracked(path, fmt, t, n, meta, n_meta, flags, out, err);
+}
+
+static lofp_status ops_finish(void *ctx, lofp_writer *w, lofp_io_error *err) { return cli_writer_finish(w, err); }
+static void ops_abort(void *ctx, lofp_writer *w) { cli_writer_abort(w); }
+
+const lofp_qfile_writer_ops *cli_writer_ops(void)
+{
+    static const lofp_qfile_writer_ops ops = { ops_open, ops_finish, ops_abort, NULL };
+    return &ops;
 }
 
 lofp_status cli_write_file(const char *path, lofp_file_format fmt, const lofp_tensor_desc *t,

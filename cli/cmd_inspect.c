@@ -32,17 +32,17 @@ static void shape_str(const size_t *shape, size_t ndim, char *buf, size_t cap)
 }
 
 /* log2 of each scale; INT_MIN for UltraQuant zero groups and NaN scales. */
-static int scale_exp(const qtensor *q, uint8_t b)
+static int scale_exp(const lofp_qtensor *q, uint8_t b)
 {
-    if (q->s.scale_elem == LOFP_ELEM_UE4M3) {
+    if (q->scheme.scale_elem == LOFP_ELEM_UE4M3) {
         float v = lofp_decode(LOFP_ELEM_UE4M3, b);
         return v > 0 && isfinite(v) ? (int)floor(log2((double)v)) : -1000;
     }
-    if (b == 0xFF || (q->s.id == LOFP_SCHEME_ULTRAQUANT && b == 0)) return -1000;
+    if (b == 0xFF || (q->scheme.id == LOFP_SCHEME_ULTRAQUANT && b == 0)) return -1000;
     return (int)b - 127;
 }
 
-static void compare(const qtensor *q, const lofp_tensor_info *orig)
+static void compare(const lofp_qtensor *q, const lofp_tensor_info *orig)
 {
     size_t n = q->rows * q->k;
     float *x = qt_tensor_to_f32(orig), *y = malloc(n * sizeof(float));
@@ -51,8 +51,8 @@ static void compare(const qtensor *q, const lofp_tensor_info *orig)
         free(x); free(y);
         return;
     }
-    if (qt_dequantize(q, y) != LOFP_OK) { printf("    (dequantize failed)\n"); free(x); free(y); return; }
-    if (q->s.id == LOFP_SCHEME_ULTRAQUANT && q->s.rotate)
+    if (lofp_qtensor_dequantize(q, y) != LOFP_OK) { printf("    (dequantize failed)\n"); free(x); free(y); return; }
+    if (q->scheme.id == LOFP_SCHEME_ULTRAQUANT && q->scheme.rotate)
         for (size_t r = 0; r < q->rows; r++) lofp_hadamard_inplace(y + r * q->k, q->k, NULL);
     double se = 0, sx = 0, maxe = 0;
     for (size_t i = 0; i < n; i++) {
@@ -63,9 +63,9 @@ static void compare(const qtensor *q, const lofp_tensor_info *orig)
     }
     printf("    vs %-20s max|err| %.6g  RMSE %.6g  SNR %.2f dB  rel.Frobenius %.6g\n", orig->name, maxe,
            sqrt(se / (double)n), se > 0 ? 10 * log10(sx / se) : INFINITY, sx > 0 ? sqrt(se / sx) : 0.0);
-    size_t nb = q->rows * (q->kp / q->s.block);
+    size_t nb = q->rows * (q->kp / q->scheme.block);
     uint8_t *lin = malloc(nb);
-    if (lin && qt_linear_scales(q, lin) == LOFP_OK) {
+    if (lin && lofp_qtensor_linear_scales(q, lin) == LOFP_OK) {
         size_t hist[300] = { 0 }, zero = 0;
         for (size_t i = 0; i < nb; i++) {
             int e = scale_exp(q, lin[i]);
@@ -192,19 +192,19 @@ int lofp_cmd_inspect(int argc, char **argv)
     int rc = oom ? cli_error("inspect", "out of memory") : 0;
     if (nq) printf("quantized tensors:\n");
     for (size_t i = 0; i < nq; i++) {
-        qtensor q;
-        char msg[1024];
-        if (qt_load(f, path, qn[i], &q, msg, sizeof msg) != LOFP_OK) { rc = cli_error("inspect", "%s", msg); continue; }
+        lofp_qtensor q;
+        lofp_io_error qerr;
+        if (lofp_qtensor_load(f, path, qn[i], &q, &qerr) != LOFP_OK) { rc = cli_error("inspect", "%s", qerr.message); continue; }
         size_t n = q.rows * q.k;
-        double bits = 8.0 * (double)(q.codes_bytes + q.scales_bytes + (q.global != 1.0f || q.s.two_level ? 4 : 0)) / (double)n;
+        double bits = 8.0 * (double)(q.codes_bytes + q.scales_bytes + (q.global != 1.0f || q.scheme.two_level ? 4 : 0)) / (double)n;
         shape_str(q.shape, q.ndim, sh, sizeof sh);
-        int mx_rule = q.s.scale_rule <= LOFP_SCALE_RCEIL;
+        int mx_rule = q.scheme.scale_rule <= LOFP_SCALE_RCEIL;
         printf("  %s %s: %s, rounding %s, scale %s%s%s per %u, layout %s, %.3f bits/value", q.name, sh,
-               lofp_scheme_name(q.s.id), q.s.id == LOFP_SCHEME_ULTRAQUANT ? "vllm (ties to -inf)" : lofp_rounding_name(q.s.rounding),
-               lofp_elem_info_get(q.s.scale_elem)->name, mx_rule ? " " : "", mx_rule ? lofp_scale_rule_name(q.s.scale_rule) : "",
-               q.s.block, lofp_layout_name(q.layout), bits);
-        if (q.s.id == LOFP_SCHEME_NVFP4 && q.s.two_level) printf(", global %.9g (decode %.9g)", (double)q.global, (double)lofp_nvfp4_decode_from_encode(q.global));
-        if (q.s.id == LOFP_SCHEME_ULTRAQUANT) printf(", c %.4g, rotate %d", (double)q.s.c, q.s.rotate);
+               lofp_scheme_name(q.scheme.id), q.scheme.id == LOFP_SCHEME_ULTRAQUANT ? "vllm (ties to -inf)" : lofp_rounding_name(q.scheme.rounding),
+               lofp_elem_info_get(q.scheme.scale_elem)->name, mx_rule ? " " : "", mx_rule ? lofp_scale_rule_name(q.scheme.scale_rule) : "",
+               q.scheme.block, lofp_layout_name(q.layout), bits);
+        if (q.scheme.id == LOFP_SCHEME_NVFP4 && q.scheme.two_level) printf(", global %.9g (decode %.9g)", (double)q.global, (double)lofp_nvfp4_decode_from_encode(q.global));
+        if (q.scheme.id == LOFP_SCHEME_ULTRAQUANT) printf(", c %.4g, rotate %d", (double)q.scheme.c, q.scheme.rotate);
         if (q.kp != q.k) printf(", K padded %zu -> %zu", q.k, q.kp);
         printf("\n");
         if (o) {

@@ -123,7 +123,7 @@ static int convert(int argc, char **argv)
     const char **qn = qt_list(f, &nq, &oom);
     lofp_tensor_desc *d = calloc(nt ? nt : 1, sizeof *d);
     lofp_metadata_entry *m = calloc(nmeta + 1, sizeof *m);
-    qtensor *qs = calloc(nq ? nq : 1, sizeof *qs);
+    lofp_qtensor *qs = calloc(nq ? nq : 1, sizeof *qs);
     size_t *conv = calloc(nt ? nt : 1, sizeof *conv);       /* 1 + index into qs, or 0 */
     size_t (*shapes)[2] = calloc(nq ? nq : 1, sizeof *shapes);
     char **vals = calloc(nq ? nq : 1, sizeof *vals);
@@ -138,21 +138,21 @@ static int convert(int argc, char **argv)
     for (size_t i = 0; i < nmeta; i++) m[i] = *lofp_file_metadata(f, i);
     /* the new scales' dtype, shape and metadata for every quantized tensor, before writing */
     for (size_t qi = 0; qi < nq; qi++) {
-        qtensor *q = &qs[qi];
-        char msg[1024];
-        if (qt_load(f, pos[0], qn[qi], q, msg, sizeof msg) != LOFP_OK) { rc = cli_error("layout", "%s", msg); goto done; }
+        lofp_qtensor *q = &qs[qi];
+        lofp_io_error qerr;
+        if (lofp_qtensor_load(f, pos[0], qn[qi], q, &qerr) != LOFP_OK) { rc = cli_error("layout", "%s", qerr.message); goto done; }
         size_t i = (size_t)(q->scales_t - t0);
         conv[i] = qi + 1;
-        d[i].dtype = qt_scales_dtype(&q->s, L);
-        d[i].nbytes = lofp_layout_required_bytes(q->rows, q->kp, q->s.block, L);
+        d[i].dtype = lofp_qtensor_scales_dtype(&q->scheme, L);
+        d[i].nbytes = lofp_layout_required_bytes(q->rows, q->kp, q->scheme.block, L);
         if (L == LOFP_LAYOUT_LINEAR) {
             d[i].ndim = q->ndim;                 /* the original shape with K -> K/block: */
             d[i].shape = q->codes_t->shape;      /* borrowed below, replaced by a copy */
         }
-        qtensor nq_ = *q;
+        lofp_qtensor nq_ = *q;
         nq_.layout = L;
         nq_.pad_byte = pad_byte >= 0 ? (int)pad_byte : (L == LOFP_LAYOUT_PACKED_U32 ? 127 : 0);
-        if (!(vals[qi] = qt_meta_format(&nq_))) { rc = cli_error("layout", "out of memory"); goto done; }
+        if (!(vals[qi] = qt_meta_value(&nq_))) { rc = cli_error("layout", "out of memory"); goto done; }
         for (size_t e = 0; e < nmeta; e++)
             if (!strncmp(m[e].key, "lofp:", 5) && !strcmp(m[e].key + 5, q->name)) m[e].value = vals[qi];
     }
@@ -161,9 +161,9 @@ static int convert(int argc, char **argv)
     if (!lin_shapes) { rc = cli_error("layout", "out of memory"); goto done; }
     for (size_t i = 0; i < nt && !rc; i++) {
         if (!conv[i]) continue;
-        qtensor *q = &qs[conv[i] - 1];
-        size_t tmp[QT_MAX_DIMS];
-        size_t nd = qt_scales_shape(q, L, tmp);
+        lofp_qtensor *q = &qs[conv[i] - 1];
+        size_t tmp[LOFP_MAX_NDIM];
+        size_t nd = lofp_qtensor_scales_shape(q, L, tmp);
         size_t *sh = L == LOFP_LAYOUT_LINEAR ? (lin_shapes[conv[i] - 1] = malloc(nd * sizeof(size_t))) : shapes[conv[i] - 1];
         if (!sh) { rc = cli_error("layout", "out of memory"); break; }
         memcpy(sh, tmp, nd * sizeof(size_t));
@@ -175,10 +175,10 @@ static int convert(int argc, char **argv)
     for (size_t i = 0; i < nt && !rc; i++) {
         const lofp_tensor_info *t = lofp_file_tensor(f, i);
         if (!conv[i]) { rc = cli_copy_tensor("layout", f, t, w, i, (size_t)4 << 20); continue; }
-        qtensor *q = &qs[conv[i] - 1];
-        size_t cols = q->kp / q->s.block, nb = q->rows * cols;
+        lofp_qtensor *q = &qs[conv[i] - 1];
+        size_t cols = q->kp / q->scheme.block, nb = q->rows * cols;
         uint8_t *lin = malloc(nb ? nb : 1), *out = malloc(d[i].nbytes ? d[i].nbytes : 1);
-        if (!lin || !out || qt_linear_scales(q, lin) != LOFP_OK ||
+        if (!lin || !out || lofp_qtensor_linear_scales(q, lin) != LOFP_OK ||
             lofp_layout_from_linear(lin, q->rows, cols, L, (int)pad_byte, out) != LOFP_OK)
             rc = cli_error("layout", "tensor '%s': conversion failed", q->name);
         else if (lofp_writer_append(w, i, out, d[i].nbytes, &err) != LOFP_OK)

@@ -24,18 +24,18 @@ static void verify_usage(FILE *f)
 }
 
 typedef struct {
-    const qtensor *q;
+    const lofp_qtensor *q;
     size_t cols;      /* scale columns */
     uint8_t *lin;     /* correct linear scales */
 } operand;
 
 /* Dequantizes q with the given linear scales and codes into fp64 out [rows, k]; divides by
  * `global` (the consumer's view of the per-tensor scale). */
-static int deq(const qtensor *q, const uint8_t *lin, const uint8_t *codes, float global, double *out)
+static int deq(const lofp_qtensor *q, const uint8_t *lin, const uint8_t *codes, float global, double *out)
 {
     float *tmp = malloc(q->rows * q->k * sizeof(float));
     if (!tmp) return 0;
-    int ok = lofp_dequantize(&q->s, codes, lin, global, q->rows, q->k, LOFP_DTYPE_F32, tmp) == LOFP_OK;
+    int ok = lofp_dequantize(&q->scheme, codes, lin, global, q->rows, q->k, LOFP_DTYPE_F32, tmp) == LOFP_OK;
     for (size_t i = 0; ok && i < q->rows * q->k; i++) out[i] = tmp[i];
     free(tmp);
     return ok;
@@ -65,7 +65,7 @@ static double rel_err(const double *ref, const double *c, size_t n)
 
 /* Linear scales as a consumer would read q's stored scale bytes if it assumed layout `as`
  * (with optional byte reversal / row-major words for packed layouts). Returns 0 if impossible. */
-static int misread(const qtensor *q, lofp_layout as, int reversed, int rowmajor, size_t cols, uint8_t *out)
+static int misread(const lofp_qtensor *q, lofp_layout as, int reversed, int rowmajor, size_t cols, uint8_t *out)
 {
     size_t need = lofp_layout_required_bytes(q->rows, cols, 1, as);
     if (!need || need > q->scales_bytes) return 0;
@@ -111,8 +111,8 @@ int lofp_cmd_verify(int argc, char **argv)
     lofp_io_error err;
     lofp_file *fa = NULL, *fb = NULL, *fc = NULL;
     int rc = 1;
-    qtensor qa, qb;
-    char msg[1024];
+    lofp_qtensor qa, qb;
+    lofp_io_error qerr;
     double *A = NULL, *B = NULL, *R = NULL, *C = NULL, *X = NULL, *Y = NULL, *T = NULL;
     float *cf = NULL;
     uint8_t *la = NULL, *lb = NULL, *tmp = NULL, *codes = NULL;
@@ -121,9 +121,9 @@ int lofp_cmd_verify(int argc, char **argv)
     size_t nn = 0;
     const char **names = NULL;
     if (!an) { names = qt_list(fa, &nn, NULL); an = nn ? names[0] : NULL; free(names); if (!an) { cli_error("verify", "%s: no quantized tensor", pos[0]); goto out; } }
-    if (qt_load(fa, pos[0], an, &qa, msg, sizeof msg)) { cli_error("verify", "%s", msg); goto out; }
+    if (lofp_qtensor_load(fa, pos[0], an, &qa, &qerr)) { cli_error("verify", "%s", qerr.message); goto out; }
     if (!bn) { names = qt_list(fb, &nn, NULL); bn = nn ? names[0] : NULL; free(names); if (!bn) { cli_error("verify", "%s: no quantized tensor", pos[1]); goto out; } }
-    if (qt_load(fb, pos[1], bn, &qb, msg, sizeof msg)) { cli_error("verify", "%s", msg); goto out; }
+    if (lofp_qtensor_load(fb, pos[1], bn, &qb, &qerr)) { cli_error("verify", "%s", qerr.message); goto out; }
     const lofp_tensor_info *tc = cn ? lofp_file_find(fc, cn) : lofp_file_tensor(fc, 0);
     if (!tc) { cli_error("verify", "%s: no tensor '%s'", pos[2], cn ? cn : ""); goto out; }
     size_t M = qa.rows, N = qb.rows, K = qa.k;
@@ -132,25 +132,25 @@ int lofp_cmd_verify(int argc, char **argv)
     if (!(cf = qt_tensor_to_f32(tc))) { cli_error("verify", "%s: '%s' is not floating point", pos[2], tc->name); goto out; }
     A = malloc(M * K * 8); B = malloc(N * K * 8); R = malloc(M * N * 8); C = malloc(M * N * 8);
     X = malloc((M > N ? M : N) * K * 8); T = malloc(M * N * 8);
-    size_t ca = qa.kp / qa.s.block, cb = qb.kp / qb.s.block;
+    size_t ca = qa.kp / qa.scheme.block, cb = qb.kp / qb.scheme.block;
     la = malloc(M * ca); lb = malloc(N * cb); tmp = malloc((M > N ? M : N) * (ca > cb ? ca : cb) * 4 + 16);
     codes = malloc((qa.codes_bytes > qb.codes_bytes ? qa.codes_bytes : qb.codes_bytes) + 16);
     if (!A || !B || !R || !C || !X || !T || !la || !lb || !tmp || !codes) { cli_error("verify", "out of memory"); goto out; }
     for (size_t i = 0; i < M * N; i++) C[i] = cf[i];
-    if (qt_linear_scales(&qa, la) || qt_linear_scales(&qb, lb) || !deq(&qa, la, qa.codes, qa.global, A) || !deq(&qb, lb, qb.codes, qb.global, B)) {
+    if (lofp_qtensor_linear_scales(&qa, la) || lofp_qtensor_linear_scales(&qb, lb) || !deq(&qa, la, qa.codes, qa.global, A) || !deq(&qb, lb, qb.codes, qb.global, B)) {
         cli_error("verify", "cannot dequantize the operands"); goto out;
     }
     gemm64(A, B, M, N, K, R);
     double e = rel_err(R, C, M * N);
     printf("verify: C[%zu,%zu] = A·B^T, K=%zu; A %s (%s scales), B %s (%s scales)\n", M, N, K,
-           lofp_scheme_name(qa.s.id), lofp_layout_name(qa.layout), lofp_scheme_name(qb.s.id), lofp_layout_name(qb.layout));
+           lofp_scheme_name(qa.scheme.id), lofp_layout_name(qa.layout), lofp_scheme_name(qb.scheme.id), lofp_layout_name(qb.layout));
     printf("relative Frobenius error vs the fp64 reference: %.3e (tolerance %.1e)\n", e, tol);
     if (e <= tol) { printf("OK\n"); rc = 0; goto out; }
     printf("error is large; trying the usual mistakes:\n");
     double best = INFINITY;
     char best_desc[256] = "none";
     for (int side = 0; side < 2; side++) {
-        const qtensor *q = side ? &qb : &qa;
+        const lofp_qtensor *q = side ? &qb : &qa;
         const uint8_t *lin = side ? lb : la;
         size_t cols = side ? cb : ca;
         const double *other = side ? A : B;
@@ -173,7 +173,7 @@ int lofp_cmd_verify(int argc, char **argv)
                     TRY("%s scales (written %s) read as %s%s%s", side ? "B" : "A", lofp_layout_name(q->layout),
                         lofp_layout_name((lofp_layout)l), rev ? ", bytes reversed" : "", rm ? ", row-major words" : "");
                 }
-        if (q->s.scale_elem == LOFP_ELEM_E8M0 && q->s.block == 32 && qa.kp % 128 == 0) {
+        if (q->scheme.scale_elem == LOFP_ELEM_E8M0 && q->scheme.block == 32 && qa.kp % 128 == 0) {
             /* produced at granularity 32, consumed at 128: the consumer takes the first
              * rows*K/128 scale bytes of the same layout as if each covered 128 elements */
             size_t c4 = cols / 4;
@@ -187,15 +187,15 @@ int lofp_cmd_verify(int argc, char **argv)
                 if (deq(q, consumer, q->codes, q->global, X)) TRY("%s scales written at granularity 32, read at 128", side ? "B" : "A");
             }
         }
-        if (q->s.elem == LOFP_ELEM_E2M1) {
-            uint32_t blk = q->s.id == LOFP_SCHEME_NVFP4 ? 16 : 32;
+        if (q->scheme.elem == LOFP_ELEM_E2M1) {
+            uint32_t blk = q->scheme.id == LOFP_SCHEME_NVFP4 ? 16 : 32;
             if (lofp_fp4_repack(q->codes, codes, q->rows, q->kp, blk, LOFP_NIBBLE_GGUF, LOFP_NIBBLE_STANDARD) == LOFP_OK &&
                 deq(q, lin, codes, q->global, X))
                 TRY("%s FP4 codes read in GGUF split nibble order", side ? "B" : "A");
             for (size_t i = 0; i < q->codes_bytes; i++) codes[i] = (uint8_t)((q->codes[i] >> 4) | (q->codes[i] << 4));
             if (deq(q, lin, codes, q->global, X)) TRY("%s FP4 nibbles swapped (element 2i in the high nibble)", side ? "B" : "A");
         }
-        if (q->s.id == LOFP_SCHEME_NVFP4 && q->s.two_level) {
+        if (q->scheme.id == LOFP_SCHEME_NVFP4 && q->scheme.two_level) {
             if (deq(q, lin, q->codes, 1.0f, X)) TRY("%s per-tensor scale not applied", side ? "B" : "A");
             if (deq(q, lin, q->codes, 1.0f / q->global, X)) TRY("%s per-tensor scale applied in the wrong direction (x global instead of / global)", side ? "B" : "A");
         }

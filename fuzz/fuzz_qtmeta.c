@@ -1,5 +1,5 @@
-/* fuzz_qtmeta.c -- libFuzzer harness for the `lofp:` metadata interpreter of the command line
- * (cli/qtensor.c: qt_meta_parse, qt_load, qt_meta_format, qt_dequantize): random metadata on valid
+/* fuzz_qtmeta.c -- libFuzzer harness for the library's `lofp:` metadata interpreter (lofp/qfile.h:
+ * lofp_qtensor_meta_parse, _load, _meta_format, _dequantize): random metadata on valid
  * files, the property in qtmeta_check.h. Build and run: scripts/fuzz.sh SECONDS qtmeta. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 /* qtmeta_check.h -- the property the `lofp:` metadata fuzzer checks (fuzz/fuzz_qtmeta.c) and
- * tests/cli/test_qtmeta_corpus.c replays: random metadata on valid files never crashes the CLI's
- * interpreter (cli/qtensor.c) nor what runs after it.
+ * tests/cli/test_qtmeta_corpus.c replays: random metadata on valid files never crashes the
+ * library's interpreter of lofp tensor files (include/lofp/qfile.h, src/checkpoint/qfile.c) nor
+ * what runs after it.
  *
  * Input: byte 0 picks how the file's tensors are made, the rest (up to a NUL) is the value of the
  * "lofp:w" metadata entry.
@@ -8,7 +9,7 @@
  *             ultraquant (linear scales);
  *   mode 4+:  when the metadata parses, tensors of exactly the dtypes, shapes and sizes it implies
  *             (layouts included; skipped when over 1 MiB), filled from the input bytes;
- * then qt_load, and when that succeeds: the format -> parse round trip gives the same tensor
+ * then lofp_qtensor_load, and when that succeeds: the format -> parse round trip gives the same tensor
  * description, and the tensor is dequantized (through its layout's linear scales). */
 #ifndef LOFP_QTMETA_CHECK_H
 #define LOFP_QTMETA_CHECK_H
@@ -19,7 +20,7 @@
 #include <string.h>
 
 #include "lofp/io.h"
-#include "qtensor.h"
+#include "lofp/qfile.h"
 
 /* Returns NULL when the property holds, else what failed. */
 static const char *lofp_qtmeta_check(const uint8_t *data, size_t size)
@@ -37,30 +38,29 @@ static const char *lofp_qtmeta_check(const uint8_t *data, size_t size)
 
     static const char *const base_scheme[4] = {"nvfp4", "mxfp4", "mxfp8-e4m3", "ultraquant"};
     lofp_tensor_desc t[3];
-    size_t shp[3][QT_MAX_DIMS];
+    size_t shp[3][LOFP_MAX_NDIM];
     uint8_t *buf[3] = {NULL, NULL, NULL};
     size_t nt = 0;
     const char *bad = NULL;
-    qtensor p;
-    char msg[512];
+    lofp_qtensor p;
     memset(&p, 0, sizeof p);
     if (mode < 4) {
         lofp_scheme s;
         lofp_scheme_preset(base_scheme[mode], &s);
-        p.s = s;
+        p.scheme = s;
         p.layout = LOFP_LAYOUT_LINEAR;
         p.ndim = 2;
         p.shape[0] = 4;
         p.shape[1] = 64;
         p.rows = 4;
         p.k = p.kp = 64;
-    } else if (qt_meta_parse(value, &p, msg, sizeof msg) != LOFP_OK) {
+    } else if (lofp_qtensor_meta_parse(value, &p, NULL) != LOFP_OK) {
         free(value);
         return NULL;
     }
     /* the tensors this description implies */
-    size_t cb = lofp_codes_bytes(&p.s, p.rows, p.k);
-    size_t sb = lofp_layout_required_bytes(p.rows, p.kp, p.s.block, p.layout);
+    size_t cb = lofp_codes_bytes(&p.scheme, p.rows, p.k);
+    size_t sb = lofp_layout_required_bytes(p.rows, p.kp, p.scheme.block, p.layout);
     if (cb == 0 || sb == 0 || cb > (1u << 20) || sb > (1u << 20)) { free(value); return NULL; }
     size_t sizes[3] = {cb, sb, 4};
     for (int i = 0; i < 3; i++) {
@@ -71,8 +71,8 @@ static const char *lofp_qtmeta_check(const uint8_t *data, size_t size)
     }
     float g = 448.0f;
     memcpy(buf[2], &g, 4);
-    t[0] = (lofp_tensor_desc){"w.codes", qt_codes_dtype(&p.s), qt_codes_shape(&p, shp[0]), shp[0], buf[0], cb};
-    t[1] = (lofp_tensor_desc){"w.scales", qt_scales_dtype(&p.s, p.layout), qt_scales_shape(&p, p.layout, shp[1]), shp[1], buf[1], sb};
+    t[0] = (lofp_tensor_desc){"w.codes", lofp_qtensor_codes_dtype(&p.scheme), lofp_qtensor_codes_shape(&p, shp[0]), shp[0], buf[0], cb};
+    t[1] = (lofp_tensor_desc){"w.scales", lofp_qtensor_scales_dtype(&p.scheme, p.layout), lofp_qtensor_scales_shape(&p, p.layout, shp[1]), shp[1], buf[1], sb};
     t[2] = (lofp_tensor_desc){"w.global_scale", LOFP_IO_F32, 0, shp[2], buf[2], 4};
     nt = 3;
     lofp_metadata_entry meta = {"lofp:w", value};
@@ -87,24 +87,26 @@ static const char *lofp_qtmeta_check(const uint8_t *data, size_t size)
         free(file);
         goto out;
     }
-    qtensor q;
-    if (qt_load(f, "fuzz.safetensors", "w", &q, msg, sizeof msg) == LOFP_OK) {
+    lofp_qtensor q;
+    if (lofp_qtensor_load(f, "fuzz.safetensors", "w", &q, NULL) == LOFP_OK) {
         /* what the interpreter accepted formats and parses back to the same description */
-        char *again = qt_meta_format(&q);
-        qtensor r;
+        size_t alen = lofp_qtensor_meta_format(&q, NULL, 0);
+        char *again = alen ? malloc(alen + 1) : NULL;
+        lofp_qtensor r;
         memset(&r, 0, sizeof r);
-        if (!again || qt_meta_parse(again, &r, msg, sizeof msg) != LOFP_OK) bad = "format -> parse failed";
+        if (!again || lofp_qtensor_meta_format(&q, again, alen + 1) != alen || lofp_qtensor_meta_parse(again, &r, NULL) != LOFP_OK)
+            bad = "format -> parse failed";
         else if (r.ndim != q.ndim || memcmp(r.shape, q.shape, q.ndim * sizeof(size_t)) != 0 ||
-                 r.kp != q.kp || r.layout != q.layout || r.s.block != q.s.block || r.s.id != q.s.id ||
-                 r.s.rounding != q.s.rounding || r.s.scale_rule != q.s.scale_rule ||
-                 r.s.two_level != q.s.two_level || r.s.rotate != q.s.rotate ||
-                 r.s.hadamard != q.s.hadamard || r.s.seed != q.s.seed || r.pad_byte != q.pad_byte ||
-                 r.src_dtype != q.src_dtype || r.s.profile != q.s.profile)
+                 r.kp != q.kp || r.layout != q.layout || r.scheme.block != q.scheme.block || r.scheme.id != q.scheme.id ||
+                 r.scheme.rounding != q.scheme.rounding || r.scheme.scale_rule != q.scheme.scale_rule ||
+                 r.scheme.two_level != q.scheme.two_level || r.scheme.rotate != q.scheme.rotate ||
+                 r.scheme.hadamard != q.scheme.hadamard || r.scheme.seed != q.scheme.seed || r.pad_byte != q.pad_byte ||
+                 r.src_dtype != q.src_dtype || r.scheme.profile != q.scheme.profile)
             bad = "format -> parse changed the description";
         free(again);
         if (!bad && q.rows * q.k <= (1u << 20)) {
             float *out = malloc(q.rows * q.k * sizeof(float));
-            if (out) (void)qt_dequantize(&q, out);   /* may refuse odd pad bytes; must not crash */
+            if (out) (void)lofp_qtensor_dequantize(&q, out);   /* may refuse odd pad bytes; must not crash */
             free(out);
         }
     }

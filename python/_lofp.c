@@ -32,6 +32,7 @@
 #include "lofp/io.h"
 #include "lofp/kvcache.h"
 #include "lofp/lofp.h"
+#include "lofp/qfile.h"
 #ifdef LOFP_PY_CUDA
 #include "lofp/lofp_cuda.h"
 /* Device selection is the CUDA runtime's own public entry point (the runtime is linked in
@@ -1684,6 +1685,116 @@ out:
 
 
 /* ------------------------------------------------------------------------------------------ */
+/* lofp tensor files (qfile.h): the "lofp:NAME" convention is the library's, never Python's     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A Python shape tuple as a size_t array of shape[LOFP_MAX_NDIM]; returns ndim or -1. */
+static Py_ssize_t shape_of(PyObject *t, size_t *shape)
+{
+    Py_ssize_t nd = PyTuple_Size(t);
+    if (nd < 1 || nd > LOFP_MAX_NDIM) {
+        raise_error(LOFP_ERR_UNSUPPORTED, -1, "a quantized tensor has 1 to %d dimensions, not %zd", LOFP_MAX_NDIM, nd);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        Py_ssize_t v = PyLong_AsSsize_t(PyTuple_GetItem(t, i));
+        if (v < 0) {
+            if (!PyErr_Occurred()) raise_error(LOFP_ERR_INVALID_ARG, -1, "negative dimension");
+            return -1;
+        }
+        shape[i] = (size_t)v;
+    }
+    return nd;
+}
+
+static PyObject *shape_tuple(const size_t *shape, size_t nd)
+{
+    PyObject *t = PyTuple_New((Py_ssize_t)nd);
+    if (!t) return NULL;
+    for (size_t i = 0; i < nd; i++) PyTuple_SetItem(t, (Py_ssize_t)i, PyLong_FromSize_t(shape[i]));
+    return t;
+}
+
+/* qfile_describe(name, scheme, layout, pad_byte, shape, padded_k, source_dtype) -> dict: how
+ * quantized tensor `name` is stored in a lofp tensor file (lofp/qfile.h): the metadata key and
+ * value, and the parts [(name, dtype, shape)] -- codes, scales and, for two-level NVFP4, the
+ * global scale -- in that order. */
+static PyObject *py_qfile_describe(PyObject *self, PyObject *args)
+{
+    PyObject *blob, *shape;
+    const char *name, *ln, *dn;
+    int pad_byte;
+    Py_ssize_t kp;
+    if (!PyArg_ParseTuple(args, "sOsiO!ns", &name, &blob, &ln, &pad_byte, &PyTuple_Type, &shape, &kp, &dn)) return NULL;
+    lofp_qtensor q;
+    memset(&q, 0, sizeof q);
+    if (get_scheme(blob, &q.scheme) || get_layout(ln, &q.layout)) return NULL;
+    if (lofp_io_dtype_from_name(dn, &q.src_dtype) != LOFP_OK) return raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown dtype '%s'", dn);
+    Py_ssize_t nd = shape_of(shape, q.shape);
+    if (nd < 0) return NULL;
+    if (kp <= 0 || pad_byte < 0 || pad_byte > 254) return raise_error(LOFP_ERR_INVALID_ARG, -1, "padded K or pad byte out of range");
+    q.ndim = (size_t)nd;
+    q.k = q.shape[nd - 1];
+    q.kp = (size_t)kp;
+    q.rows = 1;
+    for (Py_ssize_t i = 0; i + 1 < nd; i++) q.rows *= q.shape[i];
+    q.pad_byte = pad_byte;
+    size_t n = lofp_qtensor_meta_format(&q, NULL, 0);
+    if (!n) return raise_error(LOFP_ERR_INVALID_ARG, -1, "tensor '%s': the description has no metadata form", name);
+    char *v = PyMem_Malloc(n + 1);
+    if (!v) return PyErr_NoMemory();
+    lofp_qtensor_meta_format(&q, v, n + 1);
+    size_t cs[LOFP_MAX_NDIM], ss[LOFP_MAX_NDIM];
+    size_t cnd = lofp_qtensor_codes_shape(&q, cs), snd = lofp_qtensor_scales_shape(&q, q.layout, ss);
+    int two = q.scheme.id == LOFP_SCHEME_NVFP4 && q.scheme.two_level;
+    PyObject *parts = PyList_New(0);
+    PyObject *ret = NULL;
+    const char *suffix[3] = {".codes", ".scales", ".global_scale"};
+    for (int i = 0; parts && i < (two ? 3 : 2); i++) {
+        PyObject *pn = PyUnicode_FromFormat("%s%s", name, suffix[i]);
+        PyObject *sh = i == 0 ? shape_tuple(cs, cnd) : i == 1 ? shape_tuple(ss, snd) : PyTuple_New(0);
+        lofp_io_dtype dt = i == 0 ? lofp_qtensor_codes_dtype(&q.scheme) : i == 1 ? lofp_qtensor_scales_dtype(&q.scheme, q.layout)
+                                                                          : LOFP_IO_F32;
+        PyObject *e = pn && sh ? Py_BuildValue("(OsO)", pn, lofp_io_dtype_name(dt), sh) : NULL;
+        Py_XDECREF(pn);
+        Py_XDECREF(sh);
+        if (!e || PyList_Append(parts, e) < 0) { Py_XDECREF(e); Py_CLEAR(parts); break; }
+        Py_DECREF(e);
+    }
+    if (parts) ret = Py_BuildValue("{s:N,s:s#,s:N}", "key", PyUnicode_FromFormat(LOFP_QFILE_KEY_PREFIX "%s", name), "meta", v, (Py_ssize_t)n,
+                                   "parts", parts);
+    PyMem_Free(v);
+    return ret;
+}
+
+/* qfile_load(handle, path, name) -> dict: quantized tensor `name` of an open file, loaded by
+ * lofp_qtensor_load (metadata parsed, every stored tensor checked against it): scheme (bytes),
+ * layout, pad_byte, shape, padded_k, source_dtype, global, and the stored tensors' names. */
+static PyObject *py_qfile_load(PyObject *self, PyObject *args)
+{
+    PyObject *cap, *po;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "OO&s", &cap, PyUnicode_FSConverter, &po, &name)) return NULL;
+    lofp_file *f = PyCapsule_GetPointer(cap, "lofp.file");
+    if (!f) { Py_DECREF(po); return NULL; }
+    lofp_qtensor q;
+    lofp_io_error err;
+    lofp_status st = lofp_qtensor_load(f, PyBytes_AsString(po), name, &q, &err);
+    Py_DECREF(po);
+    if (st != LOFP_OK) return raise_error(st, -1, "%s", err.message);
+    q.scheme.threads = 1;
+    PyObject *shape = PyTuple_New((Py_ssize_t)q.ndim);
+    if (!shape) return NULL;
+    for (size_t i = 0; i < q.ndim; i++) PyTuple_SetItem(shape, (Py_ssize_t)i, PyLong_FromSize_t(q.shape[i]));
+    return Py_BuildValue("{s:y#,s:s,s:i,s:N,s:n,s:s,s:d,s:s,s:s,s:z}",
+                         "scheme", (const char *)&q.scheme, (Py_ssize_t)sizeof q.scheme, "layout", lofp_layout_name(q.layout),
+                         "pad_byte", q.pad_byte, "shape", shape, "padded_k", (Py_ssize_t)q.kp,
+                         "source_dtype", lofp_io_dtype_name(q.src_dtype), "global", (double)q.global,
+                         "codes", q.codes_t->name, "scales", q.scales_t->name,
+                         "global_scale", q.global_t ? q.global_t->name : NULL);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Checkpoints (checkpoint.h)                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -2347,6 +2458,8 @@ static PyMethodDef methods[] = {
     {"file_open", py_file_open, METH_VARARGS, "file_open(path) -> (handle, format, tensors, metadata)"},
     {"file_read", py_file_read, METH_VARARGS, "file_read(handle, index, out)"},
     {"file_write", py_file_write, METH_VARARGS, "file_write(path, tensors, metadata)"},
+    {"qfile_describe", py_qfile_describe, METH_VARARGS, "qfile_describe(name, scheme, layout, pad_byte, shape, padded_k, source_dtype) -> dict"},
+    {"qfile_load", py_qfile_load, METH_VARARGS, "qfile_load(handle, path, name) -> dict"},
     {"ckpt_convert", py_ckpt_convert, METH_VARARGS, "ckpt_convert(in, out, to, scheme, include, exclude, no_fuse, pad, input_scales, jobs, threads[, requantize_unfit]) -> notes"},
     {"ckpt_import", py_ckpt_import, METH_VARARGS, "ckpt_import(in, out, dtype) -> notes"},
     {"ckpt_open", py_ckpt_open, METH_VARARGS, "ckpt_open(path) -> (handle, format, description, count)"},

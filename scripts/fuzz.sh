@@ -4,8 +4,8 @@
 #
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf, qtmeta (default: all)
 #
-# qtmeta fuzzes the command line's `lofp:` metadata interpreter (cli/qtensor.c) on valid files; it
-# links the components it uses (core, runtime, quant with its AVX2/AVX-512 kernels, layout, io).
+# qtmeta fuzzes the library's `lofp:` metadata interpreter (src/checkpoint/qfile.c) on valid files;
+# it links the components it uses (core, runtime, quant with its AVX2/AVX-512 kernels, layout, io).
 #
 # Work files go to build-fuzz/ (override with LOFP_FUZZ_DIR): the binaries, a growing working
 # corpus per harness (seeded from fuzz/corpus/<harness>/, which is never written), and crash
@@ -39,7 +39,7 @@ sources() {
           -I"$root/include" -I"$root/src" -c "$k" -o "$out/lib/$(basename "$k" .c).o" >&2
         echo "$out/lib/$(basename "$k" .c).o"
       done
-      echo "$root/cli/qtensor.c" "$root"/src/{core,runtime,quant,layout,io}/*.c -I"$root/cli" -I"$root/fuzz" -lm -lpthread ;;
+      echo "$root/src/checkpoint/qfile.c" "$root"/src/{core,runtime,quant,layout,io}/*.c -I"$root/fuzz" -lm -lpthread ;;
     *) echo "$root"/src/io/*.c ;;
   esac
 }

@@ -27,15 +27,6 @@ _SRC_DTYPE = {"F32": "float32", "BF16": "bfloat16", "F16": "float16", "F64": "fl
 _SRC_IO = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
 
 
-def _parse_meta(value: str) -> Dict[str, str]:
-    out = {}
-    for part in value.split(";"):
-        if "=" in part:
-            k, v = part.split("=", 1)
-            out[k] = v
-    return out
-
-
 def _read_all(path):
     h, fmt, tensors, meta = _lofp.file_open(os.fspath(path))
     arrays = {}
@@ -53,7 +44,7 @@ def _read_all(path):
         else:
             arr = raw.view(_NP_OF_IO[dtn]).reshape(shape)
         arrays[name] = (arr, dtn)
-    return fmt, arrays, meta
+    return h, fmt, arrays, meta
 
 
 def load(path: Union[str, os.PathLike], *, device: Any = None) -> Dict[str, Any]:
@@ -65,7 +56,7 @@ def load(path: Union[str, os.PathLike], *, device: Any = None) -> Dict[str, Any]
     packed uint8 bytes). The file's other metadata is in result['__metadata__'] when present.
     device: None for numpy; a torch device ('cpu', 'cuda') for torch tensors.
     """
-    fmt, arrays, meta = _read_all(path)
+    h, fmt, arrays, meta = _read_all(path)
     out: Dict[str, Any] = {}
     used = set()
     other_meta = {}
@@ -74,7 +65,7 @@ def load(path: Union[str, os.PathLike], *, device: Any = None) -> Dict[str, Any]
             other_meta[key] = value
             continue
         name = key[5:]
-        out[name] = _qtensor_from(path, name, value, arrays)
+        out[name] = _qtensor_from(h, path, name, arrays)
         used.update({f"{name}.codes", f"{name}.scales", f"{name}.global_scale"})
     for name, (arr, _) in arrays.items():
         if name not in used:
@@ -87,51 +78,19 @@ def load(path: Union[str, os.PathLike], *, device: Any = None) -> Dict[str, Any]
     return out
 
 
-def _qtensor_from(path, name, value, arrays) -> QTensor:
-    m = _parse_meta(value)
-    where = f"{os.fspath(path)}: tensor '{name}'"
-    for need in ("scheme", "rounding", "scale_rule", "block", "layout", "pad_byte", "shape", "padded_k", "two_level",
-                 "c", "rotate", "hadamard", "source_dtype"):
-        if need not in m:
-            raise Error(f"malformed data: {where}: metadata lacks '{need}'")
-    try:
-        shape = tuple(int(d) for d in m["shape"].strip("[]").split(",") if d.strip() != "")
-        kp = int(m["padded_k"])
-        spec = _core.scheme(m["scheme"], rounding=m["rounding"], scale_rule=m["scale_rule"], block=int(m["block"]),
-                            two_level=bool(int(m["two_level"])), pad=(kp != shape[-1]) if shape else False,
-                            c=float(m["c"]), rotate=bool(int(m["rotate"])), hadamard=m["hadamard"],
-                            seed=int(m.get("seed", "0")), profile=m.get("profile"))
-    except (ValueError, IndexError) as e:
-        raise Error(f"malformed data: {where}: bad metadata ({e})") from None
-    if not shape or spec.padded_k(shape[-1]) != kp:
-        raise Error(f"malformed data: {where}: inconsistent scheme/shape in metadata")
-    layout = m["layout"]
-    if layout not in _core.LAYOUTS:
-        raise Error(f"malformed data: {where}: unknown layout '{layout}'")
-    if f"{name}.codes" not in arrays or f"{name}.scales" not in arrays:
-        raise Error(f"malformed data: {where}: missing {name}.codes or {name}.scales")
-    codes, _ = arrays[f"{name}.codes"]
-    scales, sdt = arrays[f"{name}.scales"]
-    rows = _fw.prod(shape[:-1])
-    cb = rows * kp // spec.codes_per_byte
-    sb = _lofp.layout_bytes(rows, kp, spec.block, layout)
-    if codes.nbytes != cb:
-        raise Error(f"malformed data: {where}.codes: {codes.nbytes} bytes, scheme and shape need {cb}")
-    if scales.nbytes != sb:
-        raise Error(f"malformed data: {where}.scales: {scales.nbytes} bytes, layout {layout} needs {sb}")
-    codes = codes.view(np.uint8)
+def _qtensor_from(h, path, name, arrays) -> QTensor:
+    # the C library parses the metadata and checks every stored tensor against it
+    # (lofp_qtensor_load): nothing here interprets the 'lofp:NAME' value
+    d = _lofp.qfile_load(h, os.fspath(path), name)
+    spec = _core._scheme_of_blob(d["scheme"])
+    codes = arrays[d["codes"]][0].view(np.uint8)
+    scales, sdt = arrays[d["scales"]]
     if sdt != "U32":
         scales = scales.view(np.uint8).view(_fw.NP_VIEW[spec.scale_view])
-    g = 1.0
-    if spec.name == "nvfp4" and spec.two_level:
-        gk = f"{name}.global_scale"
-        if gk not in arrays or arrays[gk][1] != "F32" or arrays[gk][0].nbytes != 4:
-            raise Error(f"malformed data: {where}: two-level NVFP4 needs an F32 scalar '{gk}'")
-        g = float(arrays[gk][0].reshape(-1)[0])
-        if not (np.isfinite(g) and g > 0):
-            raise Error(f"malformed data: {where}: '{gk}' is not a positive finite number")
-    return QTensor(codes, scales, g, spec.name, shape, layout, None if spec.profile == "lofp" else spec.profile, spec,
-                   _SRC_DTYPE.get(m["source_dtype"], "float32"), int(m["pad_byte"]))
+    shape = tuple(d["shape"])
+    return QTensor(codes, scales, float(d["global"]), spec.name, shape, d["layout"],
+                   None if spec.profile == "lofp" else spec.profile, spec, _SRC_DTYPE.get(d["source_dtype"], "float32"),
+                   int(d["pad_byte"]))
 
 
 def _host(a):
@@ -150,15 +109,16 @@ def _host(a):
     return np.ascontiguousarray(np.asarray(a))
 
 
+def _describe(name: str, q: QTensor) -> Dict[str, Any]:
+    """How q is stored under `name` (the C library's lofp_qtensor_* functions): metadata key and
+    value, and the parts [(name, dtype, shape)] -- codes, scales, two-level NVFP4's global scale."""
+    return _lofp.qfile_describe(name, q.spec.blob, q.layout, int(q.pad_byte), tuple(int(d) for d in q.shape),
+                                int(q.padded_k), _SRC_IO.get(q.dtype, "F32"))
+
+
 def meta_value(q: QTensor) -> str:
     """The 'lofp:NAME' metadata value of q (docs/CLI.md), as `lofp quantize` writes it."""
-    s = q.spec
-    shape = "[" + ",".join(str(int(d)) for d in q.shape) + "]"
-    return (f"scheme={s.name};rounding={s.rounding};scale_rule={s.scale_rule};block={s.block};layout={q.layout};"
-            f"pad_byte={q.pad_byte};shape={shape};padded_k={q.padded_k};two_level={int(s.two_level)};"
-            f"c={float(np.float32(s.c)):.9g};rotate={int(s.rotate)};hadamard={s.hadamard};seed={s.seed};"
-            f"source_dtype={_SRC_IO.get(q.dtype, 'F32')};lofp_version={_lofp.version()}"
-            + (f";profile={s.profile}" if s.profile != "lofp" else ""))
+    return _describe("_", q)["meta"]
 
 
 def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], metadata: Optional[Mapping[str, str]] = None) -> None:
@@ -176,24 +136,12 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], metadata: Op
         if not isinstance(name, str):
             raise Error(f"invalid argument: tensor names must be strings, got {name!r}")
         if isinstance(v, QTensor):
-            s = v.spec
-            codes = _host(v.codes).view(np.uint8)
-            cdt = "F8_E4M3" if s.elem == "e4m3" else "F8_E5M2" if s.elem == "e5m2" else "U8"
-            entries.append((f"{name}.codes", cdt, tuple(int(d) for d in v.shape[:-1]) + (v.padded_k // s.codes_per_byte,),
-                            codes))
-            scales = _host(v.scales)
-            if v.layout.startswith("packed-u32"):
-                sdt = "U32"
-                scales = scales.view(np.uint32)
-                sshape = tuple(scales.shape)
-            else:
-                sdt = "F8_E4M3" if s.scale_elem == "ue4m3" else "U8" if s.name == "ultraquant" else "F8_E8M0"
-                scales = scales.view(np.uint8)
-                sshape = tuple(scales.shape)
-            entries.append((f"{name}.scales", sdt, sshape, scales))
-            if s.name == "nvfp4" and s.two_level:
-                entries.append((f"{name}.global_scale", "F32", (), np.array(v.global_value, np.float32)))
-            meta[f"lofp:{name}"] = meta_value(v)
+            d = _describe(name, v)
+            bufs = [_host(v.codes).reshape(-1).view(np.uint8), _host(v.scales).reshape(-1).view(np.uint8),
+                    np.array(v.global_value, np.float32)]
+            for (pname, pdt, pshape), buf in zip(d["parts"], bufs):
+                entries.append((pname, pdt, tuple(pshape), buf))
+            meta[d["key"]] = d["meta"]
             continue
         a = _host(v)
         dtn = _IO_OF_NP.get(a.dtype)

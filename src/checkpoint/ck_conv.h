@@ -104,6 +104,8 @@ LOFP_INTERNAL lofp_status lofp_conv_plan_cast(ck_conv *c, const char *in, lofp_i
  * do not fit. */
 LOFP_INTERNAL lofp_status lofp_conv_cast_scales(ck_conv *c, const char *in, lofp_io_error *err);
 /* Writes one cast item's outputs (indices base.. of the shard writer). */
+/* Copies input tensor r unchanged into output tensor idx of w, in row chunks (ck_conv_cast.c). */
+LOFP_INTERNAL lofp_status lofp_conv_copy_tensor(ck_conv *c, const ck_tref *r, st_writer *w, size_t idx, lofp_io_error *err);
 LOFP_INTERNAL lofp_status lofp_conv_cast_item(ck_conv *c, ck_item *t, st_writer *w, size_t base, lofp_io_error *err);
 
 /* ---- ck_conv_write.c ------------------------------------------------------------------- */

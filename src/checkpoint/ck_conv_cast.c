@@ -3,6 +3,7 @@
  * NVFP4 per-tensor scale converted, MXFP4 -> NVFP4 by the closed form. Planned here, scaled here
  * before anything is written, and written through the shard writer of ck_conv_write.c. */
 #include "ck_conv.h"
+#include "lofp/qfile.h"
 #include "lofp/cast.h"
 
 #include <math.h>
@@ -41,18 +42,24 @@ static lofp_status no_exact_path(ck_conv *c, const char *in, const char *tensor,
                    lofp_ckpt_format_name(c->to));
 }
 
-/* The "lofp:<name>" metadata value of a lofp file (the fields `lofp quantize` writes; cli/qtensor.c
- * parses them), for a cast tensor of logical shape shape[0..nd) stored with kp columns. */
+/* The "lofp:<name>" metadata value of a lofp file (lofp/qfile.h owns the convention), for a cast
+ * tensor of logical shape shape[0..nd) stored with kp columns and linear scales. */
 static char *lofp_meta_value(const lofp_scheme *s, const size_t *shape, size_t nd, size_t kp, int two_level)
 {
-    lofp_sbuf b = { 0 };
-    lofp_sbuf_printf(&b, "scheme=%s;rounding=%s;scale_rule=%s;block=%u;layout=linear;pad_byte=0;shape=[", lofp_scheme_name(s->id),
-                  lofp_rounding_name(s->rounding), lofp_scale_rule_name(s->scale_rule), s->block);
-    for (size_t d = 0; d < nd; d++) lofp_sbuf_printf(&b, "%s%zu", d ? "," : "", shape[d]);
-    lofp_sbuf_printf(&b, "];padded_k=%zu;two_level=%d;c=%.9g;rotate=0;hadamard=butterfly;seed=0;source_dtype=BF16;lofp_version=%s",
-                  kp, two_level, (double)s->c, lofp_version());
-    if (b.failed) { lofp_sbuf_free(&b); return NULL; }
-    return b.p;
+    if (nd == 0 || nd > LOFP_MAX_NDIM) return NULL;
+    lofp_qtensor q;
+    memset(&q, 0, sizeof q);
+    q.scheme = *s;
+    q.scheme.two_level = two_level;
+    q.layout = LOFP_LAYOUT_LINEAR;
+    q.ndim = nd;
+    memcpy(q.shape, shape, nd * sizeof *shape);
+    q.kp = kp;
+    q.src_dtype = LOFP_IO_BF16;
+    size_t n = lofp_qtensor_meta_format(&q, NULL, 0);
+    char *v = n ? malloc(n + 1) : NULL;
+    if (v) lofp_qtensor_meta_format(&q, v, n + 1);
+    return v;
 }
 
 /* Output tensors of a cast item (t->k, t->kp, t->module and the logical shape known). */
@@ -461,7 +468,7 @@ lofp_status lofp_conv_cast_scales(ck_conv *c, const char *in, lofp_io_error *err
     return st;
 }
 
-static lofp_status copy_tensor(ck_conv *c, const ck_tref *r, st_writer *w, size_t idx, lofp_io_error *err)
+lofp_status lofp_conv_copy_tensor(ck_conv *c, const ck_tref *r, st_writer *w, size_t idx, lofp_io_error *err)
 {
     if (r->ti->nbytes == 0) return LOFP_OK;
     if (r->ti->ndim == 0) return st_writer_put_at(w, idx, r->ti->data, r->ti->nbytes, err);
@@ -491,8 +498,8 @@ lofp_status lofp_conv_cast_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
 {
     lofp_status st = LOFP_OK;
     if (t->action == A_CAST_COPY) {
-        st = copy_tensor(c, t->src, w, base, err);
-        if (!st) st = copy_tensor(c, t->src_scales, w, base + 1, err);
+        st = lofp_conv_copy_tensor(c, t->src, w, base, err);
+        if (!st) st = lofp_conv_copy_tensor(c, t->src_scales, w, base + 1, err);
     } else {
         size_t R = LOFP_IO_CHUNK_BYTES / (t->kp / 2 ? t->kp / 2 : 1);
         if (R == 0) R = 1;

@@ -3,6 +3,7 @@
  * parallel) each output shard streamed tensor by tensor through the shard writer (ck_writer.c):
  * copies, quantized weights, gpt-oss experts and the cast items of ck_conv_cast.c. */
 #include "ck_conv.h"
+#include "lofp/qfile.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -149,66 +150,44 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
 {
     lofp_status st = LOFP_OK;
     if (t->action == A_CAST_COPY || t->action == A_CAST_MX2NV) return lofp_conv_cast_item(c, t, w, base, err);
-    if (t->action == A_COPY || t->action == A_QUANT) {
-        /* one chunk of rows at a time: the row reader releases the pages it has handed out */
+    if (t->action == A_QUANT) {
+        /* the lofp tensor-file pipeline's per-tensor core (lofp/qfile.h): row chunks in, codes and
+           linear scales appended as produced; the per-tensor scale is written below in the
+           target's convention. st_writer is io's lofp_writer (ck_writer.c). */
         const ck_tref *r = t->src;
-        if (r->ti->nbytes == 0) return LOFP_OK;
-        if (t->action == A_COPY && r->ti->ndim == 0) return put(w, base, r->ti->data, r->ti->nbytes, err);
-        float G = 1.0f;
-        lofp_status st2 = LOFP_OK;
-        if (t->action == A_QUANT && c->nvfp4) {
-            if (t->have_G) G = t->G;
-            else st2 = tensor_global(c, r, &G, err);
-            if (st2) return st2;
-        }
-        lofp_row_reader *rr = NULL;
-        st2 = lofp_row_reader_open(c->m.shards[r->shard].f, r->ti, 0, &rr, err);
-        if (st2) return st2;
-        size_t k = t->action == A_QUANT ? t->k : 0, cap = 0;
-        size_t crow = lofp_row_reader_chunk_rows(rr);
-        uint8_t *codes = NULL, *scales = NULL;
-        float *tmp = NULL;
-        size_t cb = 0, sb = 0;
-        if (t->action == A_QUANT) {
-            cb = lofp_codes_bytes(&c->s, crow, t->k);
-            sb = lofp_scales_bytes(&c->s, crow, t->k);
-            codes = malloc(cb ? cb : 1);
-            scales = malloc(sb ? sb : 1);
-            if (!codes || !scales) st2 = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
-        }
-        lofp_row_chunk ch;
-        while (!st2 && !(st2 = lofp_row_reader_next(rr, &ch, err)) && ch.rows) {
-            if (t->action == A_COPY) { st2 = put(w, base, ch.data, ch.rows * ch.row_bytes, err); continue; }
-            lofp_dtype ldt;
-            const void *x = chunk_input(r->ti->dtype, &ch, k, &ldt, &tmp, &cap);
-            if (!x) { st2 = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
-            lofp_quant_report rep;
-            memset(&rep, 0, sizeof rep);
-            lofp_status qs = c->nvfp4 ? lofp_quantize_with_global(&c->s, ldt, x, ch.rows, k, G, codes, scales, &rep)
-                                      : lofp_quantize(&c->s, ldt, x, ch.rows, k, codes, scales, NULL, &rep);
-            if (qs == LOFP_ERR_NONFINITE)
-                st2 = nonfinite(c, r, ch.row0 * k + rep.first_bad_index, err);
-            else if (qs)
-                st2 = ck_fail(err, qs, "%s: tensor '%s': quantize failed (%s)", c->m.shards[r->shard].name, r->name, lofp_status_name(qs));
-            if (!st2) st2 = put(w, base + 0, codes, lofp_codes_bytes(&c->s, ch.rows, k), err);
-            if (!st2) st2 = put(w, base + 1, scales, lofp_scales_bytes(&c->s, ch.rows, k), err);
-        }
-        lofp_row_reader_close(rr);
-        free(codes);
-        free(scales);
-        free(tmp);
-        if (!st2 && t->action == A_QUANT && c->nvfp4) {
+        const lofp_tensor_info *ti = r->ti;
+        if (ti->ndim == 0 || ti->ndim > LOFP_MAX_NDIM)
+            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' has %zu dimensions", c->m.shards[r->shard].name, r->name, ti->ndim);
+        lofp_qtensor q;
+        memset(&q, 0, sizeof q);
+        q.name = r->name;
+        q.scheme = c->s;
+        q.layout = LOFP_LAYOUT_LINEAR;
+        q.ndim = ti->ndim;
+        memcpy(q.shape, ti->shape, ti->ndim * sizeof *ti->shape);
+        q.rows = t->rows;
+        q.k = t->k;
+        q.kp = t->kp;
+        q.src_dtype = ti->dtype;
+        const size_t idx[3] = { base + 0, base + 1, SIZE_MAX };
+        lofp_qfile_tensor_report rep;
+        st = lofp_qfile_quantize_tensor(c->m.shards[r->shard].f, c->m.shards[r->shard].name, ti, &q,
+                                        c->nvfp4 && t->have_G ? &t->G : NULL, 0, (lofp_writer *)w, idx, &rep, err);
+        if (!st && c->nvfp4) {
+            float G = rep.global;
             float v = c->to == LOFP_CKPT_MODELOPT ? lofp_nvfp4_decode_from_encode(G) : G;
-            st2 = put(w, base + 2, &v, 4, err);
-            if (!st2 && c->act) {
+            st = put(w, base + 2, &v, 4, err);
+            if (!st && c->act) {
                 float a = t->in_amax;
                 float iv = c->to == LOFP_CKPT_MODELOPT ? lofp_nvfp4_decode_scale(LOFP_DTYPE_F32, &a, 1)
                                                        : lofp_nvfp4_global_scale(LOFP_DTYPE_F32, &a, 1);
-                st2 = put(w, base + 3, &iv, 4, err);
+                st = put(w, base + 3, &iv, 4, err);
             }
         }
-        return st2;
+        return st;
     }
+    /* one chunk of rows at a time: the row reader releases the pages it has handed out */
+    if (t->action == A_COPY) return lofp_conv_copy_tensor(c, t->src, w, base, err);
     /* gpt-oss MXFP4 experts: per expert, rows of codes [N, K/2] and scales [N, K/32] */
     size_t N = t->N, K = t->K, rb = K / 2, rs = K / 32;
     uint8_t *codes = malloc(N * rb), *scales = malloc(N * rs);

@@ -1,6 +1,7 @@
 /* ck_read.c -- reading every supported checkpoint format as logical tensors in lofp's convention
  * (lofp_ckpt_open / lofp_ckpt_get / lofp_ckpt_dequantize), and lofp_ckpt_import on top of it. */
 #include "ck_internal.h"
+#include "lofp/qfile.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -15,7 +16,6 @@ typedef struct lt {
     size_t shard;
     const lofp_tensor_info *w, *s, *g;   /* codes, scales, per-tensor */
     const gg_tensor *gw, *gs;            /* GGUF tensor and its .scale */
-    char *lofp_meta;                     /* LOFP: the metadata value */
     size_t logical_k;                    /* 0: as stored */
 } lt;
 
@@ -178,6 +178,19 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
         algo = f;
     }
     size_t nq = 0;
+    /* every tensor a shard's metadata describes must be there: the loop below finds them by
+       their codes, and one without codes would otherwise vanish from the import */
+    for (size_t s = 0; c->fmt == LOFP_CKPT_LOFP && s < m->n_shards; s++)
+        for (size_t i = 0; i < lofp_file_metadata_count(m->shards[s].f); i++) {
+            const char *qn = lofp_qfile_name_at(m->shards[s].f, i);
+            if (!qn) continue;
+            char *kc = cat(qn, ".codes");
+            int have = kc && lofp_file_find(m->shards[s].f, kc) != NULL;
+            free(kc);
+            if (!have)
+                return ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its metadata 'lofp:%s' describes codes '%s.codes', which are missing",
+                               m->shards[s].name, qn, qn, qn);
+        }
     for (size_t i = 0; i < m->n_t; i++) {
         const ck_tref *r = &m->t[i];
         const char *nm = r->name;
@@ -197,11 +210,9 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                     x.w = r->ti;
                     x.s = find_ti(m, base, ".scales");
                     x.g = find_ti(m, base, ".global_scale");
-                    x.lofp_meta = ck_strdup(meta);
                     if (!x.s) {
                         lofp_status st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its scales '%s.scales' are missing", m->shards[r->shard].name, nm, base);
                         free(base);
-                        free(x.lofp_meta);
                         return st;
                     }
                     if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
@@ -398,7 +409,7 @@ lofp_status lofp_ckpt_open(const char *path, lofp_ckpt **out, lofp_io_error *err
 void lofp_ckpt_close(lofp_ckpt *c)
 {
     if (!c) return;
-    for (size_t i = 0; i < c->n; i++) { free(c->t[i].name); free(c->t[i].lofp_meta); }
+    for (size_t i = 0; i < c->n; i++) free(c->t[i].name);
     free(c->t);
     ck_model_close(&c->m);
     gg_close(&c->gg);
@@ -517,55 +528,32 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
     t->scales = s->data;
     t->scales_bytes = s->nbytes;
     if (x->kind == Q_LOFP) {
-        /* scheme=..;rounding=..;scale_rule=..;block=..;layout=..;...;shape=[..];padded_k=..;two_level=.. */
-        char sch[32] = "", lay[32] = "", shape[256] = "";
-        unsigned block = 0;
-        int two = 0;
-        size_t kp = 0;
-        for (const char *p = x->lofp_meta; p && *p;) {
-            const char *e = strchr(p, ';');
-            size_t l = e ? (size_t)(e - p) : strlen(p);
-            char kv[300];
-            snprintf(kv, sizeof kv, "%.*s", (int)(l < 299 ? l : 299), p);
-            char *eq = strchr(kv, '=');
-            if (eq) {
-                *eq = 0;
-                const char *v = eq + 1;
-                if (!strcmp(kv, "scheme")) snprintf(sch, sizeof sch, "%s", v);
-                else if (!strcmp(kv, "layout")) snprintf(lay, sizeof lay, "%s", v);
-                else if (!strcmp(kv, "shape")) snprintf(shape, sizeof shape, "%s", v);
-                else if (!strcmp(kv, "block")) block = (unsigned)strtoul(v, NULL, 10);
-                else if (!strcmp(kv, "padded_k")) kp = (size_t)strtoull(v, NULL, 10);
-                else if (!strcmp(kv, "two_level")) two = atoi(v);
-            }
-            p = e ? e + 1 : NULL;
-        }
-        if (lofp_scheme_preset(sch, &t->scheme) != LOFP_OK)
-            return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': unknown scheme '%s' in its lofp metadata", file, x->name, sch);
-        if (strcmp(lay, "linear"))
-            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': scales in layout '%s' (convert them with `lofp layout convert --to linear` first)", file, x->name, lay);
-        if (block) t->scheme.block = block;
-        t->scheme.two_level = two;
-        t->ndim = 0;
-        const char *p = shape + 1;
-        while (*p && *p != ']' && t->ndim < LOFP_MAX_NDIM) {
-            t->shape[t->ndim++] = (size_t)strtoull(p, (char **)&p, 10);
-            if (*p == ',') p++;
-        }
-        if (*p && *p != ']')
-            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': the shape in its lofp metadata has more than %d dimensions",
-                           file, x->name, LOFP_MAX_NDIM);
-        if (!t->ndim) return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': no shape in its lofp metadata", file, x->name);
-        t->k = t->shape[t->ndim - 1];
-        t->kp = kp ? kp : t->k;
-        t->rows = 1;
-        for (size_t d = 0; d + 1 < t->ndim; d++) t->rows *= t->shape[d];
-        if (t->scheme.id == LOFP_SCHEME_NVFP4 && two) {
-            if (!x->g) return ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': two-level NVFP4 but '%s.global_scale' is missing", file, x->name, x->name);
-            t->stored_scale = t->global_scale = read_scalar(x->g);
+        /* lofp/qfile.h parses the metadata and checks every stored tensor's dtype, shape and size
+           against it, so nothing below reads past the codes or scales */
+        lofp_qtensor q;
+        lofp_status st = lofp_qtensor_load(c->m.shards[x->shard].f, file, x->name, &q, err);
+        if (st) return st;
+        if (q.layout != LOFP_LAYOUT_LINEAR)
+            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': scales in layout '%s' (convert them with `lofp layout convert --to linear` first)",
+                           file, x->name, lofp_layout_name(q.layout));
+        if (q.ndim > sizeof t->shape / sizeof t->shape[0])
+            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' has %zu dimensions; checkpoints hold at most %zu", file, x->name,
+                           q.ndim, sizeof t->shape / sizeof t->shape[0]);
+        t->scheme = q.scheme;
+        t->ndim = q.ndim;
+        memcpy(t->shape, q.shape, q.ndim * sizeof(size_t));
+        t->k = q.k;
+        t->kp = q.kp;
+        t->rows = q.rows;
+        t->codes = q.codes;
+        t->codes_bytes = q.codes_bytes;
+        t->scales = q.scales;
+        t->scales_bytes = q.scales_bytes;
+        if (q.global_t) {
+            t->stored_scale = t->global_scale = q.global;
             t->direction = LOFP_CKPT_SCALE_ENCODE;
-            t->stored_global = x->g->name;
-            lofp_status st = check_global(file, x->name, x->g->name, t->stored_scale, LOFP_CKPT_SCALE_ENCODE, err);
+            t->stored_global = q.global_t->name;
+            st = check_global(file, x->name, q.global_t->name, t->stored_scale, LOFP_CKPT_SCALE_ENCODE, err);
             if (st) return st;
         }
     } else {
