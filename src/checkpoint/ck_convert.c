@@ -153,30 +153,33 @@ static const void *chunk_input(lofp_io_dtype dt, const lofp_row_chunk *ch, size_
 }
 
 /* NVFP4 per-tensor multiplier of a whole tensor, streamed in row chunks: G falls as amax grows,
- * so the tensor's G is the smallest chunk's G (exactly: G depends on amax alone). */
+ * so the tensor's G is the smallest chunk's G (exactly: G depends on amax alone). Under a producer
+ * profile: the profile's scale of the whole tensor's amax, in the profile's direction. */
 static lofp_status tensor_global(ck_conv *c, const ck_tref *r, float *G, lofp_io_error *err)
 {
     lofp_row_reader *rr = NULL;
     lofp_status st = lofp_row_reader_open(c->m.shards[r->shard].f, r->ti, 0, &rr, err);
     if (st) return st;
     size_t k = r->ti->shape[r->ti->ndim - 1], cap = 0;
-    float *tmp = NULL, g = INFINITY;
+    float *tmp = NULL, g = INFINITY, amax = 0.0f;
+    const int prof = c->s.profile != LOFP_PROFILE_LOFP;
+    lofp_dtype ldt = to_lofp_dtype(r->ti->dtype);
     lofp_row_chunk ch;
     while (!st && !(st = lofp_row_reader_next(rr, &ch, err)) && ch.rows) {
-        lofp_dtype ldt;
         const void *x = chunk_input(r->ti->dtype, &ch, k, &ldt, &tmp, &cap);
         if (!x) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
-        float cg = lofp_nvfp4_global_scale(ldt, x, ch.rows * k);
+        float cg = prof ? lofp_ck_amax(ldt, x, ch.rows * k, NULL) : lofp_nvfp4_global_scale(ldt, x, ch.rows * k);
         if (!(cg == cg)) {
             st = ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s' holds NaN or Inf (rows %zu..%zu)", c->m.shards[r->shard].name,
                          r->name, ch.row0, ch.row0 + ch.rows - 1);
             break;
         }
-        if (cg < g) g = cg;
+        if (prof && cg > amax) amax = cg;
+        if (!prof && cg < g) g = cg;
     }
     lofp_row_reader_close(rr);
     free(tmp);
-    *G = g;
+    *G = prof ? lofp_profile_nvfp4_global(&c->s, ldt, amax) : g;
     return st;
 }
 
@@ -966,7 +969,10 @@ static lofp_status group_scales(ck_conv *c, lofp_io_error *err)
     if (!need || !gmin) { free(need); free(gmin); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
     for (size_t i = 0; i < c->n_it; i++)
         if (c->it[i].group >= 0 && shard_in_slice(c, c->it[i].shard)) need[c->it[i].group] = 1;
-    for (long g = 0; g <= ng; g++) gmin[g] = INFINITY;
+    /* the group's scale is the one of its largest amax: the smallest encode multiplier, or the
+     * largest decode scale under a decode-direction profile (ModelOpt) */
+    const int dec = lofp_profile_decode_direction(c->s.profile);
+    for (long g = 0; g <= ng; g++) gmin[g] = dec ? -INFINITY : INFINITY;
     lofp_status st = LOFP_OK;
     for (size_t i = 0; !st && i < c->n_it; i++) {
         ck_item *t = &c->it[i];
@@ -974,7 +980,7 @@ static lofp_status group_scales(ck_conv *c, lofp_io_error *err)
         float G;
         st = tensor_global(c, t->src, &G, err);
         if (st) break;
-        if (G < gmin[t->group]) gmin[t->group] = G; /* G = fl(fl(1/amax)*2688) falls as amax grows */
+        if (dec ? G > gmin[t->group] : G < gmin[t->group]) gmin[t->group] = G; /* G = fl(fl(1/amax)*2688) falls as amax grows */
     }
     for (size_t i = 0; !st && i < c->n_it; i++)
         if (c->it[i].group >= 0 && need[c->it[i].group]) {
@@ -1063,11 +1069,14 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
         free(scales);
         free(tmp);
         if (!st2 && t->action == A_QUANT && c->nvfp4) {
-            float v = c->to == LOFP_CKPT_MODELOPT ? lofp_nvfp4_decode_from_encode(G) : G;
+            /* a profile's G is already in its format's direction (lofp_ck_profile_scheme pairs them) */
+            const int own = c->s.profile != LOFP_PROFILE_LOFP;
+            float v = c->to == LOFP_CKPT_MODELOPT && !own ? lofp_nvfp4_decode_from_encode(G) : G;
             st2 = put(w, base + 2, &v, 4, err);
             if (!st2 && c->act) {
                 float a = t->in_amax;
-                float iv = c->to == LOFP_CKPT_MODELOPT ? lofp_nvfp4_decode_scale(LOFP_DTYPE_F32, &a, 1)
+                float iv = own ? lofp_profile_nvfp4_global(&c->s, LOFP_DTYPE_F32, a)
+                         : c->to == LOFP_CKPT_MODELOPT ? lofp_nvfp4_decode_scale(LOFP_DTYPE_F32, &a, 1)
                                                        : lofp_nvfp4_global_scale(LOFP_DTYPE_F32, &a, 1);
                 st2 = put(w, base + 3, &iv, 4, err);
             }
@@ -1588,6 +1597,15 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
     c.s.threads = o->threads;
     c.nvfp4 = c.s.id == LOFP_SCHEME_NVFP4;
     c.mxfp8 = c.s.id == LOFP_SCHEME_MXFP8_E4M3;
+    if (!c.rd) {
+        st = lofp_ck_profile_scheme(o, o->to, &c.s, err);
+        if (st) goto done;
+    } else if (o->profile != LOFP_PROFILE_LOFP && o->note) {
+        char line[256];
+        snprintf(line, sizeof line, "--profile %s: %s is already quantized and is cast exactly (a profile applies when quantizing)",
+                 lofp_profile_name(o->profile) ? lofp_profile_name(o->profile) : "?", in);
+        o->note(o->ctx, line);
+    }
     if (o->input_scales && !c.nvfp4) {
         st = ck_fail(err, LOFP_ERR_INVALID_ARG, "--input-scales: activation scales belong to NVFP4 only");
         goto done;
