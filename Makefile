@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build demo test test-fast test-asan test-fuzz test-slow deps venv clean bench
+.PHONY: all build demo test test-fast test-asan test-fuzz test-slow test-engines deps venv clean bench
 
 all: build
 
@@ -47,6 +47,12 @@ test-asan: | deps
 test-slow: build venv
 	bash tests/checkpoint/script_checkpoint.sh $(BUILD) $(CURDIR) --slow
 	bash tests/python/script_eval.sh $(BUILD) $(CURDIR) $(CURDIR)/tests/python/test_eval_smollm2.py
+
+# llama.cpp itself on lofp's GGUF files (not part of `make test`; docs/TESTING.md "Engines"):
+# builds llama-cpp-python (pinned, CPU-only, compiled from source: minutes) in .venv-engines and
+# checks loading, tokenization, decoded weights, logits and `--profile ggml` bytes.
+test-engines: build
+	bash tests/engines/run.sh $(BUILD) $(CURDIR)
 
 # Release suite only, with the exhaustive sweeps subsampled: for quick iteration.
 test-fast: build venv

@@ -23,6 +23,9 @@ static void convert_usage(FILE *f)
             "  --to F              modelopt | compressed-tensors | gpt-oss | gguf | lofp (quantized IN only)\n"
             "  --scheme S          modelopt: nvfp4 (default), mxfp8; compressed-tensors: nvfp4 (default),\n"
             "                      mxfp4; gpt-oss: mxfp4; gguf: mxfp4 (default, type 39), nvfp4 (type 40)\n"
+            "  --profile P         whose numerics quantize: lofp (default); modelopt with --to modelopt,\n"
+            "                      compressed-tensors with --to compressed-tensors (nvfp4), ggml with --to\n"
+            "                      gguf (llama.cpp's quantizer; nvfp4 one-level, no .scale)\n"
             "  --include GLOB      quantize matching tensors even when a default leaves them out (repeatable)\n"
             "  --exclude GLOB      never quantize matching tensors (repeatable; wins over --include)\n"
             "  --no-fuse-scales    NVFP4: one per-tensor scale per tensor instead of per fused group\n"
@@ -66,6 +69,12 @@ int lofp_cmd_convert(int argc, char **argv)
         if (parse_ckpt_common("convert", argc, argv, &i, &o, inc, &ni, exc, &ne, &quiet)) continue;
         if (!strcmp(a, "--to") && i + 1 < argc) to = argv[++i];
         else if (!strcmp(a, "--scheme") && i + 1 < argc) o.scheme = argv[++i];
+        else if (!strcmp(a, "--profile") && i + 1 < argc) {
+            if (lofp_profile_from_name(argv[++i], &o.profile) != LOFP_OK) {
+                free(inc); free(exc);
+                return cli_error("convert", "unknown profile '%s' (lofp, modelopt, compressed-tensors, ggml)", argv[i]);
+            }
+        }
         else if (!strcmp(a, "--no-fuse-scales")) o.no_fuse_scales = 1;
         else if (!strcmp(a, "--pad")) o.pad = 1;
         else if (!strcmp(a, "--input-scales") && i + 1 < argc) o.input_scales = argv[++i];

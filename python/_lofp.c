@@ -1846,7 +1846,7 @@ static const char **str_array(PyObject *list, size_t *n)
 }
 
 /* ckpt_convert(in, out, to, scheme|None, include[list], exclude[list], no_fuse, pad, input_scales|None,
- *              jobs, threads[, requantize_unfit]) -> notes */
+ *              jobs, threads[, requantize_unfit[, profile|None]]) -> notes */
 static PyObject *py_ckpt_convert(PyObject *self, PyObject *args)
 {
     PyObject *ino, *outo, *inc, *exc, *isc;
@@ -1854,9 +1854,10 @@ static PyObject *py_ckpt_convert(PyObject *self, PyObject *args)
     int nofuse, pad;
     unsigned jobs, threads;
     int requant_unfit = 0;
-    PyObject *scheme_o;
-    if (!PyArg_ParseTuple(args, "O&O&sOO!O!ppOII|p", PyUnicode_FSConverter, &ino, PyUnicode_FSConverter, &outo, &to, &scheme_o,
-                          &PyList_Type, &inc, &PyList_Type, &exc, &nofuse, &pad, &isc, &jobs, &threads, &requant_unfit))
+    PyObject *scheme_o, *profile_o = Py_None;
+    if (!PyArg_ParseTuple(args, "O&O&sOO!O!ppOII|pO", PyUnicode_FSConverter, &ino, PyUnicode_FSConverter, &outo, &to, &scheme_o,
+                          &PyList_Type, &inc, &PyList_Type, &exc, &nofuse, &pad, &isc, &jobs, &threads, &requant_unfit,
+                          &profile_o))
         return NULL;
     PyObject *ret = NULL, *isc_b = NULL;
     const char **ia = NULL, **ea = NULL;
@@ -1868,6 +1869,12 @@ static PyObject *py_ckpt_convert(PyObject *self, PyObject *args)
     }
     if (opt_str(scheme_o, &scheme)) goto out;
     o.scheme = scheme;
+    const char *profile = NULL;
+    if (opt_str(profile_o, &profile)) goto out;
+    if (profile && lofp_profile_from_name(profile, &o.profile) != LOFP_OK) {
+        raise_error(LOFP_ERR_INVALID_ARG, -1, "unknown profile '%s' (lofp, modelopt, compressed-tensors, ggml)", profile);
+        goto out;
+    }
     if (!(ia = str_array(inc, &o.n_include)) || !(ea = str_array(exc, &o.n_exclude))) goto out;
     o.include = ia;
     o.exclude = ea;
@@ -2460,7 +2467,7 @@ static PyMethodDef methods[] = {
     {"file_write", py_file_write, METH_VARARGS, "file_write(path, tensors, metadata)"},
     {"qfile_describe", py_qfile_describe, METH_VARARGS, "qfile_describe(name, scheme, layout, pad_byte, shape, padded_k, source_dtype) -> dict"},
     {"qfile_load", py_qfile_load, METH_VARARGS, "qfile_load(handle, path, name) -> dict"},
-    {"ckpt_convert", py_ckpt_convert, METH_VARARGS, "ckpt_convert(in, out, to, scheme, include, exclude, no_fuse, pad, input_scales, jobs, threads[, requantize_unfit]) -> notes"},
+    {"ckpt_convert", py_ckpt_convert, METH_VARARGS, "ckpt_convert(in, out, to, scheme, include, exclude, no_fuse, pad, input_scales, jobs, threads[, requantize_unfit[, profile]]) -> notes"},
     {"ckpt_import", py_ckpt_import, METH_VARARGS, "ckpt_import(in, out, dtype) -> notes"},
     {"ckpt_open", py_ckpt_open, METH_VARARGS, "ckpt_open(path) -> (handle, format, description, count)"},
     {"ckpt_tensor", py_ckpt_tensor, METH_VARARGS, "ckpt_tensor(handle, i, codes|None, scales|None, data|None) -> dict"},

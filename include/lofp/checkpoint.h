@@ -65,6 +65,12 @@ typedef struct lofp_ckpt_options {
     const char *scheme;           /* NULL = the format's default ("nvfp4"; gpt-oss and gguf
                                      "mxfp4"); modelopt: "nvfp4", "mxfp8"; compressed-tensors:
                                      "nvfp4", "mxfp4"; gpt-oss: "mxfp4"; gguf: "mxfp4", "nvfp4" */
+    lofp_profile profile;         /* whose numerics a quantizing convert uses (0 = lofp's own):
+                                     MODELOPT with to = MODELOPT, COMPRESSED_TENSORS with
+                                     COMPRESSED_TENSORS (nvfp4), GGML with GGUF (mxfp4; nvfp4
+                                     one-level, no .scale); other pairs are refused. Fused groups
+                                     share one per-tensor scale as the producer computes it.
+                                     Already-quantized inputs are cast exactly whatever it is. */
     const char *const *include;   /* fnmatch globs over tensor names: quantize these even when a
                                      default leaves them out */
     size_t n_include;

@@ -189,7 +189,8 @@ typedef enum lofp_hadamard_kind {
  *   - COMPRESSED_TENSORS: nvfp4 (two-level): compressed-tensors 0.20 on the CPU.
  *   - TORCHAO: nvfp4 (one- and two-level), mxfp4, mxfp6-*, mxfp8-* with every scale rule
  *     (FLOOR/CEIL/EVEN/RCEIL = torchao's ScaleCalculationMode): torchao 0.18's eager CPU code.
- *   - GGML: mxfp4 (block 32): ggml / gguf-py 0.19.
+ *   - GGML: mxfp4 (block 32): ggml / gguf-py 0.19; nvfp4 one-level: ggml's
+ *     quantize_row_nvfp4_ref (what llama.cpp's quantizer writes; no per-tensor scale).
  * Under a profile the scheme's `rounding`, `amax_floor`, `ceil_clamp` and `seed` are not used (the
  * producer fixes them), nor `scale_rule` except for TORCHAO's MX schemes. The per-tensor scale
  * (the `global_scale` argument and result of the quantize and dequantize functions) is in the
@@ -302,6 +303,14 @@ LOFP_API float lofp_nvfp4_decode_scale(lofp_dtype dt, const void *x, size_t n);
 /* Conversions between the two directions: encode = fl(1/decode) and decode = fl(1/encode). */
 LOFP_API float lofp_nvfp4_encode_from_decode(float decode_scale);
 LOFP_API float lofp_nvfp4_decode_from_encode(float encode_scale);
+
+/* The NVFP4 per-tensor scale that scheme s's profile computes for a tensor of dtype dt whose
+ * largest magnitude is amax, in the profile's direction (lofp_profile_decode_direction): lofp
+ * fl(fl(1/max(amax, 1e-12))·2688), ModelOpt amax·fl(1/2688), compressed-tensors its own (in bf16
+ * for bf16 input), torchao fl(amax/2688); 1 for ggml (one level). For quantizing a tensor in row
+ * chunks (lofp_quantize_with_global) or a group of tensors that share one scale. Returns NaN for
+ * a negative, NaN or infinite amax or a NULL scheme. Pure, thread-safe. */
+LOFP_API float lofp_profile_nvfp4_global(const lofp_scheme *s, lofp_dtype dt, float amax);
 
 /* Quantizes a row-major [rows, k] tensor (any leading dims flattened into rows) of dtype `dt`.
  * Writes lofp_codes_bytes() bytes of codes (FP4: element 2i in the low nibble), lofp_scales_bytes()

@@ -24,7 +24,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 def convert(src: PathLike, dst: PathLike, to: str = "modelopt", scheme: Optional[str] = None, *,
             include: Iterable[str] = (), exclude: Iterable[str] = (), fuse_scales: bool = True, pad: bool = False,
             input_scales: Optional[PathLike] = None, jobs: int = 1, threads: int = 1,
-            requantize_unfit: bool = False) -> List[str]:
+            requantize_unfit: bool = False, profile: Optional[str] = None) -> List[str]:
     """Converts the model at `src` (a directory, one .safetensors file, or a .gguf for to='gguf')
     into `dst`, as `lofp convert --to TO` does (byte-identical output).
 
@@ -36,14 +36,17 @@ def convert(src: PathLike, dst: PathLike, to: str = "modelopt", scheme: Optional
     `src` (modelopt, compressed-tensors, gpt-oss, lofp files) is cast exactly instead of requantized
     ('lofp' is then a target too): codes and block scales copied, the NVFP4 per-tensor scale
     converted, MXFP4 -> NVFP4 by the closed form; blocks that do not fit raise lofp.Error unless
-    requantize_unfit=True requantizes them alone. Returns the converter's note lines (what was left
+    requantize_unfit=True requantizes them alone. profile: whose numerics quantize (None or 'lofp':
+    lofp's own; 'modelopt' with to='modelopt', 'compressed-tensors' with to='compressed-tensors'
+    (nvfp4), 'ggml' with to='gguf': the file then equals what that tool writes, fused groups
+    included; other pairs raise lofp.Error). Returns the converter's note lines (what was left
     unquantized and why, the casts' reports)."""
     if to not in FORMATS and to != "ct":
         raise Error(f"not found: unknown checkpoint format '{to}' (modelopt, compressed-tensors, gpt-oss, gguf, lofp)")
     return _lofp.ckpt_convert(os.fspath(src), os.fspath(dst), to, scheme, [str(g) for g in include],
                               [str(g) for g in exclude], not fuse_scales, bool(pad),
                               None if input_scales is None else os.fspath(input_scales), int(jobs), int(threads),
-                              bool(requantize_unfit))
+                              bool(requantize_unfit), None if profile is None else str(profile))
 
 
 def import_checkpoint(src: PathLike, dst: PathLike, dtype: str = "bfloat16") -> List[str]:

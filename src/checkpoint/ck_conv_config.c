@@ -234,8 +234,8 @@ lofp_status lofp_conv_finalize(ck_conv *c, const char *dir, lofp_io_error *err)
 static void slice_options(const ck_conv *c, lofp_sbuf *b)
 {
     const lofp_ckpt_options *o = c->o;
-    lofp_sbuf_printf(b, "no_fuse_scales=%d;pad=%d;requantize_unfit=%d;input_scales=", o->no_fuse_scales != 0, o->pad != 0,
-                     o->requantize_unfit != 0);
+    lofp_sbuf_printf(b, "profile=%d;no_fuse_scales=%d;pad=%d;requantize_unfit=%d;input_scales=", (int)o->profile,
+                     o->no_fuse_scales != 0, o->pad != 0, o->requantize_unfit != 0);
     if (o->input_scales) lofp_sbuf_puts(b, o->input_scales);
     lofp_sbuf_puts(b, ";include=");
     for (size_t i = 0; i < o->n_include; i++) { if (i) lofp_sbuf_putc(b, ','); lofp_sbuf_puts(b, o->include[i]); }

@@ -67,29 +67,33 @@ static size_t first_nonfinite(lofp_dtype dt, const void *x, size_t n)
 }
 
 /* NVFP4 per-tensor multiplier of a whole tensor, streamed in row chunks: G falls as amax grows,
- * so the tensor's G is the smallest chunk's G (exactly: G depends on amax alone). */
+ * so the tensor's G is the smallest chunk's G (exactly: G depends on amax alone). Under a producer
+ * profile: the profile's scale of the whole tensor's amax, in the profile's direction. */
 static lofp_status tensor_global(ck_conv *c, const ck_tref *r, float *G, lofp_io_error *err)
 {
     lofp_row_reader *rr = NULL;
     lofp_status st = lofp_row_reader_open(c->m.shards[r->shard].f, r->ti, 0, &rr, err);
     if (st) return st;
     size_t k = r->ti->shape[r->ti->ndim - 1], cap = 0;
-    float *tmp = NULL, g = INFINITY;
+    float *tmp = NULL, g = INFINITY, amax = 0.0f;
+    const int prof = c->s.profile != LOFP_PROFILE_LOFP;
+    lofp_dtype ldt = LOFP_DTYPE_F32;
+    (void)lofp_io_dtype_to_lofp(r->ti->dtype, &ldt); /* F64 stays F32: chunk_input widens it */
     lofp_row_chunk ch;
     while (!st && !(st = lofp_row_reader_next(rr, &ch, err)) && ch.rows) {
-        lofp_dtype ldt;
         const void *x = chunk_input(r->ti->dtype, &ch, k, &ldt, &tmp, &cap);
         if (!x) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
-        float cg = lofp_nvfp4_global_scale(ldt, x, ch.rows * k);
+        float cg = prof ? lofp_ck_amax(ldt, x, ch.rows * k, NULL) : lofp_nvfp4_global_scale(ldt, x, ch.rows * k);
         if (!(cg == cg)) {
             st = nonfinite(c, r, ch.row0 * k + first_nonfinite(ldt, x, ch.rows * k), err);
             break;
         }
-        if (cg < g) g = cg;
+        if (prof && cg > amax) amax = cg;
+        if (!prof && cg < g) g = cg;
     }
     lofp_row_reader_close(rr);
     free(tmp);
-    *G = g;
+    *G = prof ? lofp_profile_nvfp4_global(&c->s, ldt, amax) : g;
     return st;
 }
 
@@ -106,7 +110,10 @@ lofp_status lofp_conv_group_scales(ck_conv *c, lofp_io_error *err)
     if (!need || !gmin) { free(need); free(gmin); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
     for (size_t i = 0; i < c->n_it; i++)
         if (c->it[i].group >= 0 && lofp_conv_shard_in_slice(c, c->it[i].shard)) need[c->it[i].group] = 1;
-    for (long g = 0; g <= ng; g++) gmin[g] = INFINITY;
+    /* the group's scale is the one of its largest amax: the smallest encode multiplier, or the
+     * largest decode scale under a decode-direction profile (ModelOpt) */
+    const int dec = lofp_profile_decode_direction(c->s.profile);
+    for (long g = 0; g <= ng; g++) gmin[g] = dec ? -INFINITY : INFINITY;
     lofp_status st = LOFP_OK;
     for (size_t i = 0; !st && i < c->n_it; i++) {
         ck_item *t = &c->it[i];
@@ -114,7 +121,7 @@ lofp_status lofp_conv_group_scales(ck_conv *c, lofp_io_error *err)
         float G;
         st = tensor_global(c, t->src, &G, err);
         if (st) break;
-        if (G < gmin[t->group]) gmin[t->group] = G; /* G = fl(fl(1/amax)*2688) falls as amax grows */
+        if (dec ? G > gmin[t->group] : G < gmin[t->group]) gmin[t->group] = G; /* G = fl(fl(1/amax)*2688) falls as amax grows */
     }
     for (size_t i = 0; !st && i < c->n_it; i++)
         if (c->it[i].group >= 0 && need[c->it[i].group]) {
@@ -175,11 +182,14 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
                                         c->nvfp4 && t->have_G ? &t->G : NULL, 0, (lofp_writer *)w, idx, &rep, err);
         if (!st && c->nvfp4) {
             float G = rep.global;
-            float v = c->to == LOFP_CKPT_MODELOPT ? lofp_nvfp4_decode_from_encode(G) : G;
+            /* a profile's G is already in its format's direction (lofp_ck_profile_scheme pairs them) */
+            const int own = c->s.profile != LOFP_PROFILE_LOFP;
+            float v = c->to == LOFP_CKPT_MODELOPT && !own ? lofp_nvfp4_decode_from_encode(G) : G;
             st = put(w, base + 2, &v, 4, err);
             if (!st && c->act) {
                 float a = t->in_amax;
-                float iv = c->to == LOFP_CKPT_MODELOPT ? lofp_nvfp4_decode_scale(LOFP_DTYPE_F32, &a, 1)
+                float iv = own ? lofp_profile_nvfp4_global(&c->s, LOFP_DTYPE_F32, a)
+                         : c->to == LOFP_CKPT_MODELOPT ? lofp_nvfp4_decode_scale(LOFP_DTYPE_F32, &a, 1)
                                                        : lofp_nvfp4_global_scale(LOFP_DTYPE_F32, &a, 1);
                 st = put(w, base + 3, &iv, 4, err);
             }

@@ -107,6 +107,15 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
     c.s.threads = o->threads;
     c.nvfp4 = c.s.id == LOFP_SCHEME_NVFP4;
     c.mxfp8 = c.s.id == LOFP_SCHEME_MXFP8_E4M3;
+    if (!c.rd) {
+        st = lofp_ck_profile_scheme(o, o->to, &c.s, err);
+        if (st) goto done;
+    } else if (o->profile != LOFP_PROFILE_LOFP && o->note) {
+        char line[256];
+        snprintf(line, sizeof line, "--profile %s: %s is already quantized and is cast exactly (a profile applies when quantizing)",
+                 lofp_profile_name(o->profile) ? lofp_profile_name(o->profile) : "?", in);
+        o->note(o->ctx, line);
+    }
     if (o->input_scales && !c.nvfp4) {
         st = ck_fail(err, LOFP_ERR_INVALID_ARG, "--input-scales: activation scales belong to NVFP4 only");
         goto done;

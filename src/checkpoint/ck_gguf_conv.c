@@ -65,8 +65,11 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
     int nv = s.id == LOFP_SCHEME_NVFP4;
     s.threads = o->threads;
     uint32_t gblk = nv ? 64 : 32, gtype = nv ? GG_NVFP4 : GG_MXFP4, gbytes = nv ? 36 : 17;
+    lofp_status st = lofp_ck_profile_scheme(o, LOFP_CKPT_GGUF, &s, err);
+    if (st) return st;
+    const int two = nv && s.two_level; /* --profile ggml: one level, no .scale (llama.cpp's quantizer) */
     gg_file g;
-    lofp_status st = gg_open(in, &g, err);
+    st = gg_open(in, &g, err);
     if (st) return st;
     gplan *p = calloc(2 * g.n_t + 1, sizeof *p);
     gg_out_tensor *ot = calloc(2 * g.n_t + 1, sizeof *ot);
@@ -115,7 +118,9 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
         gplan *q = &p[np];
         q->src = t;
         q->quant = want;
-        q->cast = want && nv && t->type == GG_MXFP4;
+        /* the exact cast needs a per-tensor scale: one-level NVFP4 requantizes the decoded values,
+         * as llama.cpp's quantizer does */
+        q->cast = want && two && t->type == GG_MXFP4;
         snprintf(q->name, sizeof q->name, "%s", t->name);
         gg_out_tensor *u = &ot[np];
         u->name = q->name;
@@ -136,7 +141,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             u->nbytes = t->nbytes;
         }
         np++;
-        if (want && nv) {
+        if (want && two) {
             gplan *sc = &p[np];
             sc->quant = 2;
             scale_name_of(t->name, sc->name, sizeof sc->name);

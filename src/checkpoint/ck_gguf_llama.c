@@ -160,8 +160,11 @@ lofp_status ck_convert_llama_dir(const char *in, const char *out, const lofp_ckp
     int nv = s.id == LOFP_SCHEME_NVFP4;
     s.threads = o->threads;
     uint32_t gblk = nv ? 64 : 32, gtype = nv ? GG_NVFP4 : GG_MXFP4, gbytes = nv ? 36 : 17;
+    lofp_status st = lofp_ck_profile_scheme(o, LOFP_CKPT_GGUF, &s, err);
+    if (st) return st;
+    const int two = nv && s.two_level; /* --profile ggml: one level, no .scale (llama.cpp's quantizer) */
     ck_model m;
-    lofp_status st = ck_model_open(in, &m, err);
+    st = ck_model_open(in, &m, err);
     if (st) return st;
     const char *mt = ckj_str(ckj_get(m.config, "model_type"));
     lplan *p = NULL;
@@ -233,7 +236,7 @@ lofp_status ck_convert_llama_dir(const char *in, const char *out, const lofp_ckp
             u->nbytes = ti->nbytes;
         }
         np++;
-        if (want && nv) {
+        if (want && two) {
             lplan *sc = &p[np];
             sc->kind = 3;
             char base[80];

@@ -230,6 +230,18 @@ LOFP_INTERNAL lofp_status ck_stage_commit(char *stage, const char *out, lofp_io_
 LOFP_INTERNAL lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_options *o,
                                           lofp_io_error *err);
 
+/* ---- profiles on convert (ck_profile.c) ---------------------------------------------------- */
+
+/* Applies o->profile to the scheme a quantizing convert to format `to` uses: refuses a profile
+ * that does not go with `to` (each profile is the numerics of the tool writing one format) or has
+ * no such scheme, with a message that says what to use; for ggml NVFP4 makes it one-level. Does
+ * nothing for LOFP_PROFILE_LOFP. */
+LOFP_INTERNAL lofp_status lofp_ck_profile_scheme(const lofp_ckpt_options *o, lofp_ckpt_format to,
+                                                 lofp_scheme *s, lofp_io_error *err);
+/* max |x| over n values of dtype dt; NaN (and *first_bad set, when not NULL) at the first
+ * non-finite value. */
+LOFP_INTERNAL float lofp_ck_amax(lofp_dtype dt, const void *x, size_t n, size_t *first_bad);
+
 /* ---- the reader of quantized formats (ck_read.c) ------------------------------------------ */
 
 LOFP_INTERNAL lofp_ckpt_format ck_detect(const ck_model *m, char *why, size_t cap);

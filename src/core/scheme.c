@@ -89,7 +89,8 @@ static int profile_supports(const lofp_scheme *s)
                s->id == LOFP_SCHEME_MXFP6_E2M3 || s->id == LOFP_SCHEME_MXFP6_E3M2 ||
                s->id == LOFP_SCHEME_MXFP8_E4M3 || s->id == LOFP_SCHEME_MXFP8_E5M2;
     case LOFP_PROFILE_GGML:
-        return s->id == LOFP_SCHEME_MXFP4 && s->block == 32;
+        return (s->id == LOFP_SCHEME_MXFP4 && s->block == 32) ||
+               (s->id == LOFP_SCHEME_NVFP4 && !s->two_level); /* llama.cpp's own NVFP4 */
     default:
         return 0;
     }

@@ -4,7 +4,8 @@
  * is built with -ffp-contract=off like every other); the comments name the producer's step.
  * Speed is not a goal: a tensor is widened to fp32 once and walked block by block. The golden
  * fixtures in tests/quant/fixtures/ were written by the producers' own code
- * (scripts/fixtures/make_fixtures.py) and tests/quant/test_profiles.c compares every byte. */
+ * (scripts/fixtures/make_fixtures.py) and tests/quant/test_profiles.c compares every byte; ggml's
+ * NVFP4 is compared with llama.cpp's own quantizer by `make test-engines` (tests/engines/). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -355,6 +356,69 @@ static void ggml_mxfp4_block(const float *v, const lofp_scheme *s, uint8_t *code
     }
 }
 
+/* ---- ggml NVFP4 (ggml-quants.c quantize_row_nvfp4_ref, one level: llama.cpp stores no
+ * per-tensor scale when it quantizes itself) ---- */
+
+/* ggml_fp32_to_ue4m3: the block scale amax/6 to UE4M3 by its own rounding. Not RNE: the mantissa
+ * keeps fp32's top three bits plus the next bit (ties and everything above them round up), every
+ * value whose exponent would reach 15 becomes 0x7E (448; so [240, 448] all give 0x7E), and
+ * subnormals are (int)(x * 512 + 0.5) clamped to 7, 0 below one step. */
+static uint8_t ggml_ue4m3(float x)
+{
+    if (!(x > 0.0f)) return 0;
+    if (x > 448.0f) x = 448.0f;
+    const uint32_t u = lofp_f32_bits(x);
+    int e = (int)((u >> 23) & 0xFFu) - 127 + 7;
+    if (e <= 0) {
+        float t = x * 512.0f + 0.5f;
+        int m = (int)t;
+        if (m > 7) m = 7;
+        return m < 1 ? 0 : (uint8_t)m;
+    }
+    if (e >= 15) return 0x7E;
+    int m = (int)((u >> 20) & 7u) + (int)((u >> 19) & 1u);
+    if (m > 7) {
+        m = 0;
+        if (++e >= 15) return 0x7E;
+    }
+    return (uint8_t)((e << 3) | m);
+}
+
+static void ggml_nvfp4_block(const float *v, const lofp_scheme *s, uint8_t *codes, size_t base,
+                             uint8_t *scale)
+{
+    static const float kvalues[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+    float amax = 0.0f;
+    for (int i = 0; i < 16; i++) /* `amax < fabsf(v)`: NaN never wins */
+        if (amax < fabsf(v[i])) amax = fabsf(v[i]);
+    const uint8_t ue = ggml_ue4m3(amax / 6.0f);
+    *scale = ue;
+    /* ggml_ue4m3_to_fp32 halves the value (its kvalues are E2M1 doubled); 0x00 decodes to 0 */
+    const float d = lofp_decode(LOFP_ELEM_UE4M3, ue) * 0.5f;
+    for (int i = 0; i < 16; i++) {
+        /* best_index_mxfp4: argmin |kvalues[j]*d - x| in fp32, the first minimum */
+        int best = 0;
+        float be = fabsf(kvalues[0] * d - v[i]);
+        for (int j = 1; j < 16; j++) {
+            float err = fabsf(kvalues[j] * d - v[i]);
+            if (err < be) { be = err; best = j; }
+        }
+        put(s, codes, base + (size_t)i, (uint32_t)best);
+    }
+}
+
+float lofp_profile_nvfp4_global(const lofp_scheme *s, lofp_dtype dt, float amax)
+{
+    if (!s || !(amax >= 0.0f) || isinf(amax)) return NAN;
+    switch (s->profile) {
+    case LOFP_PROFILE_LOFP: return lofp_nvfp4_global_scale(LOFP_DTYPE_F32, &amax, 1);
+    case LOFP_PROFILE_MODELOPT: return lofp_profile_modelopt_scale2(amax);
+    case LOFP_PROFILE_COMPRESSED_TENSORS: return lofp_profile_ct_global(dt, amax);
+    case LOFP_PROFILE_TORCHAO: return amax / 2688.0f;
+    default: return 1.0f; /* ggml: one level */
+    }
+}
+
 /* ---- the driver ---- */
 
 lofp_status lofp_profile_quantize(const lofp_scheme *s, lofp_dtype dt, const void *x, size_t rows,
@@ -426,7 +490,8 @@ lofp_status lofp_profile_quantize(const lofp_scheme *s, lofp_dtype dt, const voi
                 else modelopt_mxfp8_block(v, s, cr, b * B, sr + b);
                 break;
             case LOFP_PROFILE_GGML:
-                ggml_mxfp4_block(v, s, cr, b * B, sr + b);
+                if (nvfp4) ggml_nvfp4_block(v, s, cr, b * B, sr + b);
+                else ggml_mxfp4_block(v, s, cr, b * B, sr + b);
                 break;
             default:
                 free(row);

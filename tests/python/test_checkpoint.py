@@ -40,6 +40,24 @@ def test_convert_identical_to_cli(cli, tmp_path, llama, to, scheme):
     _same_tree(tmp_path / "cli", tmp_path / "py")
 
 
+@pytest.mark.parametrize("to,scheme,profile", [("modelopt", None, "modelopt"), ("modelopt", "mxfp8", "modelopt"),
+                                               ("compressed-tensors", None, "compressed-tensors"),
+                                               ("modelopt", None, "lofp")])
+def test_convert_profile_identical_to_cli(cli, tmp_path, llama, to, scheme, profile):
+    args = ["convert", "--to", to, "--quiet", "--profile", profile] + (["--scheme", scheme] if scheme else [])
+    run_cli(cli, *args, llama, tmp_path / "cli")
+    lofp.convert(llama, tmp_path / "py", to, scheme, profile=profile)
+    _same_tree(tmp_path / "cli", tmp_path / "py")
+
+
+def test_convert_profile_refused(tmp_path, llama):
+    with pytest.raises(lofp.Error, match="--to modelopt"):
+        lofp.convert(llama, tmp_path / "x", "compressed-tensors", profile="modelopt")
+    with pytest.raises(lofp.Error, match="unknown profile"):
+        lofp.convert(llama, tmp_path / "y", "modelopt", profile="nvidia")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
 def test_import_and_read_identical_to_cli(cli, tmp_path, llama):
     lofp.convert(llama, tmp_path / "mo", "modelopt", exclude=["*.v_proj.*"])
     run_cli(cli, "import", "--dtype", "bf16", tmp_path / "mo", tmp_path / "cli")
