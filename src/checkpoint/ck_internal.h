@@ -215,6 +215,8 @@ typedef struct ck_model {
     size_t n_t;
     char **others;         /* other entries of the directory to copy (files and folders) */
     size_t n_others;
+    char **unlisted;       /* .safetensors files the index does not name (also in others) */
+    size_t n_unlisted;
 } ck_model;
 
 LOFP_INTERNAL lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err);
@@ -231,6 +233,32 @@ LOFP_INTERNAL lofp_status ck_stage_dir(const char *out, char **stage, lofp_io_er
 LOFP_INTERNAL lofp_status ck_stage_commit(char *stage, const char *out, lofp_io_error *err);
 LOFP_INTERNAL lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_options *o,
                                           lofp_io_error *err);
+
+/* ---- what a conversion reads and writes, temporaries on signals (ck_paths.c) --------------- */
+
+/* Opens `path` for reading if it is a regular file (directly or through links): FIFOs, devices
+ * and sockets are refused without blocking. Returns the fd, or -1 with err set. */
+LOFP_INTERNAL int lofp_ck_open_regular(const char *path, lofp_io_error *err);
+/* The input of a conversion, import or open: an existing directory or regular file, never a
+ * FIFO, device or socket (checked before anything opens it). */
+LOFP_INTERNAL lofp_status lofp_ck_check_input(const char *path, lofp_io_error *err);
+/* Copies one entry of a model directory that a conversion carries over (a file, a link to a
+ * regular file anywhere, a real sub-folder); special files and links to directories refused. */
+LOFP_INTERNAL lofp_status lofp_ck_copy_other(const char *src, const char *dst, lofp_io_error *err);
+/* Before a convert (import = 0) or an import (import = 1) reads anything: OUT non-empty, not a
+ * symbolic link, not the input nor inside it nor containing it; option bounds; remembers OUT's
+ * directories for lofp_ckpt_remove_temps(). */
+LOFP_INTERNAL lofp_status lofp_ck_preflight(const char *in, const char *out, const lofp_ckpt_options *o, int import,
+                                            lofp_io_error *err);
+/* After the model is open: --shard's N against the shard count, and a warning note for each
+ * .safetensors file the index does not list. */
+LOFP_INTERNAL lofp_status lofp_ck_model_checks(const ck_model *m, const lofp_ckpt_options *o, int import,
+                                               lofp_io_error *err);
+/* The safetensors writers in flight, whose temporaries lofp_ckpt_remove_temps() unlinks: track
+ * after lofp_writer_open, and finish or abort through these (they forget the writer safely). */
+LOFP_INTERNAL void lofp_ck_track_writer(lofp_writer *w);
+LOFP_INTERNAL lofp_status lofp_ck_finish_writer(lofp_writer *w, lofp_io_error *err);
+LOFP_INTERNAL void lofp_ck_abort_writer(lofp_writer *w);
 
 /* ---- the reader of quantized formats (ck_read.c) ------------------------------------------ */
 

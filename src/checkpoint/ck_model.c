@@ -44,6 +44,10 @@ static lofp_status add_shard(ck_model *m, const char *name, lofp_io_error *err)
                            m->index_name, name, strerror(errno));
         return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: %s", s->path, strerror(errno));
     }
+    /* a shard reached through a link (the hub cache's blobs) is fine; a FIFO or a device is not */
+    if (!S_ISREG(st.st_mode))
+        return ck_fail(err, LOFP_ERR_FORMAT, "%s: shard '%s' is not a regular file (lofp reads only regular files or "
+                       "links to them)", m->dir, name);
     s->bytes = (size_t)st.st_size;
     lofp_io_error e2;
     lofp_status r = lofp_file_open(s->path, LOFP_FORMAT_SAFETENSORS, &s->f, &e2);
@@ -70,6 +74,10 @@ lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err)
         goto fail;
     }
     m->is_dir = S_ISDIR(sb.st_mode);
+    if (!m->is_dir && !S_ISREG(sb.st_mode)) {
+        st = lofp_ck_check_input(path, err);
+        goto fail;
+    }
     if (!m->is_dir) {
         const char *slash = strrchr(path, '/');
         m->dir = slash ? ck_strdup(path) : ck_strdup(".");
@@ -142,10 +150,26 @@ lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err)
             for (size_t i = 0; !st && i < wm->n; i++) {
                 const char *sn = ckj_str(wm->items[i]);
                 if (!sn) { st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: weight_map[\"%s\"] is not a file name", path, index, wm->items[i]->key); break; }
-                if (strchr(sn, '/') || strcmp(sn, "..") == 0) { st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: shard name '%s' is not a plain file name", path, index, sn); break; }
+                if (!*sn || strchr(sn, '/') || strcmp(sn, "..") == 0 || strcmp(sn, ".") == 0) { st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: shard name '%s' is not a plain file name", path, index, sn); break; }
                 size_t k;
                 for (k = 0; k < m->n_shards; k++) if (strcmp(m->shards[k].name, sn) == 0) break;
                 if (k == m->n_shards) st = add_shard(m, sn, err);
+            }
+            /* a .safetensors beside the shards that the index does not name: loaders never read it,
+             * so it is carried over as an ordinary file and named in a warning (lofp_ck_model_checks) */
+            for (size_t i = 0; !st && i < nn; i++) {
+                if (!ck_ends_with(names[i], ".safetensors") || strstr(names[i], ".lofp-tmp-")) continue;
+                size_t k;
+                for (k = 0; k < m->n_shards; k++) if (strcmp(m->shards[k].name, names[i]) == 0) break;
+                if (k < m->n_shards) continue;
+                char **no = realloc(m->others, (m->n_others + 1) * sizeof *no);
+                if (no) m->others = no;
+                char **nu = realloc(m->unlisted, (m->n_unlisted + 1) * sizeof *nu);
+                if (nu) m->unlisted = nu;
+                char *a = ck_strdup(names[i]), *b = ck_strdup(names[i]);
+                if (!no || !nu || !a || !b) { free(a); free(b); st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
+                m->others[m->n_others++] = a;
+                m->unlisted[m->n_unlisted++] = b;
             }
         } else if (!st) {
             if (n_st == 0) st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no .safetensors file", path);
@@ -224,6 +248,8 @@ void ck_model_close(ck_model *m)
     }
     for (size_t i = 0; i < m->n_others; i++) free(m->others[i]);
     free(m->others);
+    for (size_t i = 0; i < m->n_unlisted; i++) free(m->unlisted[i]);
+    free(m->unlisted);
     free(m->shards);
     free(m->t);
     ckj_free(m->config);

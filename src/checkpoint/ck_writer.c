@@ -31,6 +31,7 @@ lofp_status st_writer_open(const char *path, const lofp_tensor_desc *t, size_t n
     lofp_status st = lofp_writer_open(path, LOFP_FORMAT_SAFETENSORS, d, n, meta, n_meta, 0, &w, err);
     free(d);
     if (st) return st;
+    lofp_ck_track_writer(w);
     *out = (st_writer *)w;
     return LOFP_OK;
 }
@@ -42,10 +43,10 @@ lofp_status st_writer_put_at(st_writer *w, size_t i, const void *data, size_t n,
 
 lofp_status st_writer_finish(st_writer *w, lofp_io_error *err)
 {
-    return lofp_writer_finish((lofp_writer *)w, err);
+    return lofp_ck_finish_writer((lofp_writer *)w, err);
 }
 
 void st_writer_abort(st_writer *w)
 {
-    lofp_writer_abort((lofp_writer *)w);
+    lofp_ck_abort_writer((lofp_writer *)w);
 }
