@@ -68,8 +68,8 @@ int ck_exists(const char *path)
 lofp_status ck_read_file(const char *path, char **out, size_t *len, lofp_io_error *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return ck_fail(err, errno == ENOENT ? LOFP_ERR_NOT_FOUND : LOFP_ERR_IO, "%s: %s", path, strerror(errno));
+    int fd = lofp_ck_open_regular(path, err);
+    if (fd < 0) return err ? err->status : LOFP_ERR_IO;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
