@@ -1,12 +1,14 @@
 /* ckpt_progress.c -- one progress line per shard on a terminal, nothing otherwise. */
 #include "ckpt_progress.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include <pthread.h>
 
 #include "cli.h"
+#include "lofp/checkpoint.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -43,8 +45,44 @@ void cli_progress_cb(void *ctx, const char *shard, size_t shard_index, size_t n_
 void cli_note_cb(void *ctx, const char *line)
 {
     cli_progress *p = ctx;
-    if (p->quiet) return;
+    if (p->quiet && strncmp(line, "warning:", 8) != 0) return;
     pthread_mutex_lock(&mu);
     fprintf(stderr, "%s\n", line);
     pthread_mutex_unlock(&mu);
+}
+
+/* ---- signals ---- */
+
+static sigset_t guarded;
+
+static void *signal_waiter(void *arg)
+{
+    (void)arg;
+    int sig;
+    if (sigwait(&guarded, &sig) != 0) return NULL;
+    /* an ordinary thread, not a handler: listing directories and taking locks are allowed */
+    lofp_ckpt_remove_temps();
+    signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig); /* to this thread, unblocked, default action: the process ends by the signal */
+    _exit(128 + sig);
+}
+
+void cli_ckpt_guard_signals(void)
+{
+    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+    sigemptyset(&guarded);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        /* keep a signal the caller chose to ignore (nohup) ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaddset(&guarded, sigs[i]);
+    }
+    if (pthread_sigmask(SIG_BLOCK, &guarded, NULL) != 0) return;
+    pthread_t t;
+    if (pthread_create(&t, NULL, signal_waiter, NULL) == 0) pthread_detach(t);
+    else pthread_sigmask(SIG_UNBLOCK, &guarded, NULL);
 }

@@ -48,6 +48,7 @@ int lofp_cmd_import(int argc, char **argv)
     o.ctx = &p;
     lofp_io_error err;
     double t0 = cli_now();
+    cli_ckpt_guard_signals();
     if (lofp_ckpt_import(in, out, &o, &err) != LOFP_OK) return cli_error("import", "%s", err.message);
     if (!quiet) fprintf(stderr, "lofp import: wrote %s in %.2f s\n", out, cli_now() - t0);
     return 0;
