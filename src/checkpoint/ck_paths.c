@@ -203,6 +203,7 @@ static char *real_existing(const char *path)
         char *r = realpath(p, NULL);
         if (r) { free(p); return r; }
         if (errno != ENOENT && errno != ENOTDIR) break;
+        if (!strcmp(p, ".") || !strcmp(p, "/")) break; /* nothing above to try */
         size_t n = strlen(p);
         while (n > 1 && p[n - 1] == '/') p[--n] = 0;
         char *slash = strrchr(p, '/');
@@ -224,7 +225,9 @@ static lofp_writer *writers[MAX_WRITERS];
 
 static void remember_dir(const char *dir)
 {
+    /* OUT of --shard may not exist yet (it is created later): kept as spelled */
     char *r = realpath(dir, NULL);
+    if (!r) r = ck_strdup(dir);
     if (!r) return;
     pthread_mutex_lock(&reg_mu);
     for (size_t i = 0; i < n_sweep; i++)
@@ -375,7 +378,13 @@ lofp_status lofp_ck_preflight(const char *in, const char *out, const lofp_ckpt_o
     if (stat(in, &si) != 0) return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: %s", in, strerror(errno));
     char *rin = realpath(in, NULL);
     if (!rin) return ck_fail(err, LOFP_ERR_IO, "%s: %s", in, strerror(errno));
-    if (lstat(out, &lo) == 0 && S_ISLNK(lo.st_mode)) {
+    /* "link/" would make lstat follow the link: the last component without its slashes */
+    char *bare = ck_strdup(out);
+    if (!bare) { free(rin); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    for (size_t n = strlen(bare); n > 1 && bare[n - 1] == '/';) bare[--n] = 0;
+    int is_link = lstat(bare, &lo) == 0 && S_ISLNK(lo.st_mode);
+    free(bare);
+    if (is_link) {
         char *t = realpath(out, NULL);
         st = ck_fail(err, LOFP_ERR_INVALID_ARG,
                      "the output %s is a symbolic link%s%s: lofp publishes OUT by renaming a finished temporary over "
@@ -408,8 +417,46 @@ lofp_status lofp_ck_preflight(const char *in, const char *out, const lofp_ckpt_o
     return LOFP_OK;
 }
 
+static int has_suffix_tensor(const ck_model *m, const char *suffix)
+{
+    for (size_t i = 0; i < m->n_t; i++)
+        if (ck_ends_with(m->t[i].name, suffix)) return 1;
+    return 0;
+}
+
+/* What config.json / hf_quant_config.json claim against what the shards hold: a quantization
+ * method lofp does not read (its packed tensors would pass for dense weights, and a conversion
+ * would write a config that contradicts them), or a method lofp reads with no quantized tensor
+ * at all (a stale config over dense weights: which one is right is the user's call). */
+static lofp_status check_claims(const ck_model *m, lofp_io_error *err)
+{
+    const ckj *qc = ckj_get(m->config, "quantization_config");
+    const ckj *hq = ckj_get(m->hf_quant, "quantization");
+    if (!qc && !hq) return LOFP_OK;
+    const char *qm = ckj_str(ckj_get(qc, "quant_method"));
+    int known = hq || (qm && (!strncmp(qm, "modelopt", 8) || !strcmp(qm, "compressed-tensors") || !strcmp(qm, "mxfp4")));
+    const char *where = hq ? "hf_quant_config.json" : "config.json";
+    if (!known)
+        return ck_fail(err, LOFP_ERR_UNSUPPORTED,
+                       "%s: config.json's quantization_config says quant_method '%s', a format lofp does not read "
+                       "(lofp reads dense models, modelopt, compressed-tensors, gpt-oss mxfp4 and lofp files): its "
+                       "tensors would be taken for dense weights. If the weights are dense, remove quantization_config",
+                       m->path, qm ? qm : "(none)");
+    if (has_suffix_tensor(m, ".weight_packed") || has_suffix_tensor(m, ".weight_scale") ||
+        has_suffix_tensor(m, "_blocks"))
+        return LOFP_OK;
+    return ck_fail(err, LOFP_ERR_FORMAT,
+                   "%s: %s says the model is quantized (%s%s) but no shard holds a quantized tensor (no *.weight_packed, "
+                   "*.weight_scale or *_blocks): the config and the weights disagree. If the weights are dense, remove "
+                   "quantization_config from config.json%s and run again",
+                   m->path, where, hq ? "a \"quantization\" section" : "quant_method ", hq ? "" : qm,
+                   m->hf_quant ? " and hf_quant_config.json" : "");
+}
+
 lofp_status lofp_ck_model_checks(const ck_model *m, const lofp_ckpt_options *o, int import, lofp_io_error *err)
 {
+    lofp_status cs = check_claims(m, err);
+    if (cs) return cs;
     if (!import && o && o->shard_count && o->shard_count > m->n_shards)
         return ck_fail(err, LOFP_ERR_INVALID_ARG,
                        "--shard %u/%u: %s has %zu shard file(s), so N must be at most %zu (every slice holds at least "

@@ -79,7 +79,8 @@ lofp_ckpt_format ck_detect(const ck_model *m, char *why, size_t cap)
     if (any_suffix(m, ".weight_packed")) { snprintf(why, cap, "weight_packed tensors"); return LOFP_CKPT_COMPRESSED_TENSORS; }
     if (any_suffix(m, "_blocks") && any_suffix(m, "_scales")) { snprintf(why, cap, "_blocks/_scales tensors"); return LOFP_CKPT_GPT_OSS; }
     if (any_suffix(m, ".weight_scale")) { snprintf(why, cap, "weight_scale tensors"); return LOFP_CKPT_MODELOPT; }
-    snprintf(why, cap, "no quantization config or quantized tensors");
+    if (qm) snprintf(why, cap, "quant_method '%s' in config.json is not a format lofp reads; no quantized tensors", qm);
+    else snprintf(why, cap, "no quantization config or quantized tensors");
     return LOFP_CKPT_DENSE;
 }
 

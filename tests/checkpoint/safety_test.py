@@ -150,6 +150,16 @@ def out_is_or_holds_input_dir():
     fails(["convert", "--to", "modelopt", "--merge-index", d, d], "is the input")
     fails(["import", d, d], "is the input")
     fails(["import", d, os.path.join(d, "x")], "inside the input")
+    # through a link to the input directory, and a link to a directory above it
+    alias = os.path.join(TMP, "alias_of_inplace")
+    os.symlink(d, alias)
+    fails(["convert", "--to", "modelopt", d, os.path.join(alias, "out")], "inside the input")
+    fails(["convert", "--to", "modelopt", alias, os.path.join(d, "out")], "inside the input")
+    up = os.path.join(TMP, "alias_of_tmp")
+    os.symlink(TMP, up)
+    fails(["convert", "--to", "modelopt", "--shard", "1/2", d, up], "symbolic link")
+    fails(["convert", "--to", "modelopt", "--shard", "1/2", d, os.path.join(up, "")], "symbolic link")
+    fails(["convert", "--to", "modelopt", "--shard", "1/2", d, os.path.join(up, ".")], "inside the output")
     assert digest_tree(d) == before, "the input directory changed"
     assert sorted(os.listdir(d)) == sorted(os.listdir(llama()))
 
@@ -169,6 +179,8 @@ def out_is_symlink():
     dl = os.path.join(TMP, "dirlink")
     os.symlink(os.path.join(TMP, "empty_target"), dl)
     fails(["convert", "--to", "modelopt", llama(), dl], "symbolic link")
+    fails(["convert", "--to", "modelopt", llama(), dl + "/"], "symbolic link")
+    fails(["convert", "--to", "modelopt", llama(), dl + "//"], "symbolic link")
     fails(["import", g, dl], "symbolic link")
     assert os.path.islink(dl) and os.listdir(os.path.join(TMP, "empty_target")) == []
     dang = os.path.join(TMP, "dangling")
@@ -284,7 +296,9 @@ def fifo_and_devices():
     os.mkfifo(f)
     expect_quick_failure(["convert", "--to", "gguf", f, os.path.join(TMP, "o.gguf")], "FIFO")
     expect_quick_failure(["import", f, os.path.join(TMP, "o_dir")], "FIFO")
-    expect_quick_failure(["inspect", f], "FIFO")
+    expect_quick_failure(["inspect", f], "regular file")
+    expect_quick_failure(["verify-checkpoint", f, llama()], "FIFO")
+    expect_quick_failure(["convert", "--to", "modelopt", "--input-scales", f, llama(), os.path.join(TMP, "o_is")], "FIFO")
 
 
 @test
