@@ -38,7 +38,7 @@ static void convert_usage(FILE *f)
             "  --shard I/N         convert only slice I (1..N) of the shard list, shard files only;\n"
             "                      N at most the number of shards (every slice holds one or more)\n"
             "  --merge-index       write config files, copied files and the index after the slices\n"
-            "  --quiet             no progress or notes\n");
+            "  --quiet             no progress or notes (warning: lines are still printed)\n");
 }
 
 static int parse_ckpt_common(const char *cmd, int argc, char **argv, int *i, lofp_ckpt_options *o, const char **inc,
@@ -86,6 +86,15 @@ range:
     return cli_error("convert", "--shard %s: I is out of range", s);
 }
 
+/* an option that takes a value, given last: say so rather than "unknown option" */
+static int needs_value(const char *a)
+{
+    static const char *const v[] = { "--to", "--scheme", "--include", "--exclude", "--jobs", "--threads", "--input-scales", "--shard" };
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
+        if (!strcmp(a, v[k])) return 1;
+    return 0;
+}
+
 int lofp_cmd_convert(int argc, char **argv)
 {
     lofp_ckpt_options o;
@@ -96,6 +105,7 @@ int lofp_cmd_convert(int argc, char **argv)
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (i + 1 == argc && needs_value(a)) { free(inc); free(exc); return cli_error("convert", "%s needs a value", a); }
         if (cli_is_help(a)) { convert_usage(stdout); free(inc); free(exc); return 0; }
         int pc = parse_ckpt_common("convert", argc, argv, &i, &o, inc, &ni, exc, &ne, &quiet);
         if (pc < 0) { free(inc); free(exc); return 1; }

@@ -369,6 +369,10 @@ lofp_status lofp_ck_preflight(const char *in, const char *out, const lofp_ckpt_o
         if (!import && o->shard_count && o->shard_index >= o->shard_count)
             return ck_fail(err, LOFP_ERR_INVALID_ARG, "--shard %u/%u: the slice must be 1..%u", o->shard_index + 1,
                            o->shard_count, o->shard_count);
+        if (!import && o->shard_count && o->merge_index)
+            return ck_fail(err, LOFP_ERR_INVALID_ARG,
+                           "--shard and --merge-index are separate steps: convert every slice with --shard I/N, then "
+                           "run --merge-index once");
         if (!import && o->to == LOFP_CKPT_GGUF && (o->shard_count || o->merge_index))
             return ck_fail(err, LOFP_ERR_INVALID_ARG,
                            "convert --to gguf: %s slices the shards of a safetensors directory; a GGUF is written whole",

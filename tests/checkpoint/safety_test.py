@@ -224,6 +224,10 @@ def jobs_threads_parsing():
         for bad in ("-1", "abc", "100000", "0", "", "1.5", "2x", "257", "18446744073709551617"):
             fails(["convert", "--to", "modelopt", opt, bad, llama(), out], opt)
             assert not os.path.exists(out)
+    fails(["convert", "--to", "modelopt", llama(), out, "--jobs"], "--jobs needs a value")
+    fails(["import", llama(), out, "--dtype"], "--dtype needs a value")
+    fails(["convert", "--to", "modelopt", "--shard", "1/2", "--merge-index", llama(), out], "separate steps")
+    assert not os.path.exists(out)
     run("convert", "--to", "modelopt", "--quiet", "--jobs", "2", "--threads", "256", llama(), out)
     assert os.path.isfile(os.path.join(out, "config.json"))
 
