@@ -35,7 +35,9 @@ def _count(name: str, v: Any, hi: int) -> int:
 
 def _path(name: str, p: Any) -> str:
     s = os.fspath(p)
-    if not isinstance(s, str) or not s:
+    if isinstance(s, bytes):
+        s = os.fsdecode(s)
+    if not s:
         raise Error(f"invalid argument: the {name} path is empty")
     return s
 

@@ -296,6 +296,18 @@ def fifo_and_devices():
     os.remove(os.path.join(d, SHARD2))
     os.symlink("/dev/zero", os.path.join(d, SHARD2))
     expect_quick_failure(["convert", "--to", "modelopt", d, d + "_o"], SHARD2, "regular file")
+    # a directory where a file belongs: a shard, config.json, the index (a FIFO)
+    d = os.path.join(TMP, "dir_shard")
+    os.makedirs(os.path.join(d, "model.safetensors"))
+    expect_quick_failure(["convert", "--to", "modelopt", d, d + "_o"], "model.safetensors", "regular file")
+    d = copy_llama("dir_config")
+    os.remove(os.path.join(d, "config.json"))
+    os.makedirs(os.path.join(d, "config.json"))
+    expect_quick_failure(["convert", "--to", "modelopt", d, d + "_o"], "config.json", "directory")
+    d = copy_llama("fifo_index")
+    os.remove(os.path.join(d, "model.safetensors.index.json"))
+    os.mkfifo(os.path.join(d, "model.safetensors.index.json"))
+    expect_quick_failure(["import", d, d + "_o"], "model.safetensors.index.json", "FIFO")
     f = os.path.join(TMP, "in_fifo")
     os.mkfifo(f)
     expect_quick_failure(["convert", "--to", "gguf", f, os.path.join(TMP, "o.gguf")], "FIFO")
@@ -558,6 +570,11 @@ def python_api():
             raise AssertionError("lofp.convert(p, p) did not raise")
         except lofp.Error as e:
             assert "is the input" in str(e), e
+    try:
+        lofp.import_checkpoint(g, os.fsencode(g))
+        raise AssertionError("lofp.import_checkpoint(p, p) did not raise")
+    except lofp.Error as e:
+        assert "is the input" in str(e), e
     assert digest_tree(g) == before
     for kw in ({"jobs": -1}, {"jobs": "abc"}, {"jobs": 100000}, {"threads": 0}, {"threads": True},
                {"threads": 1.5}, {"jobs": 2 ** 32 + 1}):
