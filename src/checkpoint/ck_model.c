@@ -121,7 +121,7 @@ lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err)
             if (names[nn]) nn++;
         }
         closedir(d);
-        qsort(names, nn, sizeof *names, cmp_str);
+        if (nn) qsort(names, nn, sizeof *names, cmp_str); /* names is NULL in an empty directory */
         const char *index = NULL;
         size_t n_st = 0;
         for (size_t i = 0; i < nn; i++) {
@@ -289,7 +289,7 @@ lofp_status ck_write_index(const char *path, const char *const *shard_names, con
     }
     if (!st) {
         int (*cmp)(const void *, const void *) = cmp_str; /* ent starts with the name pointer */
-        qsort(e, ne, sizeof *e, cmp);
+        if (ne) qsort(e, ne, sizeof *e, cmp);
         for (size_t i = 0; i < ne; i++) {
             if (i && strcmp(e[i - 1].name, e[i].name) == 0) {
                 st = ck_fail(err, LOFP_ERR_FORMAT, "tensor '%s' is in two shards (%s, %s)", e[i].name,
