@@ -102,7 +102,7 @@ static char *tmp_name(const char *path)
     size_t n = strlen(path) + 64;
     char *t = malloc(n);
     if (!t) return NULL;
-    snprintf(t, n, "%.*s.%s.lofp-tmp-%ld-%u", (int)dl, path, slash ? slash + 1 : path, (long)getpid(), c);
+    snprintf(t, n, "%.*s.%.200s.lofp-tmp-%ld-%u", (int)dl, path, slash ? slash + 1 : path, (long)getpid(), c); /* 200: NAME_MAX */
     return t;
 }
 
