@@ -523,6 +523,18 @@ def degenerate_directories():
     for f in ("a.safetensors", "b.safetensors"):
         save_file({"x.weight": np.ones((16, 16), np.float32)}, os.path.join(d, f))
     fails(["convert", "--to", "modelopt", d, d + "_o"], "no model.safetensors.index.json")
+    # names at the file system's limit (255 bytes): a carried-over file, OUT, a GGUF OUT; the
+    # temporaries beside them must fit too
+    d = copy_llama("long_names")
+    long_file = "t" * 250 + ".json"
+    open(os.path.join(d, long_file), "w").write("{}")
+    out = os.path.join(TMP, "o" * 250)
+    run("convert", "--to", "modelopt", "--quiet", d, out)
+    assert open(os.path.join(out, long_file)).read() == "{}"
+    g = os.path.join(TMP, "long_in.gguf")
+    make_gguf(g)
+    run("convert", "--to", "gguf", "--quiet", g, os.path.join(TMP, "g" * 250 + ".gguf"))
+    no_temps(TMP)
     # a very long tensor name converts (or fails cleanly) and round-trips its name
     d = os.path.join(TMP, "long_tensor")
     long = "model.layers.0." + "a" * 4000 + ".weight"
