@@ -489,6 +489,13 @@ def lying_indexes():
         fails(["inspect", d], needle)
         assert not os.path.exists(d + "_o") and not os.path.exists(d + "_i")
         no_temps(TMP)
+    # one tensor twice in the weight_map (a duplicate JSON key) naming two shards
+    d = copy_llama("dup_key")
+    ip = os.path.join(d, "model.safetensors.index.json")
+    text = open(ip).read()
+    text = text.replace('"weight_map": {', '"weight_map": {"model.norm.weight": "%s", ' % SHARD1, 1)
+    open(ip, "w").write(text)
+    fails(["convert", "--to", "modelopt", d, d + "_o"], "model.norm.weight", SHARD1)
     # the same tensor in two shards (the index names one of them)
     d = copy_llama("dup_tensor")
     extra = {"model.norm.weight": np.ones(cm.H, ml_dtypes.bfloat16)}
