@@ -114,17 +114,17 @@ lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err)
         struct dirent *e;
         while ((e = readdir(d))) {
             if (e->d_name[0] == '.' ) continue;
+            /* out of memory is an error: a file left out of the listing would be dropped silently */
             char **nx = realloc(names, (nn + 1) * sizeof *nx);
-            if (!nx) break;
-            names = nx;
-            names[nn] = ck_strdup(e->d_name);
-            if (names[nn]) nn++;
+            if (nx) names = nx;
+            if (!nx || !(names[nn] = ck_strdup(e->d_name))) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
+            nn++;
         }
         closedir(d);
         if (nn) qsort(names, nn, sizeof *names, cmp_str); /* names is NULL in an empty directory */
         const char *index = NULL;
         size_t n_st = 0;
-        for (size_t i = 0; i < nn; i++) {
+        for (size_t i = 0; !st && i < nn; i++) {
             if (ck_ends_with(names[i], ".safetensors.index.json")) {
                 if (index) {
                     st = ck_fail(err, LOFP_ERR_FORMAT, "%s: two shard indexes (%s, %s)", path, index, names[i]);
@@ -135,7 +135,12 @@ lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err)
                 n_st++;
             else if (!known_file(names[i])) {
                 char **no = realloc(m->others, (m->n_others + 1) * sizeof *no);
-                if (no) { m->others = no; m->others[m->n_others++] = ck_strdup(names[i]); }
+                if (no) m->others = no;
+                if (!no || !(m->others[m->n_others] = ck_strdup(names[i]))) {
+                    st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                m->n_others++;
             }
         }
         if (!st && index) {
