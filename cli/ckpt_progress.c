@@ -54,13 +54,14 @@ void cli_note_cb(void *ctx, const char *line)
 /* ---- signals ---- */
 
 static sigset_t guarded;
+static pthread_t waiter;
+static int waiting;              /* a waiter thread runs */
+static int finished;             /* set by the main thread under mu: the waiter returns */
 
-static void *signal_waiter(void *arg)
+/* Removes the temporaries and ends the process by `sig` (blocked in every thread but this one
+ * from here on, and never returns). */
+static void die_of(int sig)
 {
-    (void)arg;
-    int sig;
-    if (sigwait(&guarded, &sig) != 0) return NULL;
-    /* an ordinary thread, not a handler: listing directories and taking locks are allowed */
     lofp_ckpt_remove_temps();
     signal(sig, SIG_DFL);
     sigset_t one;
@@ -69,6 +70,22 @@ static void *signal_waiter(void *arg)
     pthread_sigmask(SIG_UNBLOCK, &one, NULL);
     raise(sig); /* to this thread, unblocked, default action: the process ends by the signal */
     _exit(128 + sig);
+}
+
+static void *signal_waiter(void *arg)
+{
+    (void)arg;
+    /* an ordinary thread, not a handler: listing directories and taking locks are allowed. It
+     * polls `finished` so that cli_ckpt_signals_end() can stop it without a race */
+    const struct timespec tick = { 0, 20 * 1000 * 1000 };
+    for (;;) {
+        int sig = sigtimedwait(&guarded, NULL, &tick);
+        if (sig > 0) die_of(sig);
+        pthread_mutex_lock(&mu);
+        int f = finished;
+        pthread_mutex_unlock(&mu);
+        if (f) return NULL;
+    }
 }
 
 void cli_ckpt_guard_signals(void)
@@ -82,7 +99,21 @@ void cli_ckpt_guard_signals(void)
         sigaddset(&guarded, sigs[i]);
     }
     if (pthread_sigmask(SIG_BLOCK, &guarded, NULL) != 0) return;
-    pthread_t t;
-    if (pthread_create(&t, NULL, signal_waiter, NULL) == 0) pthread_detach(t);
+    if (pthread_create(&waiter, NULL, signal_waiter, NULL) == 0) waiting = 1;
     else pthread_sigmask(SIG_UNBLOCK, &guarded, NULL);
+}
+
+void cli_ckpt_signals_end(void)
+{
+    if (!waiting) return;
+    pthread_mutex_lock(&mu);
+    finished = 1;
+    pthread_mutex_unlock(&mu);
+    pthread_join(waiter, NULL); /* never returns if the waiter took a signal: it ends the process */
+    waiting = 0;
+    /* a signal that came after the waiter's last look is still pending: this thread takes it */
+    const struct timespec zero = { 0, 0 };
+    int sig = sigtimedwait(&guarded, NULL, &zero);
+    if (sig > 0) die_of(sig);
+    pthread_sigmask(SIG_UNBLOCK, &guarded, NULL);
 }

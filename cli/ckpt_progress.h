@@ -22,5 +22,9 @@ void cli_note_cb(void *ctx, const char *line);
  * removes the conversion's temporaries (lofp_ckpt_remove_temps) and ends the process by that
  * signal. A signal ignored at start (nohup) stays ignored. Call once, before converting. */
 void cli_ckpt_guard_signals(void);
+/* After the conversion returned, before reporting: a signal that arrived meanwhile ends the
+ * process by that signal (temporaries removed), whatever the conversion's result; otherwise the
+ * signals are unblocked again. */
+void cli_ckpt_signals_end(void);
 
 #endif

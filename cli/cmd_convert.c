@@ -145,6 +145,7 @@ int lofp_cmd_convert(int argc, char **argv)
     double t0 = cli_now();
     cli_ckpt_guard_signals();
     lofp_status st = lofp_ckpt_convert(in, out, &o, &err);
+    cli_ckpt_signals_end();
     free(inc);
     free(exc);
     if (st) return cli_error("convert", "%s", err.message);

@@ -59,7 +59,9 @@ int lofp_cmd_import(int argc, char **argv)
     lofp_io_error err;
     double t0 = cli_now();
     cli_ckpt_guard_signals();
-    if (lofp_ckpt_import(in, out, &o, &err) != LOFP_OK) return cli_error("import", "%s", err.message);
+    lofp_status st = lofp_ckpt_import(in, out, &o, &err);
+    cli_ckpt_signals_end();
+    if (st != LOFP_OK) return cli_error("import", "%s", err.message);
     if (!quiet) fprintf(stderr, "lofp import: wrote %s in %.2f s\n", out, cli_now() - t0);
     return 0;
 }

@@ -120,8 +120,8 @@ LOFP_API lofp_status lofp_ckpt_convert(const char *in, const char *out,
  * converted or imported to, and the temporary shard files of the writers in flight. Meant for a
  * program stopped by SIGINT, SIGTERM or SIGHUP: call it from an ordinary thread (one that
  * sigwait()s for the signals, which every other thread keeps blocked), not from a signal handler
- * (it takes a lock and lists directories), then end the process; conversions still running fail
- * or publish nothing. Thread-safe. */
+ * (it takes a lock and lists directories), then end the process. From then on conversions still
+ * running in this process fail (their shard writers refuse to finish). Thread-safe. */
 LOFP_API void lofp_ckpt_remove_temps(void);
 
 /* Imports any readable checkpoint (lofp_ckpt_open) at `in` to a dense safetensors model

@@ -254,9 +254,16 @@ LOFP_INTERNAL lofp_status lofp_ck_preflight(const char *in, const char *out, con
  * .safetensors file the index does not list. */
 LOFP_INTERNAL lofp_status lofp_ck_model_checks(const ck_model *m, const lofp_ckpt_options *o, int import,
                                                lofp_io_error *err);
-/* The safetensors writers in flight, whose temporaries lofp_ckpt_remove_temps() unlinks: track
- * after lofp_writer_open, and finish or abort through these (they forget the writer safely). */
-LOFP_INTERNAL void lofp_ck_track_writer(lofp_writer *w);
+/* The safetensors writers in flight, whose temporaries lofp_ckpt_remove_temps() unlinks: open,
+ * finish and abort them through these (lofp_writer_open / _finish / _abort, remembered and
+ * forgotten so that the removal never races them). After a signal's removal began, opening and
+ * finishing fail and leave nothing. */
+LOFP_INTERNAL lofp_status lofp_ck_open_writer(const char *path, const lofp_tensor_desc *t, size_t n,
+                                              const lofp_metadata_entry *meta, size_t n_meta, lofp_writer **out,
+                                              lofp_io_error *err);
+/* Creates a temporary (dir = 0: open O_EXCL for writing, returns the fd; dir = 1: mkdir, returns
+ * 0) so that lofp_ckpt_remove_temps() sees it or it removes itself; -1 with errno on failure. */
+LOFP_INTERNAL int lofp_ck_create_tmp(const char *path, int dir);
 LOFP_INTERNAL lofp_status lofp_ck_finish_writer(lofp_writer *w, lofp_io_error *err);
 LOFP_INTERNAL void lofp_ck_abort_writer(lofp_writer *w);
 

@@ -268,19 +268,64 @@ static void clear_slot(lofp_writer *w)
     }
 }
 
-void lofp_ck_track_writer(lofp_writer *w)
+/* Set once lofp_ckpt_remove_temps() has begun: writers opened or finished from then on remove
+ * their temporary themselves and fail, so that a conversion stops instead of publishing. */
+static int dying;
+
+lofp_status lofp_ck_open_writer(const char *path, const lofp_tensor_desc *t, size_t n, const lofp_metadata_entry *meta,
+                                size_t n_meta, lofp_writer **out, lofp_io_error *err)
 {
-    if (!w) return;
-    for (size_t i = 0; i < MAX_WRITERS; i++) {
-        lofp_writer *cur = NULL;
-        if (__atomic_compare_exchange_n(&writers[i], &cur, w, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return;
+    /* the temporary appears inside lofp_writer_open: the sweep waits until it is in a slot */
+    pthread_rwlock_rdlock(&fin_lock);
+    lofp_status st = lofp_writer_open(path, LOFP_FORMAT_SAFETENSORS, t, n, meta, n_meta, 0, out, err);
+    if (st == LOFP_OK) {
+        if (__atomic_load_n(&dying, __ATOMIC_SEQ_CST)) {
+            lofp_writer_abort(*out);
+            *out = NULL;
+            st = ck_fail(err, LOFP_ERR_IO, "%s: interrupted by a signal: nothing written", path);
+        } else {
+            size_t i;
+            for (i = 0; i < MAX_WRITERS; i++) {
+                lofp_writer *cur = NULL;
+                if (__atomic_compare_exchange_n(&writers[i], &cur, *out, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) break;
+            }
+            if (i == MAX_WRITERS) {
+                lofp_writer_abort(*out);
+                *out = NULL;
+                st = ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: more than %d shard writers at once", path, MAX_WRITERS);
+            }
+        }
     }
+    pthread_rwlock_unlock(&fin_lock);
+    return st;
+}
+
+int lofp_ck_create_tmp(const char *path, int dir)
+{
+    pthread_rwlock_rdlock(&fin_lock);
+    int r = dir ? mkdir(path, 0777) : open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (r >= 0 && __atomic_load_n(&dying, __ATOMIC_SEQ_CST)) {
+        if (dir) rmdir(path);
+        else {
+            close(r);
+            unlink(path);
+        }
+        r = -1;
+        errno = EINTR;
+    }
+    pthread_rwlock_unlock(&fin_lock);
+    return r;
 }
 
 lofp_status lofp_ck_finish_writer(lofp_writer *w, lofp_io_error *err)
 {
     pthread_rwlock_rdlock(&fin_lock);
-    lofp_status st = lofp_writer_finish(w, err);
+    lofp_status st;
+    if (__atomic_load_n(&dying, __ATOMIC_SEQ_CST)) {
+        lofp_writer_abort(w);
+        st = ck_fail(err, LOFP_ERR_IO, "interrupted by a signal: nothing written");
+    } else
+        st = lofp_writer_finish(w, err);
     clear_slot(w);
     pthread_rwlock_unlock(&fin_lock);
     return st;
@@ -311,43 +356,44 @@ void lofp_ckpt_remove_temps(void)
 {
     char pid[32];
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    __atomic_store_n(&dying, 1, __ATOMIC_SEQ_CST);
     pthread_rwlock_wrlock(&fin_lock);
     for (size_t i = 0; i < MAX_WRITERS; i++) {
-        lofp_writer *w = __atomic_load_n(&writers[i], __ATOMIC_ACQUIRE);
+        lofp_writer *w = __atomic_load_n(&writers[i], __ATOMIC_SEQ_CST);
         if (w) lofp_writer_unlink_temp(w);
     }
-    pthread_rwlock_unlock(&fin_lock);
+    /* still under the write side: no temporary is being created meanwhile (lofp_ck_create_tmp,
+     * lofp_ck_open_writer), and those created later see `dying` and remove themselves */
     pthread_mutex_lock(&reg_mu);
-    /* twice: a worker may create a temporary while the first pass runs */
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n_sweep; i++) {
-            DIR *d = opendir(sweep_dirs[i]);
-            if (!d) continue;
-            struct dirent *e;
-            while ((e = readdir(d))) {
-                if (!ours(e->d_name, pid)) continue;
-                char *p = ck_path(sweep_dirs[i], e->d_name);
-                if (!p) continue;
-                struct stat sb;
-                if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-                    /* out of the writers' way first: what they create under the old name fails */
-                    char *q = ck_path(sweep_dirs[i], ".lofp-removing");
-                    size_t ql = q ? strlen(q) + 40 : 0;
-                    char *r = q ? malloc(ql) : NULL;
-                    if (r) {
-                        snprintf(r, ql, "%s-%s", q, pid);
-                        if (rename(p, r) == 0) ck_rmtree(r);
-                        else ck_rmtree(p);
-                    } else ck_rmtree(p);
-                    free(q);
-                    free(r);
-                } else
-                    unlink(p);
-                free(p);
-            }
-            closedir(d);
+    for (size_t i = 0; i < n_sweep; i++) {
+        DIR *d = opendir(sweep_dirs[i]);
+        if (!d) continue;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!ours(e->d_name, pid)) continue;
+            char *p = ck_path(sweep_dirs[i], e->d_name);
+            if (!p) continue;
+            struct stat sb;
+            if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+                /* out of the writers' way first: what they create under the old name fails */
+                char *q = ck_path(sweep_dirs[i], ".lofp-removing");
+                size_t ql = q ? strlen(q) + 40 : 0;
+                char *r = q ? malloc(ql) : NULL;
+                if (r) {
+                    snprintf(r, ql, "%s-%s", q, pid);
+                    if (rename(p, r) == 0) ck_rmtree(r);
+                    else ck_rmtree(p);
+                } else ck_rmtree(p);
+                free(q);
+                free(r);
+            } else
+                unlink(p);
+            free(p);
         }
+        closedir(d);
+    }
     pthread_mutex_unlock(&reg_mu);
+    pthread_rwlock_unlock(&fin_lock);
 }
 
 /* ---- the checks before a conversion or an import ------------------------------------------- */

@@ -28,10 +28,9 @@ lofp_status st_writer_open(const char *path, const lofp_tensor_desc *t, size_t n
         }
     }
     lofp_writer *w = NULL;
-    lofp_status st = lofp_writer_open(path, LOFP_FORMAT_SAFETENSORS, d, n, meta, n_meta, 0, &w, err);
+    lofp_status st = lofp_ck_open_writer(path, d, n, meta, n_meta, &w, err);
     free(d);
     if (st) return st;
-    lofp_ck_track_writer(w);
     *out = (st_writer *)w;
     return LOFP_OK;
 }
