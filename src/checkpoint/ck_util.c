@@ -110,7 +110,7 @@ int ck_tmp_open(const char *path, char **tmp_out)
 {
     char *t = tmp_name(path);
     if (!t) return -1;
-    int fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    int fd = lofp_ck_create_tmp(t, 0);
     if (fd < 0) { free(t); return -1; }
     *tmp_out = t;
     return fd;
