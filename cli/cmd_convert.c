@@ -1,5 +1,6 @@
 /* cmd_convert.c -- `lofp convert --to FORMAT [options] IN OUT`: a thin front end over
  * lofp_ckpt_convert (include/lofp/checkpoint.h). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,11 +36,12 @@ static void convert_usage(FILE *f)
             "                      input scales (default: weight-only, W4A16_NVFP4 / NVFP4A16)\n"
             "  --requantize-unfit  MXFP4 -> NVFP4: requantize the blocks that do not fit exactly (listed\n"
             "                      in the notes) instead of refusing the input\n"
-            "  --jobs N            convert N shards at once\n"
-            "  --threads N         quantize threads per shard\n"
-            "  --shard I/N         convert only slice I (1..N) of the shard list, shard files only\n"
+            "  --jobs N            convert N shards at once (1..256)\n"
+            "  --threads N         quantize threads per shard (1..256)\n"
+            "  --shard I/N         convert only slice I (1..N) of the shard list, shard files only;\n"
+            "                      N at most the number of shards (every slice holds one or more)\n"
             "  --merge-index       write config files, copied files and the index after the slices\n"
-            "  --quiet             no progress or notes\n");
+            "  --quiet             no progress or notes (warning: lines are still printed)\n");
 }
 
 static int parse_ckpt_common(const char *cmd, int argc, char **argv, int *i, lofp_ckpt_options *o, const char **inc,
@@ -48,10 +50,51 @@ static int parse_ckpt_common(const char *cmd, int argc, char **argv, int *i, lof
     const char *a = argv[*i];
     if (!strcmp(a, "--include") && *i + 1 < argc) { inc[(*ni)++] = argv[++*i]; return 1; }
     if (!strcmp(a, "--exclude") && *i + 1 < argc) { exc[(*ne)++] = argv[++*i]; return 1; }
-    if (!strcmp(a, "--jobs") && *i + 1 < argc) { o->jobs = (unsigned)atoi(argv[++*i]); return 1; }
-    if (!strcmp(a, "--threads") && *i + 1 < argc) { o->threads = (unsigned)atoi(argv[++*i]); return 1; }
+    uint64_t v;
+    if (!strcmp(a, "--jobs") && *i + 1 < argc) {
+        if (cli_parse_u64(cmd, "--jobs", argv[++*i], 1, LOFP_CKPT_MAX_JOBS, &v)) return -1;
+        o->jobs = (unsigned)v;
+        return 1;
+    }
+    if (!strcmp(a, "--threads") && *i + 1 < argc) {
+        if (cli_parse_u64(cmd, "--threads", argv[++*i], 1, LOFP_CKPT_MAX_THREADS, &v)) return -1;
+        o->threads = (unsigned)v;
+        return 1;
+    }
     if (!strcmp(a, "--quiet")) { *quiet = 1; return 1; }
-    (void)cmd;
+    return 0;
+}
+
+/* --shard I/N: two decimal numbers and nothing else, 1 <= I <= N (the library checks N against the
+ * shard count once the model is open). */
+static int parse_shard(const char *s, unsigned *si, unsigned *sn)
+{
+    const char *slash = strchr(s, '/');
+    if (!slash || slash == s || !slash[1]) goto bad;
+    for (const char *p = s; *p; p++)
+        if (p != slash && (*p < '0' || *p > '9')) goto bad;
+    char first[32];
+    if ((size_t)(slash - s) >= sizeof first) goto range;
+    memcpy(first, s, (size_t)(slash - s));
+    first[slash - s] = 0;
+    uint64_t i, n;
+    if (cli_parse_u64("convert", "--shard N", slash + 1, 1, UINT32_MAX, &n)) return 1;
+    if (cli_parse_u64("convert", "--shard I", first, 1, n, &i)) return 1;
+    *si = (unsigned)i;
+    *sn = (unsigned)n;
+    return 0;
+bad:
+    return cli_error("convert", "--shard wants I/N (two decimal numbers, 1 <= I <= N), got '%s'", s);
+range:
+    return cli_error("convert", "--shard %s: I is out of range", s);
+}
+
+/* an option that takes a value, given last: say so rather than "unknown option" */
+static int needs_value(const char *a)
+{
+    static const char *const v[] = { "--to", "--scheme", "--include", "--exclude", "--jobs", "--threads", "--input-scales", "--shard" };
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
+        if (!strcmp(a, v[k])) return 1;
     return 0;
 }
 
@@ -65,8 +108,11 @@ int lofp_cmd_convert(int argc, char **argv)
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (i + 1 == argc && needs_value(a)) { free(inc); free(exc); return cli_error("convert", "%s needs a value", a); }
         if (cli_is_help(a)) { convert_usage(stdout); free(inc); free(exc); return 0; }
-        if (parse_ckpt_common("convert", argc, argv, &i, &o, inc, &ni, exc, &ne, &quiet)) continue;
+        int pc = parse_ckpt_common("convert", argc, argv, &i, &o, inc, &ni, exc, &ne, &quiet);
+        if (pc < 0) { free(inc); free(exc); return 1; }
+        if (pc) continue;
         if (!strcmp(a, "--to") && i + 1 < argc) to = argv[++i];
         else if (!strcmp(a, "--scheme") && i + 1 < argc) o.scheme = argv[++i];
         else if (!strcmp(a, "--profile") && i + 1 < argc) {
@@ -82,10 +128,7 @@ int lofp_cmd_convert(int argc, char **argv)
         else if (!strcmp(a, "--requantize-unfit")) o.requantize_unfit = 1;
         else if (!strcmp(a, "--shard") && i + 1 < argc) {
             unsigned si = 0, sn = 0;
-            if (sscanf(argv[++i], "%u/%u", &si, &sn) != 2 || si < 1 || sn < 1 || si > sn) {
-                free(inc); free(exc);
-                return cli_error("convert", "--shard wants I/N with 1 <= I <= N, got '%s'", argv[i]);
-            }
+            if (parse_shard(argv[++i], &si, &sn)) { free(inc); free(exc); return 1; }
             o.shard_index = si - 1;
             o.shard_count = sn;
         } else if (a[0] == '-' && a[1]) { convert_usage(stderr); free(inc); free(exc); return cli_error("convert", "unknown option '%s'", a); }
@@ -109,7 +152,9 @@ int lofp_cmd_convert(int argc, char **argv)
     o.ctx = &p;
     lofp_io_error err;
     double t0 = cli_now();
+    cli_ckpt_guard_signals();
     lofp_status st = lofp_ckpt_convert(in, out, &o, &err);
+    cli_ckpt_signals_end();
     free(inc);
     free(exc);
     if (st) return cli_error("convert", "%s", err.message);

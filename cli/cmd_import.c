@@ -19,6 +19,15 @@ static void import_usage(FILE *f)
             "a missing or inverted one is an error naming the file and tensor, and nothing is written.\n");
 }
 
+/* an option that takes a value, given last: say so rather than "unknown option" */
+static int needs_value(const char *a)
+{
+    static const char *const v[] = { "--dtype" };
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
+        if (!strcmp(a, v[k])) return 1;
+    return 0;
+}
+
 int lofp_cmd_import(int argc, char **argv)
 {
     lofp_ckpt_options o;
@@ -27,6 +36,7 @@ int lofp_cmd_import(int argc, char **argv)
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (i + 1 == argc && needs_value(a)) { return cli_error("import", "%s needs a value", a); }
         if (cli_is_help(a)) { import_usage(stdout); return 0; }
         if (!strcmp(a, "--dtype") && i + 1 < argc) {
             const char *d = argv[++i];
@@ -48,7 +58,10 @@ int lofp_cmd_import(int argc, char **argv)
     o.ctx = &p;
     lofp_io_error err;
     double t0 = cli_now();
-    if (lofp_ckpt_import(in, out, &o, &err) != LOFP_OK) return cli_error("import", "%s", err.message);
+    cli_ckpt_guard_signals();
+    lofp_status st = lofp_ckpt_import(in, out, &o, &err);
+    cli_ckpt_signals_end();
+    if (st != LOFP_OK) return cli_error("import", "%s", err.message);
     if (!quiet) fprintf(stderr, "lofp import: wrote %s in %.2f s\n", out, cli_now() - t0);
     return 0;
 }

@@ -97,6 +97,10 @@ typedef struct lofp_ckpt_options {
     void *ctx;                    /* passed to progress and note */
 } lofp_ckpt_options;
 
+/* Bounds of jobs and threads (lofp_ckpt_convert refuses more; 0 means one). */
+#define LOFP_CKPT_MAX_JOBS 256
+#define LOFP_CKPT_MAX_THREADS 256
+
 /* Defaults: everything zero, import_dtype BF16. */
 LOFP_API void lofp_ckpt_options_init(lofp_ckpt_options *o);
 
@@ -116,6 +120,15 @@ LOFP_API void lofp_ckpt_options_init(lofp_ckpt_options *o);
  * LOFP_ERR_IO, LOFP_ERR_NOMEM, LOFP_ERR_INVALID_ARG. */
 LOFP_API lofp_status lofp_ckpt_convert(const char *in, const char *out,
                                        const lofp_ckpt_options *o, lofp_io_error *err);
+
+/* Removes this process's temporaries of lofp_ckpt_convert / lofp_ckpt_import: the hidden
+ * staging directories (.OUT.lofp-tmp-PID) and temporary files beside every OUT this process has
+ * converted or imported to, and the temporary shard files of the writers in flight. Meant for a
+ * program stopped by SIGINT, SIGTERM or SIGHUP: call it from an ordinary thread (one that
+ * sigwait()s for the signals, which every other thread keeps blocked), not from a signal handler
+ * (it takes a lock and lists directories), then end the process. From then on conversions still
+ * running in this process fail (their shard writers refuse to finish). Thread-safe. */
+LOFP_API void lofp_ckpt_remove_temps(void);
 
 /* Imports any readable checkpoint (lofp_ckpt_open) at `in` to a dense safetensors model
  * directory `out` (same rules for `out` as convert): quantized tensors dequantized as their

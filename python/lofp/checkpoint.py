@@ -19,6 +19,27 @@ FORMATS = ("modelopt", "compressed-tensors", "gpt-oss", "gguf", "lofp")
 _IMPORT_DTYPES = {"bfloat16": "BF16", "bf16": "BF16", "float16": "F16", "f16": "F16", "float32": "F32", "f32": "F32"}
 
 PathLike = Union[str, "os.PathLike[str]"]
+_MAX_JOBS = 256      # LOFP_CKPT_MAX_JOBS, include/lofp/checkpoint.h
+_MAX_THREADS = 256   # LOFP_CKPT_MAX_THREADS
+
+
+def _count(name: str, v: Any, hi: int) -> int:
+    """An integer option in 1..hi; anything else (a bool, a float, a string, -1, 10**6) raises
+    lofp.Error instead of wrapping around in the C call."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise Error(f"invalid argument: {name} must be an integer 1..{hi}, got {v!r}")
+    if not 1 <= v <= hi:
+        raise Error(f"invalid argument: {name} {v} is out of range (1..{hi})")
+    return v
+
+
+def _path(name: str, p: Any) -> str:
+    s = os.fspath(p)
+    if isinstance(s, bytes):
+        s = os.fsdecode(s)
+    if not s:
+        raise Error(f"invalid argument: the {name} path is empty")
+    return s
 
 
 def convert(src: PathLike, dst: PathLike, to: str = "modelopt", scheme: Optional[str] = None, *,
@@ -40,12 +61,15 @@ def convert(src: PathLike, dst: PathLike, to: str = "modelopt", scheme: Optional
     lofp's own; 'modelopt' with to='modelopt', 'compressed-tensors' with to='compressed-tensors'
     (nvfp4), 'ggml' with to='gguf': the file then equals what that tool writes, fused groups
     included; other pairs raise lofp.Error). Returns the converter's note lines (what was left
-    unquantized and why, the casts' reports)."""
+    unquantized and why, the casts' reports). jobs and threads are integers 1..256; `dst` must not
+    be `src`, lie inside it or contain it, nor be a symbolic link (lofp.Error otherwise)."""
     if to not in FORMATS and to != "ct":
         raise Error(f"not found: unknown checkpoint format '{to}' (modelopt, compressed-tensors, gpt-oss, gguf, lofp)")
-    return _lofp.ckpt_convert(os.fspath(src), os.fspath(dst), to, scheme, [str(g) for g in include],
+    src_s, dst_s = _path("input", src), _path("output", dst)
+    jobs, threads = _count("jobs", jobs, _MAX_JOBS), _count("threads", threads, _MAX_THREADS)
+    return _lofp.ckpt_convert(src_s, dst_s, to, scheme, [str(g) for g in include],
                               [str(g) for g in exclude], not fuse_scales, bool(pad),
-                              None if input_scales is None else os.fspath(input_scales), int(jobs), int(threads),
+                              None if input_scales is None else os.fspath(input_scales), jobs, threads,
                               bool(requantize_unfit), None if profile is None else str(profile))
 
 
@@ -57,7 +81,7 @@ def import_checkpoint(src: PathLike, dst: PathLike, dtype: str = "bfloat16") -> 
     dt = _IMPORT_DTYPES.get(str(dtype))
     if dt is None:
         raise Error(f"invalid argument: import dtype is bfloat16, float16 or float32, got '{dtype}'")
-    return _lofp.ckpt_import(os.fspath(src), os.fspath(dst), dt)
+    return _lofp.ckpt_import(_path("input", src), _path("output", dst), dt)
 
 
 def _scheme_from_blob(blob: bytes) -> _core.Scheme:

@@ -195,7 +195,7 @@ lofp_status lofp_conv_finalize(ck_conv *c, const char *dir, lofp_io_error *err)
     lofp_status st = write_configs(c, dir, err);
     for (size_t i = 0; !st && i < c->m.n_others; i++) {
         char *a = ck_path(c->m.dir, c->m.others[i]), *b = ck_path(dir, c->m.others[i]);
-        st = ck_copy_tree(a, b, err);
+        st = lofp_ck_copy_other(a, b, err);
         free(a);
         free(b);
     }

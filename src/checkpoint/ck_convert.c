@@ -23,6 +23,7 @@ static int is_gguf_file(const char *path)
 lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
 {
     if (!in || !out || !o) return ck_fail(err, LOFP_ERR_INVALID_ARG, "convert: NULL argument");
+    { lofp_status pf = lofp_ck_preflight(in, out, o, 0, err); if (pf) return pf; }
     if (o->shard_count && o->shard_index >= o->shard_count)
         return ck_fail(err, LOFP_ERR_INVALID_ARG, "--shard %u/%u: the slice must be 1..%u", o->shard_index + 1, o->shard_count, o->shard_count);
     const int in_gguf = is_gguf_file(in);
@@ -43,6 +44,7 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
         return ck_fail(err, LOFP_ERR_INVALID_ARG, "convert: the target must be modelopt, compressed-tensors, gpt-oss, lofp or gguf");
     lofp_status st = ck_model_open(in, &c.m, err);
     if (st) return st;
+    if ((st = lofp_ck_model_checks(&c.m, o, 0, err)) != LOFP_OK) goto done;
     char why[256];
     c.from = ck_detect(&c.m, why, sizeof why);
     const char *sch = o->scheme;

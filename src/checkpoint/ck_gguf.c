@@ -589,7 +589,7 @@ lofp_status gg_writer_open(const char *path, uint32_t alignment, const void *kv_
     w->path = ck_strdup(path);
     w->buf = malloc(GGW_BUF);
     if (!w->path || !w->buf) { gg_writer_abort(w); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
-    lofp_status ost = lofp_atomic_open(&w->at, path, err);
+    lofp_status ost = lofp_ck_atomic_open(&w->at, path, err);
     if (ost) {
         gg_writer_abort(w);
         return ost;
@@ -647,7 +647,7 @@ lofp_status gg_writer_finish(gg_writer *w, lofp_io_error *err)
         gg_writer_abort(w);
         return s;
     }
-    lofp_status s = lofp_atomic_commit(&w->at, 0, err);
+    lofp_status s = lofp_ck_atomic_commit(&w->at, err);
     gg_writer_abort(w);
     return s;
 }
@@ -655,7 +655,7 @@ lofp_status gg_writer_finish(gg_writer *w, lofp_io_error *err)
 void gg_writer_abort(gg_writer *w)
 {
     if (!w) return;
-    lofp_atomic_abort(&w->at);
+    lofp_ck_atomic_abort(&w->at);
     free(w->path);
     free(w->buf);
     free(w);

@@ -30,8 +30,6 @@ LOFP_INTERNAL int ck_exists(const char *path);
 /* Reads a whole file into a malloc'ed, NUL-terminated buffer. */
 LOFP_INTERNAL lofp_status ck_read_file(const char *path, char **out, size_t *len, lofp_io_error *err);
 /* Atomic writes are io's (io/atomic.h: lofp_write_bytes_atomic, lofp_atomic_open/commit). */
-/* Copies a file or a directory tree (atomically per file). */
-LOFP_INTERNAL lofp_status ck_copy_tree(const char *src, const char *dst, lofp_io_error *err);
 /* mkdir -p */
 LOFP_INTERNAL lofp_status ck_mkdirs(const char *path, lofp_io_error *err);
 /* rm -rf of a directory lofp created */
@@ -213,6 +211,8 @@ typedef struct ck_model {
     size_t n_t;
     char **others;         /* other entries of the directory to copy (files and folders) */
     size_t n_others;
+    char **unlisted;       /* .safetensors files the index does not name (also in others) */
+    size_t n_unlisted;
 } ck_model;
 
 LOFP_INTERNAL lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err);
@@ -241,6 +241,48 @@ LOFP_INTERNAL lofp_status lofp_ck_profile_scheme(const lofp_ckpt_options *o, lof
 /* max |x| over n values of dtype dt; NaN (and *first_bad set, when not NULL) at the first
  * non-finite value. */
 LOFP_INTERNAL float lofp_ck_amax(lofp_dtype dt, const void *x, size_t n, size_t *first_bad);
+
+/* ---- what a conversion reads and writes, temporaries on signals (ck_paths.c) --------------- */
+
+/* Opens `path` for reading if it is a regular file (directly or through links): FIFOs, devices
+ * and sockets are refused without blocking. Returns the fd, or -1 with err set (ck_util.c). */
+LOFP_INTERNAL int lofp_ck_open_regular(const char *path, lofp_io_error *err);
+/* "a FIFO", "a character device", ... for a st_mode that is not a regular file (messages). */
+LOFP_INTERNAL const char *lofp_ck_kind_of(unsigned mode);
+/* The input of a conversion, import or open: an existing directory or regular file, never a
+ * FIFO, device or socket (checked before anything opens it). */
+LOFP_INTERNAL lofp_status lofp_ck_check_input(const char *path, lofp_io_error *err);
+/* Copies one entry of a model directory that a conversion carries over (a file, a link to a
+ * regular file anywhere, a real sub-folder); special files and links to directories refused. */
+LOFP_INTERNAL lofp_status lofp_ck_copy_other(const char *src, const char *dst, lofp_io_error *err);
+/* Before a convert (import = 0) or an import (import = 1) reads anything: OUT non-empty, not a
+ * symbolic link, not the input nor inside it nor containing it; option bounds; remembers OUT's
+ * directories for lofp_ckpt_remove_temps(). */
+LOFP_INTERNAL lofp_status lofp_ck_preflight(const char *in, const char *out, const lofp_ckpt_options *o, int import,
+                                            lofp_io_error *err);
+/* After the model is open: --shard's N against the shard count, and a warning note for each
+ * .safetensors file the index does not list. */
+LOFP_INTERNAL lofp_status lofp_ck_model_checks(const ck_model *m, const lofp_ckpt_options *o, int import,
+                                               lofp_io_error *err);
+/* The safetensors writers in flight, whose temporaries lofp_ckpt_remove_temps() unlinks: open,
+ * finish and abort them through these (lofp_writer_open / _finish / _abort, remembered and
+ * forgotten so that the removal never races them). After a signal's removal began, opening and
+ * finishing fail and leave nothing. */
+LOFP_INTERNAL lofp_status lofp_ck_open_writer(const char *path, const lofp_tensor_desc *t, size_t n,
+                                              const lofp_metadata_entry *meta, size_t n_meta, lofp_writer **out,
+                                              lofp_io_error *err);
+/* Creates a temporary (dir = 0: open O_EXCL for writing, returns the fd; dir = 1: mkdir, returns
+ * 0) so that lofp_ckpt_remove_temps() sees it or it removes itself; -1 with errno on failure. */
+LOFP_INTERNAL int lofp_ck_create_tmp(const char *path, int dir);
+LOFP_INTERNAL lofp_status lofp_ck_finish_writer(lofp_writer *w, lofp_io_error *err);
+LOFP_INTERNAL void lofp_ck_abort_writer(lofp_writer *w);
+/* io's atomic file replacement (io/atomic.h) registered so that lofp_ckpt_remove_temps() unlinks
+ * its temporary: open, commit and abort it through these. After a signal's removal began,
+ * opening and committing fail and leave nothing. */
+struct lofp_atomic_file;
+LOFP_INTERNAL lofp_status lofp_ck_atomic_open(struct lofp_atomic_file *a, const char *path, lofp_io_error *err);
+LOFP_INTERNAL lofp_status lofp_ck_atomic_commit(struct lofp_atomic_file *a, lofp_io_error *err);
+LOFP_INTERNAL void lofp_ck_atomic_abort(struct lofp_atomic_file *a);
 
 /* ---- the reader of quantized formats (ck_read.c) ------------------------------------------ */
 

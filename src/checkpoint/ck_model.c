@@ -44,6 +44,10 @@ static lofp_status add_shard(ck_model *m, const char *name, lofp_io_error *err)
                            m->index_name, name, strerror(errno));
         return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: %s", s->path, strerror(errno));
     }
+    /* a shard reached through a link (the hub cache's blobs) is fine; a FIFO or a device is not */
+    if (!S_ISREG(st.st_mode))
+        return ck_fail(err, LOFP_ERR_FORMAT, "%s: shard '%s' is not a regular file (lofp reads only regular files or "
+                       "links to them)", m->dir, name);
     s->bytes = (size_t)st.st_size;
     lofp_io_error e2;
     lofp_status r = lofp_file_open(s->path, LOFP_FORMAT_SAFETENSORS, &s->f, &e2);
@@ -70,6 +74,10 @@ lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err)
         goto fail;
     }
     m->is_dir = S_ISDIR(sb.st_mode);
+    if (!m->is_dir && !S_ISREG(sb.st_mode)) {
+        st = lofp_ck_check_input(path, err);
+        goto fail;
+    }
     if (!m->is_dir) {
         const char *slash = strrchr(path, '/');
         m->dir = slash ? ck_strdup(path) : ck_strdup(".");
@@ -106,17 +114,17 @@ lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err)
         struct dirent *e;
         while ((e = readdir(d))) {
             if (e->d_name[0] == '.' ) continue;
+            /* out of memory is an error: a file left out of the listing would be dropped silently */
             char **nx = realloc(names, (nn + 1) * sizeof *nx);
-            if (!nx) break;
-            names = nx;
-            names[nn] = ck_strdup(e->d_name);
-            if (names[nn]) nn++;
+            if (nx) names = nx;
+            if (!nx || !(names[nn] = ck_strdup(e->d_name))) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
+            nn++;
         }
         closedir(d);
-        qsort(names, nn, sizeof *names, cmp_str);
+        if (nn) qsort(names, nn, sizeof *names, cmp_str); /* names is NULL in an empty directory */
         const char *index = NULL;
         size_t n_st = 0;
-        for (size_t i = 0; i < nn; i++) {
+        for (size_t i = 0; !st && i < nn; i++) {
             if (ck_ends_with(names[i], ".safetensors.index.json")) {
                 if (index) {
                     st = ck_fail(err, LOFP_ERR_FORMAT, "%s: two shard indexes (%s, %s)", path, index, names[i]);
@@ -127,7 +135,12 @@ lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err)
                 n_st++;
             else if (!known_file(names[i])) {
                 char **no = realloc(m->others, (m->n_others + 1) * sizeof *no);
-                if (no) { m->others = no; m->others[m->n_others++] = ck_strdup(names[i]); }
+                if (no) m->others = no;
+                if (!no || !(m->others[m->n_others] = ck_strdup(names[i]))) {
+                    st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                m->n_others++;
             }
         }
         if (!st && index) {
@@ -142,10 +155,26 @@ lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err)
             for (size_t i = 0; !st && i < wm->n; i++) {
                 const char *sn = ckj_str(wm->items[i]);
                 if (!sn) { st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: weight_map[\"%s\"] is not a file name", path, index, wm->items[i]->key); break; }
-                if (strchr(sn, '/') || strcmp(sn, "..") == 0) { st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: shard name '%s' is not a plain file name", path, index, sn); break; }
+                if (!*sn || strchr(sn, '/') || strcmp(sn, "..") == 0 || strcmp(sn, ".") == 0) { st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: shard name '%s' is not a plain file name", path, index, sn); break; }
                 size_t k;
                 for (k = 0; k < m->n_shards; k++) if (strcmp(m->shards[k].name, sn) == 0) break;
                 if (k == m->n_shards) st = add_shard(m, sn, err);
+            }
+            /* a .safetensors beside the shards that the index does not name: loaders never read it,
+             * so it is carried over as an ordinary file and named in a warning (lofp_ck_model_checks) */
+            for (size_t i = 0; !st && i < nn; i++) {
+                if (!ck_ends_with(names[i], ".safetensors") || strstr(names[i], ".lofp-tmp-")) continue;
+                size_t k;
+                for (k = 0; k < m->n_shards; k++) if (strcmp(m->shards[k].name, names[i]) == 0) break;
+                if (k < m->n_shards) continue;
+                char **no = realloc(m->others, (m->n_others + 1) * sizeof *no);
+                if (no) m->others = no;
+                char **nu = realloc(m->unlisted, (m->n_unlisted + 1) * sizeof *nu);
+                if (nu) m->unlisted = nu;
+                char *a = ck_strdup(names[i]), *b = ck_strdup(names[i]);
+                if (!no || !nu || !a || !b) { free(a); free(b); st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
+                m->others[m->n_others++] = a;
+                m->unlisted[m->n_unlisted++] = b;
             }
         } else if (!st) {
             if (n_st == 0) st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no .safetensors file", path);
@@ -224,6 +253,8 @@ void ck_model_close(ck_model *m)
     }
     for (size_t i = 0; i < m->n_others; i++) free(m->others[i]);
     free(m->others);
+    for (size_t i = 0; i < m->n_unlisted; i++) free(m->unlisted[i]);
+    free(m->unlisted);
     free(m->shards);
     free(m->t);
     ckj_free(m->config);
@@ -263,7 +294,7 @@ lofp_status ck_write_index(const char *path, const char *const *shard_names, con
     }
     if (!st) {
         int (*cmp)(const void *, const void *) = cmp_str; /* ent starts with the name pointer */
-        qsort(e, ne, sizeof *e, cmp);
+        if (ne) qsort(e, ne, sizeof *e, cmp);
         for (size_t i = 0; i < ne; i++) {
             if (i && strcmp(e[i - 1].name, e[i].name) == 0) {
                 st = ck_fail(err, LOFP_ERR_FORMAT, "tensor '%s' is in two shards (%s, %s)", e[i].name,

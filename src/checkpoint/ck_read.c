@@ -79,7 +79,8 @@ lofp_ckpt_format ck_detect(const ck_model *m, char *why, size_t cap)
     if (any_suffix(m, ".weight_packed")) { snprintf(why, cap, "weight_packed tensors"); return LOFP_CKPT_COMPRESSED_TENSORS; }
     if (any_suffix(m, "_blocks") && any_suffix(m, "_scales")) { snprintf(why, cap, "_blocks/_scales tensors"); return LOFP_CKPT_GPT_OSS; }
     if (any_suffix(m, ".weight_scale")) { snprintf(why, cap, "weight_scale tensors"); return LOFP_CKPT_MODELOPT; }
-    snprintf(why, cap, "no quantization config or quantized tensors");
+    if (qm) snprintf(why, cap, "quant_method '%s' in config.json is not a format lofp reads; no quantized tensors", qm);
+    else snprintf(why, cap, "no quantization config or quantized tensors");
     return LOFP_CKPT_DENSE;
 }
 
@@ -394,7 +395,8 @@ lofp_status lofp_ckpt_open(const char *path, lofp_ckpt **out, lofp_io_error *err
     lofp_ckpt *c = calloc(1, sizeof *c);
     if (!c) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     c->path = ck_strdup(path);
-    lofp_status st;
+    lofp_status st = lofp_ck_check_input(path, err);
+    if (st) { lofp_ckpt_close(c); return st; }
     if (!ck_is_dir(path) && is_gguf_path(path)) st = open_gguf(c, path, err);
     else {
         st = ck_model_open(path, &c->m, err);
@@ -808,6 +810,7 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
 {
     lofp_ckpt_options def;
     if (!o) { lofp_ckpt_options_init(&def); o = &def; }
+    { lofp_status pf = lofp_ck_preflight(in, out, o, 1, err); if (pf) return pf; }
     lofp_io_dtype odt = o->import_dtype ? o->import_dtype : LOFP_IO_BF16;
     if (odt != LOFP_IO_BF16 && odt != LOFP_IO_F16 && odt != LOFP_IO_F32)
         return ck_fail(err, LOFP_ERR_INVALID_ARG, "import: --dtype must be bf16, f16 or f32");
@@ -818,6 +821,7 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
         lofp_ckpt_close(c);
         return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s holds no quantized tensors (nothing to import)", in);
     }
+    if (!c->is_gguf && (st = lofp_ck_model_checks(&c->m, o, 1, err)) != LOFP_OK) { lofp_ckpt_close(c); return st; }
     /* check every tensor before writing anything */
     for (size_t i = 0; !st && i < c->n; i++) {
         lofp_ckpt_tensor t;
@@ -890,7 +894,7 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
         }
         for (size_t i = 0; !st && i < m->n_others; i++) {
             char *a = ck_path(m->dir, m->others[i]), *b = ck_path(stage, m->others[i]);
-            st = ck_copy_tree(a, b, err);
+            st = lofp_ck_copy_other(a, b, err);
             free(a);
             free(b);
         }

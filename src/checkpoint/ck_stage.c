@@ -27,10 +27,10 @@ lofp_status ck_stage_dir(const char *out, char **stage, lofp_io_error *err)
     char *o = ck_strdup(out);
     while (strlen(o) > 1 && o[strlen(o) - 1] == '/') o[strlen(o) - 1] = 0;
     const char *slash = strrchr(o, '/');
-    snprintf(s, n, "%.*s.%s.lofp-tmp-%ld", slash ? (int)(slash - o + 1) : 0, o, slash ? slash + 1 : o, (long)getpid());
+    snprintf(s, n, "%.*s.%.200s.lofp-tmp-%ld", slash ? (int)(slash - o + 1) : 0, o, slash ? slash + 1 : o, (long)getpid()); /* 200: NAME_MAX */
     free(o);
     ck_rmtree(s);
-    if (mkdir(s, 0777) != 0) {
+    if (lofp_ck_create_tmp(s, 1) != 0) {
         lofp_status st = ck_fail(err, LOFP_ERR_IO, "%s: cannot create: %s", s, strerror(errno));
         free(s);
         return st;

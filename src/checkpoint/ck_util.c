@@ -66,11 +66,53 @@ int ck_exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+/* ---- reading regular files only (the rules of docs/CHECKPOINTS.md "Directory reading rules") --- */
+
+const char *lofp_ck_kind_of(unsigned mode)
+{
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISDIR(mode)) return "a directory";
+    return "not a regular file";
+}
+
+int lofp_ck_open_regular(const char *path, lofp_io_error *err)
+{
+    struct stat sb;
+    /* stat first: opening a FIFO for reading blocks until a writer comes, even before fstat */
+    if (stat(path, &sb) != 0) {
+        ck_fail(err, errno == ENOENT ? LOFP_ERR_NOT_FOUND : LOFP_ERR_IO, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        ck_fail(err, LOFP_ERR_IO, "%s is %s: lofp reads only regular files (or links to them)", path,
+                lofp_ck_kind_of(sb.st_mode));
+        return -1;
+    }
+    /* O_NONBLOCK: a FIFO swapped in after the stat still cannot block the open */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        ck_fail(err, errno == ENOENT ? LOFP_ERR_NOT_FOUND : LOFP_ERR_IO, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        ck_fail(err, LOFP_ERR_IO, "%s is %s: lofp reads only regular files (or links to them)", path,
+                lofp_ck_kind_of(sb.st_mode));
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 lofp_status ck_read_file(const char *path, char **out, size_t *len, lofp_io_error *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return ck_fail(err, errno == ENOENT ? LOFP_ERR_NOT_FOUND : LOFP_ERR_IO, "%s: %s", path, strerror(errno));
+    int fd = lofp_ck_open_regular(path, err);
+    if (fd < 0) return err ? err->status : LOFP_ERR_IO;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
@@ -130,48 +172,6 @@ void ck_rmtree(const char *path)
     }
     closedir(d);
     rmdir(path);
-}
-
-lofp_status ck_copy_tree(const char *src, const char *dst, lofp_io_error *err)
-{
-    struct stat st;
-    if (stat(src, &st) != 0) return ck_fail(err, LOFP_ERR_IO, "%s: %s", src, strerror(errno));
-    if (S_ISDIR(st.st_mode)) {
-        lofp_status s = ck_mkdirs(dst, err);
-        if (s) return s;
-        DIR *d = opendir(src);
-        if (!d) return ck_fail(err, LOFP_ERR_IO, "%s: %s", src, strerror(errno));
-        struct dirent *e;
-        lofp_status r = LOFP_OK;
-        while (!r && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char *a = ck_path(src, e->d_name), *b = ck_path(dst, e->d_name);
-            r = a && b ? ck_copy_tree(a, b, err) : ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
-            free(a);
-            free(b);
-        }
-        closedir(d);
-        return r;
-    }
-    int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0) return ck_fail(err, LOFP_ERR_IO, "%s: %s", src, strerror(errno));
-    lofp_atomic_file a;
-    lofp_status r = lofp_atomic_open(&a, dst, err);
-    if (r) { close(in); return r; }
-    static const size_t CH = 1 << 20;
-    char *b = malloc(CH);
-    if (!b) r = ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", dst);
-    while (!r) {
-        ssize_t n = read(in, b, CH);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) { r = ck_fail(err, LOFP_ERR_IO, "%s: read failed: %s", src, strerror(errno)); break; }
-        if (n == 0) break;
-        r = lofp_atomic_write(&a, b, (size_t)n, err);
-    }
-    free(b);
-    close(in);
-    if (r) { lofp_atomic_abort(&a); return r; }
-    return lofp_atomic_commit(&a, 0, err);
 }
 
 int ck_glob_match(const char *pattern, const char *name) { return fnmatch(pattern, name, 0) == 0; }

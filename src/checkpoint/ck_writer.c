@@ -28,7 +28,7 @@ lofp_status st_writer_open(const char *path, const lofp_tensor_desc *t, size_t n
         }
     }
     lofp_writer *w = NULL;
-    lofp_status st = lofp_writer_open(path, LOFP_FORMAT_SAFETENSORS, d, n, meta, n_meta, 0, &w, err);
+    lofp_status st = lofp_ck_open_writer(path, d, n, meta, n_meta, &w, err);
     free(d);
     if (st) return st;
     *out = (st_writer *)w;
@@ -42,10 +42,10 @@ lofp_status st_writer_put_at(st_writer *w, size_t i, const void *data, size_t n,
 
 lofp_status st_writer_finish(st_writer *w, lofp_io_error *err)
 {
-    return lofp_writer_finish((lofp_writer *)w, err);
+    return lofp_ck_finish_writer((lofp_writer *)w, err);
 }
 
 void st_writer_abort(st_writer *w)
 {
-    lofp_writer_abort((lofp_writer *)w);
+    lofp_ck_abort_writer((lofp_writer *)w);
 }
