@@ -201,7 +201,8 @@ int bench_io(int argc, char **argv)
         if (lofp_file_open(in, LOFP_FORMAT_AUTO, &lf, NULL) == LOFP_OK) off = (off_t)lofp_file_tensor(lf, 0)->offset;
         lofp_file_close(lf);
         if (scales && fd >= 0 && pread(fd, x, tb, off) == (ssize_t)tb) {
-            lofp_dtype ldt = dt == LOFP_IO_F32 ? LOFP_DTYPE_F32 : dt == LOFP_IO_BF16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F16;
+            lofp_dtype ldt = LOFP_DTYPE_F32;
+            (void)lofp_io_dtype_to_lofp(dt, &ldt);
             memset(y, 0, (size_t)rows * (size_t)cols * 4);
             for (unsigned th = 1; th <= 2; th++) {
                 s.threads = th;

@@ -24,12 +24,9 @@ static void usage(FILE *f)
 
 static lofp_dtype dense_dtype(lofp_io_dtype d, int *ok)
 {
-    *ok = 1;
-    if (d == LOFP_IO_F32) return LOFP_DTYPE_F32;
-    if (d == LOFP_IO_BF16) return LOFP_DTYPE_BF16;
-    if (d == LOFP_IO_F16) return LOFP_DTYPE_F16;
-    *ok = 0;
-    return LOFP_DTYPE_F32;
+    lofp_dtype t = LOFP_DTYPE_F32;
+    *ok = lofp_io_dtype_to_lofp(d, &t) == LOFP_OK;
+    return t;
 }
 
 int lofp_cmd_verify_checkpoint(int argc, char **argv)
