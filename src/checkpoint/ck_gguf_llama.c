@@ -143,8 +143,8 @@ static lofp_status tokenizer_kvs(const ck_model *m, size_t n_vocab, lofp_sbuf *k
     if (!tj) {
         /* the reader's message is copied out first: err->message cannot be an argument of the
          * ck_fail that rewrites it */
-        char why[300];
-        snprintf(why, sizeof why, "%s", err ? err->message : "");
+        char why[sizeof err->message];
+        memcpy(why, err ? err->message : "", err ? sizeof why : 1);
         return ck_fail(err, err ? err->status : LOFP_ERR_NOT_FOUND, "%s: a GGUF model needs tokenizer.json (%s)", m->dir, why);
     }
     const ckj *model = ckj_get(tj, "model");
@@ -234,10 +234,15 @@ static lofp_status tokenizer_kvs(const ck_model *m, size_t n_vocab, lofp_sbuf *k
             const ckj *e = merges->items[i];
             if (e->type == CKJ_STR) gg_put_string(kv, e->s, e->slen);
             else if (e->type == CKJ_ARR && e->n == 2 && ckj_str(e->items[0]) && ckj_str(e->items[1])) {
+                /* put, not printf: merges of long tokens (runs of spaces) pass any fixed buffer */
                 lofp_sbuf b = { 0 };
-                lofp_sbuf_printf(&b, "%s %s", e->items[0]->s, e->items[1]->s);
-                gg_put_string(kv, b.p, b.len);
+                lofp_sbuf_put(&b, e->items[0]->s, e->items[0]->slen);
+                lofp_sbuf_put(&b, " ", 1);
+                lofp_sbuf_put(&b, e->items[1]->s, e->items[1]->slen);
+                if (b.failed) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+                else gg_put_string(kv, b.p, b.len);
                 lofp_sbuf_free(&b);
+                if (st) break;
             } else {
                 st = ck_fail(err, LOFP_ERR_FORMAT, "%s/tokenizer.json: merge %zu is neither \"a b\" nor [a, b]", m->dir, i);
                 break;
