@@ -238,7 +238,7 @@ lofp_status gg_parse(const uint8_t *buf, size_t len, const char *name, gg_file *
         if (t->ne[0] == 0 && blck > 1) {
             /* a row of a block type holds at least one block; ne[0] = 0 would make every row
              * and block count a division by zero downstream */
-            rfail(&r, LOFP_ERR_FORMAT, "tensor '%s': ne[0] = 0 (a %s row holds whole blocks of %u, at least one)", t->name,
+            rfail(&r, LOFP_ERR_FORMAT, "tensor '%s': ne[0] = 0 (rows of %s hold whole blocks of %u, at least one)", t->name,
                   gg_type_name(t->type), blck);
             goto fail;
         }
