@@ -305,6 +305,10 @@ static lofp_status open_gguf(lofp_ckpt *c, const char *path, lofp_io_error *err)
             snprintf(base, sizeof base, "%.*s.weight", (int)(strrchr(t->name, '.') - t->name), t->name);
             const gg_tensor *w = gg_find_tensor(&c->gg, base);
             if (w && w->type == GG_NVFP4) continue;
+            /* the .scale of an NVFP4 tensor not named *.weight: "<name>.scale" */
+            snprintf(base, sizeof base, "%.*s", (int)(strrchr(t->name, '.') - t->name), t->name);
+            w = ck_ends_with(t->name, ".scale") ? gg_find_tensor(&c->gg, base) : NULL;
+            if (w && w->type == GG_NVFP4 && !ck_ends_with(w->name, ".weight")) continue;
         }
         x.name = ck_strdup(t->name);
         if (t->type == GG_NVFP4 || t->type == GG_MXFP4) {

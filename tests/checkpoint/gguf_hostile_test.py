@@ -209,6 +209,42 @@ def inspect_names_ggml_types_and_gguf_errors():
     assert "safetensors" not in err and "header" not in err.lower().replace("gguf", ""), err
 
 
+@test
+def requantize_odd_tensors():
+    """GGUF -> GGUF: a tensor of no elements is kept; an --include'd NVFP4 tensor not named *.weight
+    gets "<name>.scale", which lofp reads back (it chopped 7 bytes off any name); a .scale name
+    longer than GGUF's 63 bytes is refused (it was written, and lofp could not read the file)."""
+    import gguf as gg
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    p = write("odd.gguf", b"")
+    w = gg.GGUFWriter(p, "llama")
+    w.add_tensor("blk.0.ffn_up.weight", x)
+    w.add_tensor("blk.0.empty.weight", np.zeros((4, 0), np.float32))
+    w.add_tensor("blk.0.x.bias", x)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    out = os.path.join(TMP, "odd_nv.gguf")
+    run("convert", "--to", "gguf", "--scheme", "nvfp4", "--include", "blk.0.x.bias", p, out, "--quiet")
+    _, t = fields(out)
+    assert t["blk.0.empty.weight"].tensor_type == 0 and "blk.0.x.bias.scale" in t and "blk.0.x.scale" not in t
+    ins = run("inspect", out).stdout
+    bias = next(ln for ln in ins.splitlines() if "blk.0.x.bias" in ln)
+    assert "nvfp4" in bias and "per-tensor" in bias and "blk.0.x.bias.scale" not in ins, ins
+    long = "blk.0." + "y" * 52 + ".b"
+    p2 = write("odd_long.gguf", b"")
+    w = gg.GGUFWriter(p2, "llama")
+    w.add_tensor(long, x)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    expect_failure(["convert", "--to", "gguf", "--scheme", "nvfp4", "--include", long, p2, p2 + ".o.gguf"], long, "63",
+                   out=p2 + ".o.gguf")
+
+
 # ---- (s), (t): many tensors ----------------------------------------------------------------------
 
 @test
