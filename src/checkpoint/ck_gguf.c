@@ -602,6 +602,14 @@ void gg_put_kv_u32(lofp_sbuf *b, const char *key, uint32_t v)
     put_u32(b, v);
 }
 
+void gg_put_kv_bool(lofp_sbuf *b, const char *key, int v)
+{
+    uint8_t u = v ? 1 : 0;
+    gg_put_string(b, key, strlen(key));
+    put_u32(b, GGV_BOOL);
+    lofp_sbuf_put(b, &u, 1);
+}
+
 void gg_put_kv_f32(lofp_sbuf *b, const char *key, float v)
 {
     uint32_t u;

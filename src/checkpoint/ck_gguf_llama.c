@@ -267,6 +267,38 @@ static lofp_status tokenizer_kvs(const ck_model *m, size_t n_vocab, lofp_sbuf *k
         gg_put_kv_u32(kv, key, (uint32_t)id);
         (*nkv)++;
     }
+    /* whether the tokenizer adds BOS / EOS, where the directory says so (llama.cpp's default
+     * differs by pre-tokenizer): tokenizer_config.json's add_bos_token / add_eos_token, else the
+     * TemplateProcessing post-processor of tokenizer.json (a special token first / last in its
+     * "single" template), else none (a ByteLevel or absent post-processor adds nothing) */
+    char *cp = ck_path(m->dir, "tokenizer_config.json");
+    ckj *tc = NULL;
+    if (!st && cp && ck_exists(cp)) {
+        lofp_io_error e2;
+        tc = ckj_read(cp, &e2);
+        if (!tc) st = ck_fail(err, e2.status, "%s", e2.message);
+    }
+    free(cp);
+    const ckj *pp = ckj_get(tj, "post_processor");
+    const ckj *tp = str_is(ckj_get(pp, "type"), "TemplateProcessing") ? pp : NULL;
+    const ckj *procs = str_is(ckj_get(pp, "type"), "Sequence") ? ckj_get(pp, "processors") : NULL;
+    for (size_t i = 0; !tp && procs && procs->type == CKJ_ARR && i < procs->n; i++)
+        if (str_is(ckj_get(procs->items[i], "type"), "TemplateProcessing")) tp = procs->items[i];
+    const ckj *single = ckj_get(tp, "single");
+    static const char *const ak[2] = { "add_bos_token", "add_eos_token" };
+    for (int q = 0; q < 2 && !st; q++) {
+        const ckj *j = ckj_get(tc, ak[q]);
+        int v;
+        if (j && j->type == CKJ_BOOL) v = j->b;
+        else if (single && single->type == CKJ_ARR && single->n) v = ckj_get(single->items[q ? single->n - 1 : 0], "SpecialToken") != NULL;
+        else if (!pp || pp->type == CKJ_NULL || str_is(ckj_get(pp, "type"), "ByteLevel")) v = 0;
+        else continue;
+        char key[64];
+        snprintf(key, sizeof key, "tokenizer.ggml.%s", ak[q]);
+        gg_put_kv_bool(kv, key, v);
+        (*nkv)++;
+    }
+    ckj_free(tc);
     free(tok);
     free(tt);
     ckj_free(tj);

@@ -171,6 +171,7 @@ LOFP_INTERNAL void gg_writer_abort(gg_writer *w);
 LOFP_INTERNAL void gg_put_kv_raw(lofp_sbuf *b, const gg_kv *kv);
 LOFP_INTERNAL void gg_put_kv_u32(lofp_sbuf *b, const char *key, uint32_t v);
 LOFP_INTERNAL void gg_put_kv_f32(lofp_sbuf *b, const char *key, float v);
+LOFP_INTERNAL void gg_put_kv_bool(lofp_sbuf *b, const char *key, int v);
 LOFP_INTERNAL void gg_put_kv_str(lofp_sbuf *b, const char *key, const char *s);
 LOFP_INTERNAL void gg_put_string(lofp_sbuf *b, const char *s, size_t n);
 

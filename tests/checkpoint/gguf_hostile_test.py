@@ -460,6 +460,26 @@ def pre_tokenizer_from_directory():
 
 
 @test
+def add_bos_from_directory():
+    """Whether the tokenizer adds BOS/EOS, as the directory states it (llama.cpp's default depends
+    on the pre-tokenizer): tokenizer_config.json, else tokenizer.json's post-processor."""
+    tmpl = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [], "special_tokens": {}}
+    for tag, extra, cfgfile, bos, eos in (
+            ("tmpl", {"post_processor": tmpl}, None, True, False),
+            ("bytelevel", {"post_processor": {"type": "ByteLevel", "add_prefix_space": False}}, None, False, False),
+            ("cfg", {"post_processor": tmpl}, {"add_bos_token": False, "add_eos_token": True}, False, True)):
+        d, _ = llama_dir("bos_" + tag, pre=LLAMA3_PRE, tok_extra=extra)
+        if cfgfile:
+            json.dump(cfgfile, open(os.path.join(d, "tokenizer_config.json"), "w"))
+        run("convert", "--to", "gguf", d, d + ".gguf", "--quiet")
+        f, _ = fields(d + ".gguf")
+        assert f["tokenizer.ggml.add_bos_token"] is bos and f["tokenizer.ggml.add_eos_token"] is eos, (tag, f)
+    open(os.path.join(d, "tokenizer_config.json"), "w").write("{")
+    expect_failure(["convert", "--to", "gguf", d, d + "_2.gguf"], "tokenizer_config.json", out=d + "_2.gguf")
+
+
+@test
 def smollm2_tokenizer_as_llama_cpp_writes_it():
     """A directory with SmolLM2's vocabulary and pre-tokenizer configuration: lofp's GGUF carries
     the tokens, merges and pre-tokenizer ('smollm') that llama.cpp's own converter wrote into
@@ -502,6 +522,7 @@ def smollm2_tokenizer_as_llama_cpp_writes_it():
         raise AssertionError(f"{len(g['tokenizer.ggml.merges'])} vs {len(merges)} merges; first differences {bad[:3]}")
     assert g["tokenizer.ggml.token_type"] == types
     assert g["llama.rope.freq_base"] == 100000.0 and g["llama.vocab_size"] == V
+    assert g["tokenizer.ggml.add_bos_token"] == f["tokenizer.ggml.add_bos_token"] is False
 
 
 # ---- (k) lofp.eval applies .scale ------------------------------------------------------------------
