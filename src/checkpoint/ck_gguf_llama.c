@@ -357,6 +357,12 @@ lofp_status ck_convert_llama_dir(const char *in, const char *out, const lofp_ckp
     const ckj *rp = ckj_get(m.config, "rope_parameters");
     if (rp && rp->type != CKJ_OBJ && rp->type != CKJ_NULL) { st = ck_fail(err, LOFP_ERR_FORMAT, "%s/config.json: rope_parameters is not an object", in); goto done; }
     if (rp && rp->type == CKJ_NULL) rp = NULL;
+    if (ckj_get(rp, "full_attention") || ckj_get(rp, "sliding_attention")) {
+        /* per-layer-type RoPE (transformers 5's nested form): not a llama model's */
+        st = ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s/config.json: rope_parameters per layer type (full_attention / sliding_attention): "
+                     "lofp writes one RoPE for every llama layer; convert with llama.cpp's convert_hf_to_gguf.py, then requantize", in);
+        goto done;
+    }
     if (ckj_get(rp, "rope_theta")) st = cfg_pos(&m, rp, "rope_parameters.", "rope_theta", 10000.0, &theta, err);
     else st = cfg_pos(&m, m.config, "", "rope_theta", 10000.0, &theta, err);
     if (st) goto done;

@@ -369,6 +369,10 @@ def lying_configs_refused():
         ({"bos_token_id": 100000}, ["bos_token_id"]),
         ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, ["yarn"]),
         ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4}}, ["longrope"]),
+        ({"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6}}}, ["full_attention"]),
+        ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "low_freq_factor": 4.0, "high_freq_factor": 1.0}},
+         ["high_freq_factor"]),
+        ({"rope_scaling": {"factor": 2.0}}, ["rope_scaling", "rope_type"]),
     ]
     for cfg, needles in cases:
         d, _ = llama_dir("cfg", cfg=cfg)
