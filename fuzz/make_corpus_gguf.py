@@ -2,7 +2,8 @@
 """Regenerates the seed corpus of the checkpoint-level GGUF fuzzer, fuzz/corpus/gguf_ckpt/
 (deterministic; written with gguf-py's GGUFWriter, the hostile ones byte by byte). Needs the .venv:
     .venv/bin/python fuzz/make_corpus_gguf.py
-Files named crash-* / regress-* are fuzzer findings kept as regressions; this script leaves them
+Files named crash-* / regress-* are fuzzer findings kept as regressions, cov-* the fuzzer's
+coverage corpus after `-merge=1` (57 minutes of scripts/fuzz.sh gguf_ckpt); this script leaves them
 alone."""
 import os
 import struct
