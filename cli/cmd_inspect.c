@@ -80,6 +80,21 @@ static void compare(const lofp_qtensor *q, const lofp_tensor_info *orig)
     free(lin); free(x); free(y);
 }
 
+/* Whether the file starts with the GGUF magic: its parse error is then the one to report (the
+ * safetensors reader's "bad header" says nothing about a GGUF). */
+static int is_gguf(const char *path)
+{
+    struct stat sb;
+    /* regular files only: opening a FIFO to peek at its magic would block (the readers refuse it) */
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char m[4] = { 0 };
+    size_t n = fread(m, 1, 4, f);
+    fclose(f);
+    return n == 4 && memcmp(m, "GGUF", 4) == 0;
+}
+
 /* A checkpoint directory / GGUF / ModelOpt, compressed-tensors or gpt-oss file: per tensor the
  * scheme, bits per value, the per-tensor scale and its direction; with --against a dense model
  * (directory or file), error statistics of lofp_ckpt_dequantize against it. */
@@ -91,13 +106,16 @@ static int inspect_ckpt(lofp_ckpt *c, const char *path, const char *against)
     printf("%s: %s\n", path, lofp_ckpt_describe(c));
     int rc = 0;
     char sh[256];
-    size_t no = o ? lofp_ckpt_count(o) : 0;
     for (size_t i = 0; i < lofp_ckpt_count(c); i++) {
         lofp_ckpt_tensor t;
         if (lofp_ckpt_get(c, i, &t, &err) != LOFP_OK) { rc = cli_error("inspect", "%s", err.message); continue; }
         shape_str(t.shape, t.ndim, sh, sizeof sh);
         if (!t.quantized) {
-            printf("  %-52s %-8s %s\n", t.name, lofp_io_dtype_name(t.dtype), sh);
+            /* a GGUF type lofp decodes to F32 is named as stored (Q8_0, Q4_1, ...) */
+            if (t.stored_type && strcmp(t.stored_type, lofp_io_dtype_name(t.dtype)))
+                printf("  %-52s %-8s %s (decoded to %s)\n", t.name, t.stored_type, sh, lofp_io_dtype_name(t.dtype));
+            else
+                printf("  %-52s %-8s %s\n", t.name, t.stored_type ? t.stored_type : lofp_io_dtype_name(t.dtype), sh);
             lofp_ckpt_tensor_release(&t);
             continue;
         }
@@ -113,12 +131,14 @@ static int inspect_ckpt(lofp_ckpt *c, const char *path, const char *against)
         if (t.transposed) printf(", dense layout [E, K, N]");
         printf("\n");
         if (o) {
+            /* by name: one lookup and one decode of the dense tensor per quantized tensor (a GGUF
+             * original is decoded by lofp_ckpt_get, so scanning it would decode every tensor) */
             lofp_ckpt_tensor r;
             int found = 0;
-            for (size_t j = 0; j < no && !found; j++) {
-                if (lofp_ckpt_get(o, j, &r, &err) != LOFP_OK) continue;
-                if (!strcmp(r.name, t.name) && !r.quantized) { found = 1; break; }
-                lofp_ckpt_tensor_release(&r);
+            size_t j;
+            if (lofp_ckpt_find(o, t.name, &j) == LOFP_OK && lofp_ckpt_get(o, j, &r, &err) == LOFP_OK) {
+                if (!r.quantized) found = 1;
+                else lofp_ckpt_tensor_release(&r);
             }
             float *x = found ? malloc(n * sizeof *x) : NULL, *y = found ? malloc(n * sizeof *y) : NULL;
             size_t rn = 1;
@@ -165,7 +185,7 @@ int lofp_cmd_inspect(int argc, char **argv)
         int is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
         lofp_ckpt *c = NULL;
         lofp_status cs = lofp_ckpt_open(path, &c, &err);
-        if (is_dir && cs) return cli_error("inspect", "%s", err.message);
+        if ((is_dir || is_gguf(path)) && cs) return cli_error("inspect", "%s", err.message);
         if (!cs) {
             lofp_ckpt_format f = lofp_ckpt_format_of(c);
             if (is_dir || (f != LOFP_CKPT_LOFP && f != LOFP_CKPT_DENSE)) {

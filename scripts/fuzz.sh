@@ -2,8 +2,11 @@
 # Builds the libFuzzer harnesses of the file layer (fuzz/fuzz_*.c + src/io/*.c) with
 # clang -fsanitize=fuzzer,address,undefined and runs each for SECONDS (default 60).
 #
-#   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf, qtmeta (default: all)
+#   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf, gguf_ckpt, qtmeta
+#                                               (default: all)
 #
+# gguf_ckpt fuzzes a GGUF opened as a checkpoint (lofp_ckpt_open + get + find + dequantize of every
+# tensor, fuzz/fuzz_gguf_ckpt.c); it links the library's components, checkpoint included.
 # qtmeta fuzzes the library's `lofp:` metadata interpreter (src/checkpoint/qfile.c) on valid files;
 # it links the components it uses (core, runtime, quant with its AVX2/AVX-512 kernels, layout, io).
 #
@@ -13,13 +16,14 @@
 # Exits non-zero when a harness finds a crash; the reproducer is in build-fuzz/artifacts_<h>/.
 # Re-run one input:  build-fuzz/fuzz_<h> build-fuzz/artifacts_<h>/crash-...
 # Keep it as a regression: copy it to fuzz/corpus/<h>/regress-<what>, which tests/io/test_io_corpus.c
+# (gguf: tests/checkpoint/test_gguf_corpus.c; gguf_ckpt: tests/checkpoint/test_gguf_ckpt_corpus.c)
 # replays on every ctest run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors gguf qtmeta)
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors gguf gguf_ckpt qtmeta)
 out=${LOFP_FUZZ_DIR:-$root/build-fuzz}
 cc=${CC:-clang}
 mkdir -p "$out"
@@ -29,7 +33,7 @@ mkdir -p "$out"
 sources() {
   case "$1" in
     gguf) echo "$root"/src/checkpoint/ck_gguf.c "$root"/src/checkpoint/ck_util.c "$root"/src/checkpoint/ck_json.c "$root"/src/io/*.c "$root"/src/core/*.c ;;
-    qtmeta)
+    qtmeta|gguf_ckpt)
       mkdir -p "$out/lib"
       for k in "$root"/src/quant/x86/*_avx2.c "$root"/src/quant/x86/*_avx512.c; do
         [ -f "$k" ] || continue
@@ -39,7 +43,11 @@ sources() {
           -I"$root/include" -I"$root/src" -c "$k" -o "$out/lib/$(basename "$k" .c).o" >&2
         echo "$out/lib/$(basename "$k" .c).o"
       done
-      echo "$root/src/checkpoint/qfile.c" "$root"/src/{core,runtime,quant,layout,io}/*.c -I"$root/fuzz" -lm -lpthread ;;
+      if [ "$1" = qtmeta ]; then
+        echo "$root/src/checkpoint/qfile.c" "$root"/src/{core,runtime,quant,layout,io}/*.c -I"$root/fuzz" -lm -lpthread
+      else
+        echo "$root"/src/{core,runtime,quant,layout,io,checkpoint}/*.c -lm -lpthread
+      fi ;;
     *) echo "$root"/src/io/*.c ;;
   esac
 }

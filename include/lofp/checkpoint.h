@@ -178,6 +178,8 @@ typedef struct lofp_ckpt_tensor {
     const char *stored_codes;     /* names in the file (NULL when not applicable) */
     const char *stored_scales;
     const char *stored_global;
+    const char *stored_type;      /* GGUF: the tensor's ggml type as stored ("Q8_0", "MXFP4"), also
+                                     for the types decoded to F32; NULL for other formats */
     void *owned_;                 /* buffers lofp_ckpt_tensor_release() frees */
 } lofp_ckpt_tensor;
 
@@ -197,6 +199,10 @@ LOFP_API size_t lofp_ckpt_count(const lofp_ckpt *c);
  * direction (LOFP_ERR_MISMATCH naming the file and tensor otherwise). GGUF blocks are unpacked
  * into buffers owned by *t. Release with lofp_ckpt_tensor_release(). */
 LOFP_API lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_error *err);
+/* The index of the logical tensor named `name` (its dense model's name, as lofp_ckpt_get reports
+ * it) in *index: LOFP_OK, or LOFP_ERR_NOT_FOUND. O(log n), decodes nothing; safe to call from
+ * several threads on one open checkpoint. */
+LOFP_API lofp_status lofp_ckpt_find(const lofp_ckpt *c, const char *name, size_t *index);
 LOFP_API void lofp_ckpt_tensor_release(lofp_ckpt_tensor *t);
 /* Dequantizes (or converts) t to `out_dt` (F32, BF16 or F16) in its logical shape (padding
  * dropped; gpt-oss left in [E, N, K] order), as the format's consumers decode it: ModelOpt

@@ -235,6 +235,27 @@ lofp_status gg_parse(const uint8_t *buf, size_t len, const char *name, gg_file *
                   (unsigned long long)t->ne[0], gg_type_name(t->type), blck);
             goto fail;
         }
+        if (t->ne[0] == 0 && blck > 1) {
+            /* a row of a block type holds at least one block; ne[0] = 0 would make every row
+             * and block count a division by zero downstream */
+            rfail(&r, LOFP_ERR_FORMAT, "tensor '%s': ne[0] = 0 (rows of %s hold whole blocks of %u, at least one)", t->name,
+                  gg_type_name(t->type), blck);
+            goto fail;
+        }
+        /* every dimension and the element count (of the non-zero dimensions, so that no order of
+         * multiplying them overflows) fit in int64, as ggml requires */
+        uint64_t numel = 1;
+        int novf = 0;
+        for (int d = 0; d < 4; d++) {
+            if (t->ne[d] > (uint64_t)INT64_MAX) novf = 1;
+            else if (t->ne[d]) novf |= __builtin_mul_overflow(numel, t->ne[d], &numel);
+        }
+        if (novf || numel > (uint64_t)INT64_MAX) {
+            rfail(&r, LOFP_ERR_FORMAT, "tensor '%s': shape [%llu, %llu, %llu, %llu] has more elements than int64 holds", t->name,
+                  (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                  (unsigned long long)t->ne[3]);
+            goto fail;
+        }
         uint64_t nb = t->ne[0] / blck;
         int ovf = __builtin_mul_overflow(nb, (uint64_t)bytes, &nb);
         for (int d = 1; d < 4; d++) ovf |= __builtin_mul_overflow(nb, t->ne[d], &nb);
@@ -263,6 +284,11 @@ lofp_status gg_parse(const uint8_t *buf, size_t len, const char *name, gg_file *
                 free(ord);
                 goto fail;
             }
+        /* the name order is kept for gg_find_tensor's binary search: a file of many tensors
+         * looked up by name once each (every .scale's weight) stays O(n log n) */
+        g->t_by_name = malloc(g->n_t * sizeof *g->t_by_name);
+        if (!g->t_by_name) { rfail(&r, LOFP_ERR_NOMEM, "out of memory"); free(ord); goto fail; }
+        memcpy(g->t_by_name, ord, g->n_t * sizeof *ord);
         qsort(ord, g->n_t, sizeof *ord, cmp_off);
         for (size_t i = 0; i < g->n_t; i++) {
             gg_tensor *t = ord[i];
@@ -292,7 +318,7 @@ lofp_status gg_parse(const uint8_t *buf, size_t len, const char *name, gg_file *
                 free(o);
                 goto fail;
             }
-        free(o);
+        g->kv_by_key = o;
     }
     ck_ok(err);
     return LOFP_OK;
@@ -330,6 +356,8 @@ void gg_close(gg_file *g)
     for (size_t i = 0; i < g->n_t; i++) free(g->t[i].name);
     free(g->kv);
     free(g->t);
+    free(g->t_by_name);
+    free(g->kv_by_key);
     free(g->display);
     if (g->map) munmap(g->map, g->map_len);
     memset(g, 0, sizeof *g);
@@ -337,15 +365,28 @@ void gg_close(gg_file *g)
 
 const gg_kv *gg_find_kv(const gg_file *g, const char *key)
 {
-    for (size_t i = 0; i < g->n_kv; i++)
-        if (strcmp(g->kv[i].key, key) == 0) return &g->kv[i];
+    if (!g->kv_by_key) return g->n_kv == 1 && strcmp(g->kv[0].key, key) == 0 ? &g->kv[0] : NULL;
+    size_t lo = 0, hi = g->n_kv;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(g->kv_by_key[mid]->key, key);
+        if (c == 0) return g->kv_by_key[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return NULL;
 }
 
 const gg_tensor *gg_find_tensor(const gg_file *g, const char *name)
 {
-    for (size_t i = 0; i < g->n_t; i++)
-        if (strcmp(g->t[i].name, name) == 0) return &g->t[i];
+    size_t lo = 0, hi = g->t_by_name ? g->n_t : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(g->t_by_name[mid]->name, name);
+        if (c == 0) return g->t_by_name[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return NULL;
 }
 
@@ -559,6 +600,14 @@ void gg_put_kv_u32(lofp_sbuf *b, const char *key, uint32_t v)
     gg_put_string(b, key, strlen(key));
     put_u32(b, GGV_U32);
     put_u32(b, v);
+}
+
+void gg_put_kv_bool(lofp_sbuf *b, const char *key, int v)
+{
+    uint8_t u = v ? 1 : 0;
+    gg_put_string(b, key, strlen(key));
+    put_u32(b, GGV_BOOL);
+    lofp_sbuf_put(b, &u, 1);
 }
 
 void gg_put_kv_f32(lofp_sbuf *b, const char *key, float v)

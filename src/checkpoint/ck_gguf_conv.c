@@ -28,18 +28,23 @@ typedef struct {
 
 lofp_status ck_convert_llama_dir(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err);
 
+/* The name of the .scale tensor of NVFP4 tensor `name`, as the reader (ck_read.c) looks it up:
+ * "<name minus .weight>.scale", or "<name>.scale" for a tensor not named *.weight. 0 when it
+ * would pass GGUF's 63 bytes. */
 static int gguf_excluded(const char *name)
 {
     return ck_globs_match(gguf_default_exclude, sizeof gguf_default_exclude / sizeof gguf_default_exclude[0], name);
 }
 
 /* The per-tensor scale tensor of NVFP4 tensor `name`: "<m>.scale" for "<m>.weight", else
- * "<name>.scale" -- the rule the GGUF reader (ck_read.c) looks it up by, for any tensor name. */
-static void scale_name_of(const char *name, char *out, size_t cap)
+ * "<name>.scale" -- the rule the GGUF reader (ck_read.c) looks it up by, for any tensor name.
+ * Returns 0 when that name does not fit GGUF's 63 bytes (or cap). */
+static int scale_name_of(const char *name, char *out, size_t cap)
 {
     size_t n = strlen(name);
     if (ck_ends_with(name, ".weight")) n -= 7;
-    snprintf(out, cap, "%.*s.scale", (int)n, name);
+    int k = snprintf(out, cap, "%.*s.scale", (int)n, name);
+    return k > 0 && (size_t)k < cap && k <= 63;
 }
 
 /* Whether the options ask for tensor t to be requantized (before the type and block checks). */
@@ -47,6 +52,8 @@ static int wanted(const gg_tensor *t, const lofp_ckpt_options *o)
 {
     int want = ck_ends_with(t->name, ".weight") && t->n_dims >= 2 && !gguf_excluded(t->name);
     if (ck_globs_match(o->include, o->n_include, t->name) && t->n_dims >= 2) want = 1;
+    /* a tensor of no elements has nothing to quantize: kept as it is */
+    if (!t->ne[0] || !t->ne[1] || !t->ne[2] || !t->ne[3]) want = 0;
     return want && !ck_globs_match(o->exclude, o->n_exclude, t->name);
 }
 
@@ -132,8 +139,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             u->nbytes = rows * (size_t)(t->ne[0] / gblk) * gbytes;
             if (t->type == GG_NVFP4) {
                 char sn[96];
-                scale_name_of(t->name, sn, sizeof sn);
-                q->src_scale = gg_find_tensor(&g, sn);
+                q->src_scale = scale_name_of(t->name, sn, sizeof sn) ? gg_find_tensor(&g, sn) : NULL;
             }
             nq++;
         } else {
@@ -144,8 +150,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
         if (want && two) {
             gplan *sc = &p[np];
             sc->quant = 2;
-            scale_name_of(t->name, sc->name, sizeof sc->name);
-            if (strlen(t->name) + 0 > 63 - 0 && strlen(sc->name) > 63) {
+            if (!scale_name_of(t->name, sc->name, sizeof sc->name)) {
                 st = ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': the name of its .scale tensor would pass GGUF's 63 bytes", in, t->name);
                 goto done;
             }

@@ -120,6 +120,8 @@ typedef struct gg_file {
     void *map;
     size_t map_len;
     char *display;
+    gg_tensor **t_by_name; /* the tensors in name order (gg_find_tensor) */
+    gg_kv **kv_by_key;     /* the pairs in key order (gg_find_kv); NULL with fewer than two */
 } gg_file;
 
 /* Block size and bytes per block of a ggml type; 0 when unknown. Name ("Q4_1") or NULL. */
@@ -130,6 +132,7 @@ LOFP_INTERNAL lofp_status gg_parse(const uint8_t *buf, size_t len, const char *n
                                    lofp_io_error *err);
 LOFP_INTERNAL lofp_status gg_open(const char *path, gg_file *g, lofp_io_error *err);
 LOFP_INTERNAL void gg_close(gg_file *g);
+/* Lookups by exact name, O(log n) (binary search over the orders gg_parse keeps); NULL when absent. */
 LOFP_INTERNAL const gg_kv *gg_find_kv(const gg_file *g, const char *key);
 LOFP_INTERNAL const gg_tensor *gg_find_tensor(const gg_file *g, const char *name);
 /* Scalar KV as a number (integer and float types); 0 when not a scalar number. */
@@ -164,6 +167,7 @@ LOFP_INTERNAL void gg_writer_abort(gg_writer *w);
 LOFP_INTERNAL void gg_put_kv_raw(lofp_sbuf *b, const gg_kv *kv);
 LOFP_INTERNAL void gg_put_kv_u32(lofp_sbuf *b, const char *key, uint32_t v);
 LOFP_INTERNAL void gg_put_kv_f32(lofp_sbuf *b, const char *key, float v);
+LOFP_INTERNAL void gg_put_kv_bool(lofp_sbuf *b, const char *key, int v);
 LOFP_INTERNAL void gg_put_kv_str(lofp_sbuf *b, const char *key, const char *s);
 LOFP_INTERNAL void gg_put_string(lofp_sbuf *b, const char *s, size_t n);
 

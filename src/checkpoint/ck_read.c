@@ -28,6 +28,7 @@ struct lofp_ckpt {
     char desc[256];
     lt *t;
     size_t n;
+    size_t *by_name;   /* indices of t in name order (lofp_ckpt_find) */
 };
 
 const char *lofp_ckpt_format_name(lofp_ckpt_format f)
@@ -343,6 +344,9 @@ static lofp_status open_gguf(lofp_ckpt *c, const char *path, lofp_io_error *err)
     c->is_gguf = 1;
     c->fmt = LOFP_CKPT_GGUF;
     size_t nq = 0;
+    /* one allocation for all (growing by one per tensor would copy quadratically) */
+    c->t = malloc((c->gg.n_t ? c->gg.n_t : 1) * sizeof *c->t);
+    if (!c->t) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < c->gg.n_t; i++) {
         const gg_tensor *t = &c->gg.t[i];
         lt x;
@@ -354,6 +358,10 @@ static lofp_status open_gguf(lofp_ckpt *c, const char *path, lofp_io_error *err)
             snprintf(base, sizeof base, "%.*s.weight", (int)(strrchr(t->name, '.') - t->name), t->name);
             const gg_tensor *w = gg_find_tensor(&c->gg, base);
             if (w && w->type == GG_NVFP4) continue;
+            /* the .scale of an NVFP4 tensor not named *.weight: "<name>.scale" */
+            snprintf(base, sizeof base, "%.*s", (int)(strrchr(t->name, '.') - t->name), t->name);
+            w = ck_ends_with(t->name, ".scale") ? gg_find_tensor(&c->gg, base) : NULL;
+            if (w && w->type == GG_NVFP4 && !ck_ends_with(w->name, ".weight")) continue;
         }
         x.name = ck_strdup(t->name);
         if (t->type == GG_NVFP4 || t->type == GG_MXFP4) {
@@ -372,7 +380,8 @@ static lofp_status open_gguf(lofp_ckpt *c, const char *path, lofp_io_error *err)
                                path, t->name, gg_type_name(t->type));
             }
         }
-        if (!push_lt(c, &x)) { free(x.name); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+        if (!x.name) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        c->t[c->n++] = x;
     }
     snprintf(c->desc, sizeof c->desc, "gguf v%u: %zu MXFP4/NVFP4 of %zu tensors, %zu key-value pairs", c->gg.version, nq, c->n, c->gg.n_kv);
     return LOFP_OK;
@@ -386,6 +395,36 @@ static int is_gguf_path(const char *path)
     size_t n = fread(m, 1, 4, f);
     fclose(f);
     return n == 4 && memcmp(m, "GGUF", 4) == 0;
+}
+
+/* The name order of the logical tensors, for lofp_ckpt_find (built once at open). */
+static lofp_status build_name_index(lofp_ckpt *c, lofp_io_error *err)
+{
+    c->by_name = malloc((c->n ? c->n : 1) * sizeof *c->by_name);
+    if (!c->by_name) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    int sorted = 1;
+    for (size_t i = 0; i < c->n; i++) {
+        c->by_name[i] = i;
+        if (i && strcmp(c->t[i - 1].name, c->t[i].name) > 0) sorted = 0;
+    }
+    if (!sorted) {
+        /* qsort has no context argument in C11: a bottom-up merge sort of the indices by name */
+        size_t n = c->n;
+        size_t *tmp = malloc(n * sizeof *tmp);
+        if (!tmp) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        for (size_t w = 1; w < n; w *= 2) {
+            for (size_t lo = 0; lo < n; lo += 2 * w) {
+                size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, a = lo, b = mid, k = lo;
+                while (a < mid && b < hi)
+                    tmp[k++] = strcmp(c->t[c->by_name[a]].name, c->t[c->by_name[b]].name) <= 0 ? c->by_name[a++] : c->by_name[b++];
+                while (a < mid) tmp[k++] = c->by_name[a++];
+                while (b < hi) tmp[k++] = c->by_name[b++];
+            }
+            memcpy(c->by_name, tmp, n * sizeof *tmp);
+        }
+        free(tmp);
+    }
+    return LOFP_OK;
 }
 
 lofp_status lofp_ckpt_open(const char *path, lofp_ckpt **out, lofp_io_error *err)
@@ -402,10 +441,25 @@ lofp_status lofp_ckpt_open(const char *path, lofp_ckpt **out, lofp_io_error *err
         st = ck_model_open(path, &c->m, err);
         if (!st) st = open_st(c, err);
     }
+    if (!st) st = build_name_index(c, err);
     if (st) { lofp_ckpt_close(c); return st; }
     ck_ok(err);
     *out = c;
     return LOFP_OK;
+}
+
+lofp_status lofp_ckpt_find(const lofp_ckpt *c, const char *name, size_t *index)
+{
+    if (!c || !name || !index) return LOFP_ERR_INVALID_ARG;
+    size_t lo = 0, hi = c->by_name ? c->n : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(c->t[c->by_name[mid]].name, name);
+        if (d == 0) { *index = c->by_name[mid]; return LOFP_OK; }
+        if (d < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return LOFP_ERR_NOT_FOUND;
 }
 
 void lofp_ckpt_close(lofp_ckpt *c)
@@ -413,6 +467,7 @@ void lofp_ckpt_close(lofp_ckpt *c)
     if (!c) return;
     for (size_t i = 0; i < c->n; i++) free(c->t[i].name);
     free(c->t);
+    free(c->by_name);
     ck_model_close(&c->m);
     gg_close(&c->gg);
     free(c->path);
@@ -467,6 +522,7 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
     }
     if (c->is_gguf) {
         const gg_tensor *g = x->gw;
+        t->stored_type = gg_type_name(g->type);
         t->ndim = g->n_dims;
         for (uint32_t d = 0; d < g->n_dims; d++) t->shape[d] = (size_t)g->ne[g->n_dims - 1 - d];
         size_t numel = 1;
@@ -481,6 +537,8 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
             t->owned_ = f;
             return LOFP_OK;
         }
+        if (g->ne[0] == 0) /* gg_parse refuses it; kept so that no division below can trap */
+            return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': ne[0] = 0", file, g->name);
         t->quantized = 1;
         t->gguf_split_nibbles = 1;
         t->k = t->kp = (size_t)g->ne[0];
@@ -488,7 +546,7 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
         lofp_scheme_preset(x->kind == Q_NVFP4 ? "nvfp4" : "mxfp4", &t->scheme);
         uint32_t blk = t->scheme.block; /* 16 or 32 */
         size_t nb = numel / blk;
-        uint8_t *buf = malloc(numel / 2 + nb + numel / 2);
+        uint8_t *buf = malloc(numel / 2 + nb + numel / 2 + 1); /* + 1: a tensor of 0 rows */
         if (!buf) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
         uint8_t *codes = buf, *scales = buf + numel / 2, *split = scales + nb;
         const uint8_t *p = g->data;

@@ -169,6 +169,18 @@ class LlamaGGUF(Model):
             arr = dequantize(np.asarray(t.data), t.tensor_type)
             shape = tuple(int(s) for s in reversed(t.shape.tolist()))
             self.p[t.name] = np.ascontiguousarray(arr.reshape(shape), np.float32)
+        # An NVFP4 weight's per-tensor scale is the F32 tensor <name>.scale beside it (as
+        # llama.cpp's converter writes it; llama.cpp multiplies the block-decoded product by it):
+        # gguf-py's dequantize gives the blocks alone, so the scale is applied here and the
+        # .scale tensor is not a model parameter of its own.
+        for name in [k for k in self.p if k.endswith(".scale")]:
+            w = name[:-len(".scale")] + ".weight"
+            if w in self.p and self.types.get(w) == "NVFP4":
+                s = self.p.pop(name)
+                if s.size != 1 or not np.isfinite(s).all():
+                    raise ValueError(f"{path}: {name} is not one finite F32 value")
+                self.p[w] = self.p[w] * np.float32(s.reshape(-1)[0])
+                del self.types[name]
         self.tied = "output.weight" not in self.p
         if kv.get("tokenizer.ggml.model") != "gpt2":
             raise ValueError(f"{path}: tokenizer {kv.get('tokenizer.ggml.model')!r} "
