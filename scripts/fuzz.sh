@@ -2,10 +2,15 @@
 # Builds the libFuzzer harnesses of the file layer (fuzz/fuzz_*.c + src/io/*.c) with
 # clang -fsanitize=fuzzer,address,undefined and runs each for SECONDS (default 60).
 #
-#   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf, qtmeta (default: all)
+#   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf, qtmeta, ckpt_dir
+#                                               (default: all)
 #
 # qtmeta fuzzes the command line's `lofp:` metadata interpreter (cli/qtensor.c) on valid files; it
 # links the components it uses (core, runtime, quant with its AVX2/AVX-512 kernels, layout, io).
+# ckpt_dir fuzzes whole model directories through the public checkpoint API (fuzz/fuzz_ckpt_dir.c:
+# the input is split into config.json, hf_quant_config.json, the index and shards); it links the
+# library without gemm and kv and writes its scratch directories to $TMPDIR (default here: /dev/shm when it
+# exists, since every input is written, converted and imported on disk).
 #
 # Work files go to build-fuzz/ (override with LOFP_FUZZ_DIR): the binaries, a growing working
 # corpus per harness (seeded from fuzz/corpus/<harness>/, which is never written), and crash
@@ -19,7 +24,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors gguf qtmeta)
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors gguf qtmeta ckpt_dir)
 out=${LOFP_FUZZ_DIR:-$root/build-fuzz}
 cc=${CC:-clang}
 mkdir -p "$out"
@@ -29,7 +34,7 @@ mkdir -p "$out"
 sources() {
   case "$1" in
     gguf) echo "$root"/src/checkpoint/ck_gguf.c "$root"/src/checkpoint/ck_util.c "$root"/src/checkpoint/ck_json.c "$root"/src/io/*.c "$root"/src/core/*.c ;;
-    qtmeta)
+    qtmeta|ckpt_dir)
       mkdir -p "$out/lib"
       for k in "$root"/src/quant/x86/*_avx2.c "$root"/src/quant/x86/*_avx512.c; do
         [ -f "$k" ] || continue
@@ -39,7 +44,11 @@ sources() {
           -I"$root/include" -I"$root/src" -c "$k" -o "$out/lib/$(basename "$k" .c).o" >&2
         echo "$out/lib/$(basename "$k" .c).o"
       done
-      echo "$root/cli/qtensor.c" "$root"/src/{core,runtime,quant,layout,io}/*.c -I"$root/cli" -I"$root/fuzz" -lm -lpthread ;;
+      if [ "$1" = ckpt_dir ]; then
+        echo "$root"/src/{core,runtime,quant,layout,io,checkpoint}/*.c -lm -lpthread
+      else
+        echo "$root/cli/qtensor.c" "$root"/src/{core,runtime,quant,layout,io}/*.c -I"$root/cli" -I"$root/fuzz" -lm -lpthread
+      fi ;;
     *) echo "$root"/src/io/*.c ;;
   esac
 }
@@ -53,8 +62,15 @@ for h in "${harnesses[@]}"; do
     -I"$root/include" -I"$root/src" "$src" $(sources "$h") -o "$out/fuzz_$h"
   mkdir -p "$out/corpus_$h" "$out/artifacts_$h"
   echo "== running fuzz_$h for ${secs}s"
+  max_len=8192
+  tmp=${TMPDIR:-}
+  if [ "$h" = ckpt_dir ]; then
+    # seeds are whole small models (10-30 KB)
+    max_len=49152
+    [ -z "$tmp" ] && [ -d /dev/shm ] && [ -w /dev/shm ] && tmp=/dev/shm
+  fi
   # shellcheck disable=SC2086
-  "$out/fuzz_$h" -max_total_time="$secs" -print_final_stats=1 -max_len=8192 \
+  TMPDIR=${tmp:-/tmp} "$out/fuzz_$h" -max_total_time="$secs" -print_final_stats=1 -max_len=$max_len \
     -dict="$root/fuzz/$h.dict" -artifact_prefix="$out/artifacts_$h/" ${LOFP_FUZZ_FLAGS:-} \
     "$out/corpus_$h" "$root/fuzz/corpus/$h"
 done
