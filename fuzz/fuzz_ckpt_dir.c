@@ -29,7 +29,9 @@
  *     names a file of the model (its path, or a .json / .safetensors name);
  *   - a tensor from lofp_ckpt_get has at most its array's dimensions, numel == rows * k, codes and
  *     scales of at least the bytes its scheme needs for [rows, kp] (dense: nbytes == shape x
- *     dtype), and every byte of them is readable: the harness serves the library's read-only file
+ *     dtype; a block the scheme does not allow or that does not divide kp must make
+ *     lofp_ckpt_dequantize fail), and every byte
+ *     of them is readable: the harness serves the library's read-only file
  *     mappings from exact-size heap copies (mmap below), so AddressSanitizer sees any read past a
  *     file's end;
  *   - lofp_ckpt_dequantize of a tensor of up to 2^18 values stays in bounds;
@@ -293,7 +295,7 @@ static const char *fz_read_all(lofp_ckpt *c, const char *dir, lofp_io_dtype odt,
         }
         const char *bad = NULL;
         size_t numel = 1;
-        int overflow = 0;
+        int overflow = 0, inconsistent = 0;
         if (!t.name || !t.file) bad = "tensor without a name or file";
         else if (t.ndim > sizeof t.shape / sizeof t.shape[0]) bad = "ndim beyond the shape array";
         for (size_t k = 0; !bad && k < t.ndim; k++) {
@@ -306,8 +308,11 @@ static const char *fz_read_all(lofp_ckpt *c, const char *dir, lofp_io_dtype odt,
             s.pad = 1;
             if (t.k > t.kp) bad = "k > kp";
             else if (t.rows && t.k && numel != t.rows * t.k) bad = "numel != rows * k";
-            else if (lofp_scheme_validate(&s) != LOFP_OK) bad = "invalid scheme on a tensor that read";
-            else if (t.rows && t.kp) {
+            else if (lofp_scheme_validate(&s) != LOFP_OK || (t.rows && t.kp && t.kp % s.block)) {
+                /* lofp metadata with a block its scheme does not allow or that does not divide
+                 * padded_k: lofp_ckpt_dequantize must refuse it (checked below) */
+                inconsistent = 1;
+            } else if (t.rows && t.kp) {
                 size_t cb = lofp_codes_bytes(&s, t.rows, t.kp), sb = lofp_scales_bytes(&s, t.rows, t.kp);
                 if (!cb || !sb) bad = "rows x kp overflows the codes size";
                 else if (t.codes_bytes < cb || !t.codes) bad = "codes smaller than rows x kp need";
@@ -326,6 +331,7 @@ static const char *fz_read_all(lofp_ckpt *c, const char *dir, lofp_io_dtype odt,
             if (out) {
                 st = lofp_ckpt_dequantize(&t, odt, out, &err);
                 if (st != LOFP_OK) bad = fz_check_error(st, &err, dir);
+                else if (inconsistent) bad = "dequantize accepted an invalid block";
                 free(out);
             }
         }

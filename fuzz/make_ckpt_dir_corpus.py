@@ -11,6 +11,8 @@ The layouts are written here with numpy + safetensors (docs/CHECKPOINTS.md,
 the lofp binary is given. Needs the .venv:
 
     .venv/bin/python fuzz/make_ckpt_dir_corpus.py [build/lofp]
+    .venv/bin/python fuzz/make_ckpt_dir_corpus.py --unpack INPUT DIR   (an input as a directory,
+                                                                        to run lofp on a finding)
 
 Files named crash-* / regress-* are fuzzer findings kept as regressions; this script leaves them
 alone."""
@@ -247,7 +249,33 @@ def sharded(ctl, name, tensors, config, first=layer0, extra=None):
     return files
 
 
+FILES = {"c": "config.json", "q": "hf_quant_config.json", "i": "model.safetensors.index.json",
+         "s": "model.safetensors", "1": "model-00001-of-00002.safetensors",
+         "2": "model-00002-of-00002.safetensors", "t": "tokenizer.json"}
+
+
+def unpack(src, dst):
+    """Writes the model directory the harness would build from input `src` (the control byte,
+    which picks the convert target, and the glob sections are printed)."""
+    data = open(src, "rb").read()
+    parts = data.split(SEP)
+    os.makedirs(dst, exist_ok=True)
+    print("control:", parts[0][:2].hex())
+    for p in parts[1:]:
+        if not p:
+            continue
+        tag, body = chr(p[0]), p[1:]
+        if tag in FILES:
+            with open(os.path.join(dst, FILES[tag]), "wb") as f:
+                f.write(body)
+        elif tag in "IX":
+            print("--include" if tag == "I" else "--exclude", body.split(b"\n"))
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--unpack":
+        unpack(sys.argv[2], sys.argv[3])
+        return
     lofp = sys.argv[1] if len(sys.argv) > 1 else None
     for f in os.listdir(ROOT) if os.path.isdir(ROOT) else []:
         if f.startswith("seed-"):
