@@ -97,6 +97,8 @@ XFAIL = {
                         "accepted as a config (ck_model.c / ck_read.c: no object check); convert writes output"),
     "quantization_config_is_string": (_IMC, "quantization_config that is a string: ignored, the format guessed from "
                                       "tensor names, exit 0 (ck_read.c ck_detect)"),
+    "hf_quant_is_array": (_IMC, "hf_quant_config.json holding a JSON array: ignored, config.json's "
+                          "quantization_config used instead, exit 0 (ck_read.c ck_detect: no object check)"),
     "quant_algo_is_number": (_IMC, "hf_quant_config quant_algo 4 (a number): ignored, config.json's used instead, "
                              "exit 0 (ck_read.c open_st)"),
     "hf_quant_vs_config_ct": (_IMC, "hf_quant_config.json (ModelOpt NVFP4) and config.json (quant_method "
@@ -484,6 +486,41 @@ def _(t, cfg, ex):
 @case("index_total_size_negative", dense, [], expect=ANY)  # total_size is informational
 def _(t, cfg, ex):
     return {"shards": SHARDS, "index_total_size": -5}
+
+
+@case("index_wrong_shard", dense, ["model.safetensors.index.json", "model.norm.weight"])
+def _(t, cfg, ex):
+    idx = {"weight_map": {k: "model-00001-of-00002.safetensors" if SHARDS["model-00001-of-00002.safetensors"](k)
+                          else "model-00002-of-00002.safetensors" for k in t}}
+    idx["weight_map"]["model.norm.weight"] = "model-00001-of-00002.safetensors"
+    return {"shards": SHARDS, "index": idx}
+
+
+@case("hf_quant_not_json", modelopt_nvfp4, ["hf_quant_config.json"])
+def _(t, cfg, ex):
+    ex["hf_quant_config.json"] = '{"quantization": {"quant_algo": "NVFP4",'
+
+
+@case("hf_quant_is_array", modelopt_nvfp4, ["hf_quant_config.json"])
+def _(t, cfg, ex):
+    ex["hf_quant_config.json"] = [{"quantization": {"quant_algo": "NVFP4"}}]
+
+
+# per-tensor activation scales that cannot be carried over
+# import and --to lofp drop activation scales: only the conversions that carry them must refuse
+_DROPS_INPUT = {"inspect": "any", "import": "any", "convert-lofp": "any"}
+
+
+@case("mo_input_scale_nan", modelopt_nvfp4, [Q + ".input_scale"], expect=_DROPS_INPUT)
+def _(t, cfg, ex):
+    t[Q + ".input_scale"] = T("F32", [], np.array(np.nan, np.float32))
+
+
+@case("ct_input_global_scale_zero", ct_nvfp4, [Q + ".input_global_scale"], expect=_DROPS_INPUT)
+def _(t, cfg, ex):
+    for m in LINEARS:
+        t[f"model.layers.0.{m}.input_global_scale"] = T("F32", [1], np.array([2688 / 3.0], np.float32))
+    t[Q + ".input_global_scale"] = T("F32", [1], np.array([0.0], np.float32))
 
 
 # shards that disagree
