@@ -55,12 +55,13 @@ XFAIL = {
                                     "(ck_read.c open_st / is_consumed: no dtype check)"),
     "mo_weight_scale_u8": (_IMC, "finding (n) for U8: a ModelOpt NVFP4 weight_scale stored as U8 is read as E4M3 "
                            "bytes (ck_read.c lofp_ckpt_get checks shapes, not dtypes)"),
-    "mo_weight_i8": (_IMC, "finding (n): I8 codes beside a weight_scale read as NVFP4 codes / exit 0"),
+    "mo_weight_i8": (_IMC, "finding (n): I8 codes beside a weight_scale become a dense I8 [32, 16] tensor, "
+                     "weight_scale / weight_scale_2 dropped, exit 0"),
     "mo_mxfp8_scale_e4m3": ("inspect import convert-modelopt convert-lofp", "ModelOpt MXFP8 weight_scale stored as "
                             "F8_E4M3 is read as E8M0 exponents, exit 0 (ck_read.c: no dtype check)"),
     "mo_mxfp8_weight_bf16": ("inspect import convert-modelopt convert-lofp", "ModelOpt MXFP8 with a BF16 weight: "
-                             "read as 8-bit codes or copied with its weight_scale dropped, exit 0 (ck_read.c: no "
-                             "dtype check on MXFP8 codes)"),
+                             "copied as a dense tensor, its weight_scale dropped, exit 0 (ck_read.c: no dtype "
+                             "check on MXFP8 codes)"),
     "ct_mxfp4_scale_f32": ("inspect import convert-lofp", "compressed-tensors MXFP4 weight_scale stored as F32 "
                            "[N, K/32]: its bytes read as E8M0 (import exit 0, wrong values); convert --to lofp "
                            "stops in the writer's 'appending 128 bytes to 0 of 32 would overrun' naming the staging "
@@ -88,8 +89,10 @@ XFAIL = {
     "lofp_block_64_over_padded_k_32": ("inspect", "lofp metadata block=64 over padded_k=32 (MXFP4): inspect lists it "
                                        "as valid, exit 0; import refuses only at dequantize (ck_read.c lofp parse; "
                                        "fuzz/corpus/ckpt_dir/regress-lofp-block-64-over-padded-k-32)"),
-    "lofp_padded_k_below_k": ("inspect import convert-modelopt", "lofp metadata padded_k=16 below K=32: accepted, "
-                              "import exit 0 (ck_read.c: t->k clamps nothing; padded_k < shape[-1] never refused)"),
+    "lofp_padded_k_below_k": ("inspect import convert-modelopt", "lofp metadata padded_k=16 below K=32: accepted "
+                              "(inspect prints 'K padded 32 -> 16'), import exit 0 (ck_read.c lofp parse: "
+                              "padded_k < shape[-1] never refused; the fuzzer found it too: "
+                              "fuzz/corpus/ckpt_dir/regress-lofp-padded-k-below-k)"),
     "lofp_global_scale_vector": ("inspect import convert-modelopt", "lofp two-level NVFP4 with T.global_scale of 3 "
                                  "values: the first is used, exit 0 (ck_read.c read_scalar: numel not checked)"),
     # configs that lie or contradict each other: never read, so every command exits 0
