@@ -302,20 +302,22 @@ static const char *fz_read_all(lofp_ckpt *c, const char *dir, lofp_io_dtype odt,
             if (t.shape[k] && numel > SIZE_MAX / t.shape[k]) overflow = 1;
             else numel *= t.shape[k];
         }
-        if (!bad && overflow) bad = "shape overflows size_t";
         /* Open findings: lofp_ckpt_get does not check a lofp file's metadata against the stored
-         * tensors -- the issue's (d) (shape over too few codes) and padded_k against K and the block
-         * (tests/checkpoint/hostile_dirs_test.py lofp_padded_k_below_k,
-         * lofp_block_64_over_padded_k_32; the regress-lofp-* inputs). Until it refuses them, such
-         * tensors are touched, not sized or decoded, so that the fuzzer looks further. */
+         * tensors -- the issue's (d) (a shape over too few codes, or one whose product overflows)
+         * and padded_k against K and the block (tests/checkpoint/hostile_dirs_test.py
+         * lofp_padded_k_below_k, lofp_block_64_over_padded_k_32; the regress-lofp-* inputs). Until
+         * it refuses them, such tensors are touched, not sized or decoded, so that the fuzzer
+         * looks further. */
         int known = 0;
         if (!bad && t.quantized && t.stored_codes && strlen(t.stored_codes) > 6 &&
             !strcmp(t.stored_codes + strlen(t.stored_codes) - 6, ".codes")) {
             lofp_scheme sp = t.scheme;
             sp.pad = 1;
             size_t cb = lofp_codes_bytes(&sp, t.rows, t.k), sb = lofp_scales_bytes(&sp, t.rows, t.k);
-            known = t.kp != lofp_padded_k(&sp, t.k) || t.codes_bytes < cb || t.scales_bytes < sb;
+            known = overflow || !cb || !sb || t.kp != lofp_padded_k(&sp, t.k) || t.codes_bytes < cb ||
+                    t.scales_bytes < sb;
         }
+        if (!bad && overflow && !known) bad = "shape overflows size_t";
         if (known) {
             fz_touch(t.codes, t.codes_bytes);
             fz_touch(t.scales, t.scales_bytes);

@@ -111,6 +111,12 @@ XFAIL = {
     "gpt_oss_config_dense_tensors": ("inspect import", "config quant_method mxfp4 over dense tensors: 'gpt-oss, 0 "
                                      "quantized', import copies, exit 0 (the issue's 'dense model whose config "
                                      "claims quantization' message)"),
+    "gpt_oss_config_over_ct_tensors": ("inspect import", "config quant_method mxfp4 (gpt-oss) over compressed-tensors NVFP4 "
+                                       "tensors: detected as 'gpt-oss, 0 quantized', so import copies weight_packed / "
+                                       "weight_scale / weight_global_scale unchanged and writes a quantized "
+                                       "checkpoint as its 'dense' output, exit 0 (ck_read.c "
+                                       "ck_detect trusts quant_method; found by fuzz_ckpt_dir, "
+                                       "fuzz/corpus/ckpt_dir/known-gpt-oss-config-over-ct-tensors)"),
     "ct_num_bits_8": (_IMC, "compressed-tensors weights.num_bits 8 over FP4 tensors: never read (ck_read.c)"),
     "mo_num_bits_8": (_IMC, "ModelOpt config.json weights.num_bits 8 over NVFP4 tensors: never read (ck_read.c)"),
 }
@@ -434,6 +440,13 @@ def _(t, cfg, ex):
 
 @case("gpt_oss_config_dense_tensors", dense, ["config.json", "mxfp4"])
 def _(t, cfg, ex):
+    cfg["quantization_config"] = {"quant_method": "mxfp4"}
+
+
+@case("gpt_oss_config_over_ct_tensors", ct_nvfp4, ["config.json", "mxfp4"])
+def _(t, cfg, ex):
+    # found by fuzz/fuzz_ckpt_dir.c: a gpt-oss quantization_config over compressed-tensors NVFP4
+    # tensors
     cfg["quantization_config"] = {"quant_method": "mxfp4"}
 
 

@@ -1,7 +1,8 @@
 /* test_ckpt_dir_corpus.c -- replays fuzz/corpus/ckpt_dir (the seeds of fuzz/make_ckpt_dir_corpus.py
  * and the fuzzer's regression inputs) through the model-directory fuzzer's check
  * (fuzz/fuzz_ckpt_dir.c: each input becomes a model directory that is opened, read, dequantized,
- * imported and converted). LOFP_FUZZ_VERBOSE=1 prints each call's status. */
+ * imported and converted). Inputs named known-* are open findings: reported, not failed.
+ * LOFP_FUZZ_VERBOSE=1 prints each call's status. */
 #define _DEFAULT_SOURCE /* the harness's syscall() */
 #include <dirent.h>
 #include <stdio.h>
@@ -50,7 +51,12 @@ int main(int argc, char **argv)
         fclose(f);
         if (fz_verbose()) fprintf(stderr, "%s\n", names[i]);
         const char *bad = lofp_fuzz_ckpt_dir_check(b, got);
-        if (bad) { fprintf(stderr, "%s: %s\n", p, bad); fails++; }
+        /* known-*: an open finding the fuzzer made (listed in tests/checkpoint/hostile_dirs_test.py's
+         * XFAIL); replayed so that it stays free of crashes, reported until its fix makes it pass
+         * (then rename it regress-*) */
+        if (bad && !strncmp(names[i], "known-", 6)) fprintf(stderr, "KNOWN %s: %s\n", p, bad);
+        else if (bad) { fprintf(stderr, "%s: %s\n", p, bad); fails++; }
+        else if (!strncmp(names[i], "known-", 6)) fprintf(stderr, "FIXED %s: rename it regress-*\n", p);
         free(b);
     }
     for (size_t i = 0; i < nn; i++) free(names[i]);
