@@ -275,6 +275,8 @@ static void fz_touch(const void *p, size_t n)
 
 /* Reads every tensor of an open checkpoint; with dequantize, decodes the small ones too.
  * *total accumulates the values seen. */
+static int fz_known_seen; /* a tensor of the open findings below was read: import / convert skip it */
+
 static const char *fz_read_all(lofp_ckpt *c, const char *dir, lofp_io_dtype odt, int dequantize,
                                size_t *total)
 {
@@ -319,6 +321,7 @@ static const char *fz_read_all(lofp_ckpt *c, const char *dir, lofp_io_dtype odt,
         }
         if (!bad && overflow && !known) bad = "shape overflows size_t";
         if (known) {
+            fz_known_seen = 1;
             fz_touch(t.codes, t.codes_bytes);
             fz_touch(t.scales, t.scales_bytes);
         } else if (!bad && t.quantized) {
@@ -468,9 +471,10 @@ const char *lofp_fuzz_ckpt_dir_check(const uint8_t *data, size_t size)
     size_t count = 0, total = 0;
     int opened = 0;
     fz_serving = 1;
+    fz_known_seen = 0;
     bad = fz_open_read(open_path, model, odt, 1, &fmt, &count, &total, &opened);
     if (bad) goto done;
-    if (size > 48 * 1024 || total > ((size_t)1 << 16)) goto done;
+    if (size > 48 * 1024 || total > ((size_t)1 << 16) || fz_known_seen) goto done;
 
     /* import */
     lofp_ckpt_options o;
