@@ -71,6 +71,10 @@ XFAIL = {
                        "(ck_read.c: no dtype check)"),
     "oss_blocks_i8": ("inspect import convert-gpt-oss convert-lofp", "gpt-oss *_blocks stored as I8 accepted "
                       "(ck_read.c: no dtype check; same bytes, so the values happen to be right)"),
+    "lofp_meta_without_codes": (_IMC, "lofp files: `lofp:T` metadata whose T.codes is absent is ignored, "
+                                "T vanishes (its T.scales too) from inspect / import / convert, exit 0 (ck_read.c "
+                                "open_st walks the .codes tensors, never the metadata keys; found by fuzz_ckpt_dir, "
+                                "fuzz/corpus/ckpt_dir/known-lofp-meta-without-codes)"),
     "lofp_scales_wrong_dtype": ("inspect import", "lofp file whose T.scales is F32: read as E8M0 bytes, import "
                                 "exit 0 (ck_read.c's own lofp: parse, finding (d)'s family)"),
     # silent wrong output: structure
@@ -749,6 +753,12 @@ def _(t, cfg, ex):
     ex["__meta__"]["lofp:" + Q + ".weight"] = lofp_meta([H, H], scheme="nvfp4", block=16, two_level=1)
     t[Q + ".weight.scales"] = T("F8_E4M3", [H, H // 16])
     t[Q + ".weight.global_scale"] = T("F32", [3], np.array([10.0, 20.0, 30.0], np.float32))
+
+
+@case("lofp_meta_without_codes", lofp_mxfp4, ["model.safetensors", "model.layers.0.self_attn.o_proj.weight"])
+def _(t, cfg, ex):
+    # found by fuzz/fuzz_ckpt_dir.c: lofp:T metadata whose T.codes is absent
+    del t["model.layers.0.self_attn.o_proj.weight.codes"]
 
 
 @case("lofp_scales_wrong_dtype", lofp_mxfp4, ["model.safetensors", Q, "scales"])
