@@ -121,6 +121,15 @@ XFAIL = {
                                        "checkpoint as its 'dense' output, exit 0 (ck_read.c "
                                        "ck_detect trusts quant_method; found by fuzz_ckpt_dir, "
                                        "fuzz/corpus/ckpt_dir/known-gpt-oss-config-over-ct-tensors)"),
+    "ct_config_over_gpt_oss_tensors": ("inspect import", "config quant_method compressed-tensors over gpt-oss "
+                                       "_blocks / _scales tensors: '0 quantized', import copies the blocks and scales "
+                                       "and lofp cannot open what it wrote, exit 0 (ck_read.c ck_detect; found by "
+                                       "fuzz_ckpt_dir, fuzz/corpus/ckpt_dir/known-ct-config-over-gpt-oss-tensors)"),
+    "config_duplicate_quantization_config": (_IMC, "config.json with the key quantization_config twice: "
+                                             "accepted; import deletes one and its 'dense' config.json still claims "
+                                             "quant_method modelopt, exit 0 (the JSON reader takes duplicate keys; "
+                                             "found by fuzz_ckpt_dir, fuzz/corpus/ckpt_dir/"
+                                             "known-config-duplicate-quantization-config)"),
     "ct_num_bits_8": (_IMC, "compressed-tensors weights.num_bits 8 over FP4 tensors: never read (ck_read.c)"),
     "mo_num_bits_8": (_IMC, "ModelOpt config.json weights.num_bits 8 over NVFP4 tensors: never read (ck_read.c)"),
 }
@@ -452,6 +461,19 @@ def _(t, cfg, ex):
     # found by fuzz/fuzz_ckpt_dir.c: a gpt-oss quantization_config over compressed-tensors NVFP4
     # tensors
     cfg["quantization_config"] = {"quant_method": "mxfp4"}
+
+
+@case("ct_config_over_gpt_oss_tensors", gpt_oss, ["config.json", "compressed-tensors"], dense_twin=dense_oss)
+def _(t, cfg, ex):
+    # found by fuzz/fuzz_ckpt_dir.c: the mirror of gpt_oss_config_over_ct_tensors
+    cfg["quantization_config"] = ct_config("nvfp4-pack-quantized")["quantization_config"]
+
+
+@case("config_duplicate_quantization_config", modelopt_nvfp4, ["config.json", "quantization_config"])
+def _(t, cfg, ex):
+    # found by fuzz/fuzz_ckpt_dir.c: the key twice; import deletes one and keeps the other
+    text = json.dumps(cfg)
+    return {"config": text[:-1] + ', "quantization_config": ' + json.dumps(cfg["quantization_config"]) + "}"}
 
 
 @case("config_is_array", dense, ["config.json"])
