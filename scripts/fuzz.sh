@@ -2,13 +2,17 @@
 # Builds the libFuzzer harnesses of the file layer (fuzz/fuzz_*.c + src/io/*.c) with
 # clang -fsanitize=fuzzer,address,undefined and runs each for SECONDS (default 60).
 #
-#   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf, gguf_ckpt, qtmeta
-#                                               (default: all)
+#   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf, gguf_ckpt, qtmeta,
+#                                               ckpt_dir (default: all)
 #
 # gguf_ckpt fuzzes a GGUF opened as a checkpoint (lofp_ckpt_open + get + find + dequantize of every
 # tensor, fuzz/fuzz_gguf_ckpt.c); it links the library's components, checkpoint included.
 # qtmeta fuzzes the library's `lofp:` metadata interpreter (src/checkpoint/qfile.c) on valid files;
 # it links the components it uses (core, runtime, quant with its AVX2/AVX-512 kernels, layout, io).
+# ckpt_dir fuzzes whole model directories through the public checkpoint API (fuzz/fuzz_ckpt_dir.c:
+# the input is split into config.json, hf_quant_config.json, the index and shards); it links the
+# library without gemm and kv and writes its scratch directories to $TMPDIR (default here: /dev/shm when it
+# exists, since every input is written, converted and imported on disk).
 #
 # Work files go to build-fuzz/ (override with LOFP_FUZZ_DIR): the binaries, a growing working
 # corpus per harness (seeded from fuzz/corpus/<harness>/, which is never written), and crash
@@ -23,7 +27,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors gguf gguf_ckpt qtmeta)
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors gguf gguf_ckpt qtmeta ckpt_dir)
 out=${LOFP_FUZZ_DIR:-$root/build-fuzz}
 cc=${CC:-clang}
 mkdir -p "$out"
@@ -33,7 +37,7 @@ mkdir -p "$out"
 sources() {
   case "$1" in
     gguf) echo "$root"/src/checkpoint/ck_gguf.c "$root"/src/checkpoint/ck_util.c "$root"/src/checkpoint/ck_json.c "$root"/src/io/*.c "$root"/src/core/*.c ;;
-    qtmeta|gguf_ckpt)
+    qtmeta|gguf_ckpt|ckpt_dir)
       mkdir -p "$out/lib"
       for k in "$root"/src/quant/x86/*_avx2.c "$root"/src/quant/x86/*_avx512.c; do
         [ -f "$k" ] || continue
@@ -61,8 +65,15 @@ for h in "${harnesses[@]}"; do
     -I"$root/include" -I"$root/src" "$src" $(sources "$h") -o "$out/fuzz_$h"
   mkdir -p "$out/corpus_$h" "$out/artifacts_$h"
   echo "== running fuzz_$h for ${secs}s"
+  max_len=8192
+  tmp=${TMPDIR:-}
+  if [ "$h" = ckpt_dir ]; then
+    # seeds are whole small models (10-30 KB)
+    max_len=49152
+    [ -z "$tmp" ] && [ -d /dev/shm ] && [ -w /dev/shm ] && tmp=/dev/shm
+  fi
   # shellcheck disable=SC2086
-  "$out/fuzz_$h" -max_total_time="$secs" -print_final_stats=1 -max_len=8192 \
+  TMPDIR=${tmp:-/tmp} "$out/fuzz_$h" -max_total_time="$secs" -print_final_stats=1 -max_len=$max_len \
     -dict="$root/fuzz/$h.dict" -artifact_prefix="$out/artifacts_$h/" ${LOFP_FUZZ_FLAGS:-} \
     "$out/corpus_$h" "$root/fuzz/corpus/$h"
 done

@@ -79,6 +79,13 @@ static lofp_status plan_cast_outputs(ck_conv *c, ck_item *t, const char *name, c
         lofp_conv_set_out(t, 0, n0, LOFP_IO_U8, b4, 4);
         lofp_conv_set_out(t, 1, n1, LOFP_IO_U8, b4, 3);
     } else if (c->to == LOFP_CKPT_LOFP) {
+        /* a lofp tensor file describes tensors of positive dimensions only (lofp/qfile.h) */
+        for (size_t d = 0; d < nd; d++)
+            if (!shape[d])
+                return ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s' has no elements (dimension %zu is 0): a lofp tensor "
+                               "file cannot describe it; convert to another format or drop the tensor",
+                               t->src ? c->m.shards[t->src->shard].name : "input",
+                               name, d);
         n0 = lofp_conv_strcat2(name, ".codes");
         n1 = lofp_conv_strcat2(name, ".scales");
         n2 = lofp_conv_strcat2(name, ".global_scale");

@@ -286,7 +286,9 @@ def build_tiny(dst_dir):
     cfg = dict(cm.LLAMA_CONFIG, num_hidden_layers=1, bos_token_id=1, eos_token_id=2, max_position_embeddings=512)
     cm.write_dir(dst_dir, t, [("model.safetensors", lambda n: True)], cfg, extra_files=False)
     vocab = {f"t{i}": i for i in range(cm.V - 2)}
-    tok = {"model": {"type": "BPE", "vocab": vocab, "merges": ["t t1", ["t1", "t2"]]},
+    # GPT-2's byte-level pre-tokenizer: GGUF conversion from a directory requires one it recognises
+    tok = {"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+           "model": {"type": "BPE", "vocab": vocab, "merges": ["t t1", ["t1", "t2"]]},
            "added_tokens": [{"id": cm.V - 2, "content": "<s>", "special": True},
                             {"id": cm.V - 1, "content": "</s>", "special": True}]}
     json.dump(tok, open(os.path.join(dst_dir, "tokenizer.json"), "w"))
