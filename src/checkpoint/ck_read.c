@@ -274,6 +274,11 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
             if (!dst) dst = nvfp4 ? check_dtype(f, x.s, "NVFP4 block scales", LOFP_IO_F8_E4M3, 0, "compressed-tensors NVFP4", err)
                                   : check_dtype(f, x.s, "MXFP4 block scales", LOFP_IO_U8, LOFP_IO_F8_E8M0, "compressed-tensors MXFP4", err);
             if (dst) { free(base); return dst; }
+            /* a compressed-tensors linear's packed weight is [N, K/2]: anything else is not one */
+            if (!dst && r->ti->ndim != 2)
+                dst = ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' has %zu dimensions; a compressed-tensors weight_packed is "
+                              "[N, K/2]", f, nm, r->ti->ndim);
+            if (dst) { free(base); return dst; }
             x.kind = nvfp4 ? Q_NVFP4 : Q_MXFP4;
             x.name = cat(base, ".weight");
             x.logical_k = padded_k_of(m, r->shard, base);
@@ -291,6 +296,10 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                 free(base);
                 return st;
             }
+            const char *f = m->shards[r->shard].name;
+            lofp_status dst = check_dtype(f, r->ti, "gpt-oss MXFP4 blocks", LOFP_IO_U8, 0, "gpt-oss", err);
+            if (!dst) dst = check_dtype(f, x.s, "gpt-oss E8M0 block scales", LOFP_IO_U8, LOFP_IO_F8_E8M0, "gpt-oss", err);
+            if (dst) { free(base); return dst; }
             x.kind = Q_MXFP4;
             x.name = base;
             if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
@@ -322,6 +331,16 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                 const lofp_tensor_info *w = find_ti(m, base, ".weight");
                 lofp_status st = LOFP_OK;
                 if (!w) st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' has no '%s.weight' to scale", m->shards[r->shard].name, nm, base);
+                free(base);
+                if (st) return st;
+            }
+            if (c->fmt == LOFP_CKPT_GPT_OSS && ck_ends_with(nm, "_scales")) {
+                char *base = ck_strdup(nm);
+                if (!base) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+                base[strlen(base) - 7] = 0;
+                const lofp_tensor_info *w = find_ti(m, base, "_blocks");
+                lofp_status st = LOFP_OK;
+                if (!w) st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' has no '%s_blocks' to scale", m->shards[r->shard].name, nm, base);
                 free(base);
                 if (st) return st;
             }
@@ -626,9 +645,10 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
             return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' (quantized codes) has 0 dimensions: no row of blocks to decode",
                            file, w->name);
         if (c->fmt == LOFP_CKPT_GPT_OSS) {
-            /* blocks [E, N, G, 16], scales [E, N, G] */
-            if (nd < 2 || w->shape[nd - 1] != 16 || s->ndim != nd - 1)
-                return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': expected blocks [..., G, 16] and scales [..., G]", file, w->name);
+            /* blocks [E, N, G, 16], scales [E, N, G]: stacked experts, whose [N, K] import transposes */
+            if (nd != 4 || w->shape[nd - 1] != 16 || s->ndim != nd - 1)
+                return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' has shape %s: gpt-oss stores experts' blocks as "
+                               "[E, N, G, 16] and scales as [E, N, G]", file, w->name, nd == 2 ? "[N, 16]" : "of another rank");
             for (size_t d = 0; d + 1 < nd; d++)
                 if (s->shape[d] != w->shape[d])
                     return ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensors '%s' and '%s' disagree in shape", file, w->name, s->name);
@@ -771,6 +791,8 @@ static lofp_status import_quantized_chunked(const lofp_ckpt_tensor *t, lofp_io_d
         if (R == 0) R = 1;
     }
     size_t K = t->k;
+    /* no column: nothing to decode or write, however many rows the shape claims */
+    if (K == 0 || t->rows == 0) return LOFP_OK;
     void *buf = malloc(R * K * es > 0 ? R * K * es : 1);
     void *tr = t->transposed ? malloc(R * K * es > 0 ? R * K * es : 1) : NULL;
     if (!buf || (t->transposed && !tr)) { free(buf); free(tr); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }

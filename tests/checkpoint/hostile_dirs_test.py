@@ -41,28 +41,11 @@ XFAIL = {
     "empty_directory": (_ALL, "UBSan: ck_model.c ck_model_open qsort(names=NULL, 0) on a directory with no "
                         "entries (runtime error: null pointer passed as argument 1); release builds give the "
                         "clean 'no .safetensors file'", "sanitizer"),
-    "oss_blocks_2d": ("inspect", "gpt-oss blocks [N, 16] / scales [N] (2-D) accepted by lofp_ckpt_get as a "
-                      "1-D logical tensor (inspect exit 0); import then indexes t->shape[t->ndim - 2] = shape[-1] "
-                      "(ck_read.c import_quantized_chunked, UBSan index out of bounds) and fails with the writer's "
-                      "internal 'would overrun' message naming the staging file"),
-    "oss_blocks_2d_import": ("import", "see oss_blocks_2d: the UBSan report of import", "sanitizer"),
-    "mo_huge_rows_zero_k": ("import", "hang: ModelOpt weight [2^62, 0] (K = 0, no bytes) makes import loop 2^62 / "
-                            "4Mi chunks of rows (ck_read.c import_quantized_chunked: R = 4 MiB / 1 when K = 0)"),
     # silent wrong output: tensors whose dtype contradicts their role are read as the format's bytes
-    "oss_scales_f32": ("inspect import convert-lofp", "gpt-oss *_scales stored as F32 [E, N, G]: read as E8M0 bytes "
-                       "(import exit 0, wrong values); convert --to lofp stops in the writer's overrun check "
-                       "(ck_read.c: no dtype check)"),
-    "oss_blocks_i8": ("inspect import convert-gpt-oss convert-lofp", "gpt-oss *_blocks stored as I8 accepted "
-                      "(ck_read.c: no dtype check; same bytes, so the values happen to be right)"),
     # silent wrong output: structure
-    "oss_blocks_missing": ("inspect import convert-gpt-oss convert-lofp", "a lone gpt-oss down_proj_scales without "
-                           "down_proj_blocks is dropped silently (is_consumed), every command exit 0 without the "
-                           "tensor (ck_read.c)"),
     "lofp_meta_in_one_shard_only": (_IMC, "lofp files in two shards, the second without lofp: metadata: its "
                                     "T.codes / T.scales are imported and converted as dense U8 / F8_E8M0 tensors, "
                                     "exit 0 (ck_read.c detects the format once for all shards)"),
-    "ct_weight_packed_3d": ("inspect import convert-compressed-tensors convert-lofp", "a 3-D compressed-tensors "
-                            "weight_packed (a linear's weight is [N, K/2]) accepted and written 3-D (ck_read.c)"),
     "index_empty_weight_map": ("inspect", "an index with an empty weight_map beside two shards: the "
                                "shards are read anyway, inspect exit 0, convert --to gguf writes a file (finding (q)'s "
                                "family: what the index does not list must not be used silently; ck_model.c)"),
