@@ -154,7 +154,7 @@ static int convert(int argc, char **argv)
         nq_.pad_byte = pad_byte >= 0 ? (int)pad_byte : (L == LOFP_LAYOUT_PACKED_U32 ? 127 : 0);
         if (!(vals[qi] = qt_meta_value(&nq_))) { rc = cli_error("layout", "out of memory"); goto done; }
         for (size_t e = 0; e < nmeta; e++)
-            if (!strncmp(m[e].key, "lofp:", 5) && !strcmp(m[e].key + 5, q->name)) m[e].value = vals[qi];
+            if (!strncmp(m[e].key, LOFP_QFILE_KEY_PREFIX, sizeof LOFP_QFILE_KEY_PREFIX - 1) && !strcmp(m[e].key + sizeof LOFP_QFILE_KEY_PREFIX - 1, q->name)) m[e].value = vals[qi];
     }
     /* linear scales have the tensor's own rank: keep their shapes in one allocation per tensor */
     size_t **lin_shapes = calloc(nq, sizeof *lin_shapes);

@@ -96,7 +96,7 @@ static lofp_status plan_cast_outputs(ck_conv *c, ck_item *t, const char *name, c
         if (nv) lofp_conv_set_out(t, 2, n2, LOFP_IO_F32, &one, 0);
         lofp_scheme ls;
         lofp_scheme_preset(lofp_scheme_name(tid), &ls);
-        t->lofp_key = lofp_conv_strcat2("lofp:", name);
+        t->lofp_key = lofp_conv_strcat2(LOFP_QFILE_KEY_PREFIX, name);
         t->lofp_meta = lofp_meta_value(&ls, shape, nd, t->kp, nv);
         if (!t->lofp_key || !t->lofp_meta) { free(n0); free(n1); free(n2); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
     } else {

@@ -631,8 +631,20 @@ lofp_status ck_convert_llama_dir(const char *in, const char *out, const lofp_ckp
                 if (!codes || !split || !scales || !blk) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
                 else {
                     lofp_status qs = lofp_quantize(&s, LOFP_DTYPE_F32, x, rows, K, codes, scales, &G, &rep);
-                    if (qs) st = ck_fail(err, qs, "%s: tensor '%s': quantize failed (%s, flat index %zu)", m.shards[q->src->shard].name,
-                                         q->src->name, lofp_status_name(qs), rep.first_bad_index);
+                    if (qs == LOFP_ERR_NONFINITE) {
+                        /* report the element as the input stores it: undo the q/k head permutation */
+                        size_t row = rep.first_bad_index / K, col = rep.first_bad_index % K;
+                        if (q->permute_heads) {
+                            size_t half = (size_t)hd / 2, r = row % (size_t)hd;
+                            row = row - r + (r % 2) * half + r / 2;
+                        }
+                        float v = ck_load(ti->dtype, ti->data, row * K + col);
+                        st = ck_fail(err, qs, "%s: tensor '%s' holds %s at flat index %zu (row %zu, column %zu)",
+                                     m.shards[q->src->shard].name, q->src->name, v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf",
+                                     row * K + col, row, col);
+                    } else if (qs)
+                        st = ck_fail(err, qs, "%s: tensor '%s': quantize failed (%s)", m.shards[q->src->shard].name,
+                                     q->src->name, lofp_status_name(qs));
                 }
                 if (!st) lofp_fp4_repack(codes, split, rows, K, nv ? 16 : 32, LOFP_NIBBLE_STANDARD, LOFP_NIBBLE_GGUF);
                 for (size_t b = 0; !st && b < n / gblk; b++) {

@@ -73,7 +73,7 @@ lofp_ckpt_format ck_detect(const ck_model *m, char *why, size_t cap)
     if (qm && !strcmp(qm, "mxfp4")) { snprintf(why, cap, "quant_method mxfp4"); return LOFP_CKPT_GPT_OSS; }
     for (size_t s = 0; s < m->n_shards; s++)
         for (size_t i = 0; i < lofp_file_metadata_count(m->shards[s].f); i++)
-            if (!strncmp(lofp_file_metadata(m->shards[s].f, i)->key, "lofp:", 5)) {
+            if (!strncmp(lofp_file_metadata(m->shards[s].f, i)->key, LOFP_QFILE_KEY_PREFIX, sizeof LOFP_QFILE_KEY_PREFIX - 1)) {
                 snprintf(why, cap, "lofp metadata");
                 return LOFP_CKPT_LOFP;
             }
@@ -203,7 +203,7 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
             if (ck_ends_with(nm, ".codes")) {
                 char *base = ck_strdup(nm);
                 base[strlen(base) - 6] = 0;
-                char *key = cat("lofp:", base);
+                char *key = cat(LOFP_QFILE_KEY_PREFIX, base);
                 const char *meta = lofp_file_metadata_get(m->shards[r->shard].f, key);
                 free(key);
                 if (meta) {
@@ -226,7 +226,7 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
             if (ck_ends_with(nm, ".scales") || ck_ends_with(nm, ".global_scale")) {
                 char *base = ck_strdup(nm);
                 *strrchr(base, '.') = 0;
-                char *key = cat("lofp:", base);
+                char *key = cat(LOFP_QFILE_KEY_PREFIX, base);
                 int q = lofp_file_metadata_get(m->shards[r->shard].f, key) != NULL;
                 free(key);
                 free(base);

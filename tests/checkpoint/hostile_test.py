@@ -392,6 +392,31 @@ def nan_weight_message():
                       "column 5", out=out)
 
 
+
+@test
+def nan_in_permuted_q_proj_gguf():
+    """A NaN in q_proj of a llama directory converted to GGUF is reported where the input holds it:
+    the q/k head permutation is undone (it reported the permuted row)."""
+    import json as _json
+    t = {k: v for k, v in cm.llama_tensors(5).items() if not k.startswith("model.layers.1.")}
+    q = t["model.layers.0.self_attn.q_proj.weight"].astype(np.float32)
+    q[5, 7] = np.nan          # head 0, first half, j = 5: GGUF row 2 * 5 = 10
+    t["model.layers.0.self_attn.q_proj.weight"] = q
+    d = tmp("nan_q_llama")
+    cfg = dict(cm.LLAMA_CONFIG, num_hidden_layers=1, bos_token_id=1, eos_token_id=2, max_position_embeddings=512)
+    cm.write_dir(d, t, [("model.safetensors", lambda n: True)], cfg, extra_files=False)
+    vocab = {f"t{i}": i for i in range(cm.V - 2)}
+    tok = {"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+           "model": {"type": "BPE", "vocab": vocab, "merges": ["t t1"]},
+           "added_tokens": [{"id": cm.V - 2, "content": "<s>", "special": True},
+                            {"id": cm.V - 1, "content": "</s>", "special": True}]}
+    _json.dump(tok, open(os.path.join(d, "tokenizer.json"), "w"))
+    out = tmp("nan_q_llama.gguf")
+    K = q.shape[1]
+    ct.expect_failure(["convert", "--to", "gguf", d, out], "model.layers.0.self_attn.q_proj.weight", "NaN",
+                      f"flat index {5 * K + 7}", "row 5", "column 7", out=out)
+
+
 def main():
     ct.LOFP = os.path.abspath(sys.argv[1])
     only = [a for a in sys.argv[2:] if not a.startswith("--")]
