@@ -67,40 +67,7 @@ XFAIL = {
                                "shards are read anyway, inspect exit 0, convert --to gguf writes a file (finding (q)'s "
                                "family: what the index does not list must not be used silently; ck_model.c)"),
     # lofp metadata not checked against the stored sizes (finding (d)'s family; the fuzzer found the first)
-    # configs that lie or contradict each other: never read, so every command exits 0
-    "config_is_array": ("inspect convert-modelopt convert-compressed-tensors", "config.json holding a JSON array "
-                        "accepted as a config (ck_model.c / ck_read.c: no object check); convert writes output"),
-    "quantization_config_is_string": ("inspect", "quantization_config that is a string: ignored, the format guessed from "
-                                      "tensor names, exit 0 (ck_read.c ck_detect)"),
-    "hf_quant_is_array": (_IMC, "hf_quant_config.json holding a JSON array: ignored, config.json's "
-                          "quantization_config used instead, exit 0 (ck_read.c ck_detect: no object check)"),
-    "quant_algo_is_number": (_IMC, "hf_quant_config quant_algo 4 (a number): ignored, config.json's used instead, "
-                             "exit 0 (ck_read.c open_st)"),
-    "hf_quant_vs_config_ct": (_IMC, "hf_quant_config.json (ModelOpt NVFP4) and config.json (quant_method "
-                              "compressed-tensors) contradict: hf_quant_config wins silently (ck_read.c ck_detect)"),
-    "hf_quant_nvfp4_config_mxfp8": (_IMC, "hf_quant_config quant_algo NVFP4, config.json quant_algo MXFP8: "
-                                    "config.json ignored silently (ck_read.c open_st)"),
-    "gpt_oss_config_dense_tensors": ("inspect", "config quant_method mxfp4 over dense tensors: 'gpt-oss, 0 "
-                                     "quantized', import copies, exit 0 (the issue's 'dense model whose config "
-                                     "claims quantization' message)"),
-    "gpt_oss_config_over_ct_tensors": ("inspect import", "config quant_method mxfp4 (gpt-oss) over compressed-tensors NVFP4 "
-                                       "tensors: detected as 'gpt-oss, 0 quantized', so import copies weight_packed / "
-                                       "weight_scale / weight_global_scale unchanged and writes a quantized "
-                                       "checkpoint as its 'dense' output, exit 0 (ck_read.c "
-                                       "ck_detect trusts quant_method; found by fuzz_ckpt_dir, "
-                                       "fuzz/corpus/ckpt_dir/known-gpt-oss-config-over-ct-tensors)"),
-    "ct_config_over_gpt_oss_tensors": ("inspect import", "config quant_method compressed-tensors over gpt-oss "
-                                       "_blocks / _scales tensors: '0 quantized', import copies the blocks and scales "
-                                       "and lofp cannot open what it wrote, exit 0 (ck_read.c ck_detect; found by "
-                                       "fuzz_ckpt_dir, fuzz/corpus/ckpt_dir/known-ct-config-over-gpt-oss-tensors)"),
-    "ct_num_bits_8": (_IMC, "compressed-tensors weights.num_bits 8 over FP4 tensors: never read (ck_read.c)"),
-    "mo_num_bits_8": (_IMC, "ModelOpt config.json weights.num_bits 8 over NVFP4 tensors: never read (ck_read.c)"),
 }
-for _g in ("0", "-1", "1099511627776", "32"):
-    XFAIL[f"mo_group_size_{_g}"] = (_IMC, f"hf_quant_config.json group_size {_g} (the tensors have one scale per 16): "
-                                          "never read, exit 0 (ck_read.c open_st)")
-    XFAIL[f"ct_group_size_{_g}"] = (_IMC, f"compressed-tensors weights.group_size {_g} (the tensors have one scale "
-                                          "per 16): never read, exit 0 (ck_read.c open_st)")
 
 LOFP = None
 TIMEOUT = 30
