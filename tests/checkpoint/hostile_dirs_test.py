@@ -323,13 +323,15 @@ DN = "model.layers.0.mlp.experts.down_proj"
 # lying configs
 @case("mo_claims_nvfp4_holds_mxfp8", modelopt_mxfp8, ["model.safetensors", "weight_scale"])
 def _(t, cfg, ex):
-    ex["hf_quant_config.json"]["quantization"]["quant_algo"] = "NVFP4"
-    ex["hf_quant_config.json"]["quantization"]["group_size"] = 16
+    # both configs tell the same lie (NVFP4, groups of 16), so only the tensors can expose it
+    c, h = mo_configs("NVFP4", 16)
+    cfg["quantization_config"], ex["hf_quant_config.json"] = c["quantization_config"], h
 
 
 @case("mo_claims_mxfp8_holds_nvfp4", modelopt_nvfp4, ["model.safetensors", "weight_scale"])
 def _(t, cfg, ex):
-    ex["hf_quant_config.json"]["quantization"]["quant_algo"] = "MXFP8"
+    c, h = mo_configs("MXFP8", 32)
+    cfg["quantization_config"], ex["hf_quant_config.json"] = c["quantization_config"], h
 
 
 @case("ct_claims_nvfp4_holds_mxfp4", ct_mxfp4, ["model.safetensors", "weight_scale"])
