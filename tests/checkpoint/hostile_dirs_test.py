@@ -359,6 +359,33 @@ def _(t, cfg, ex):
     cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] = 8
 
 
+@case("ct_weights_type_int", ct_nvfp4, ["weights.type", "config.json", "'int'"])
+def _(t, cfg, ex):
+    cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["type"] = "int"
+
+
+@case("ct_config_groups_array", ct_nvfp4, ["config_groups", "config.json", "array"])
+def _(t, cfg, ex):
+    q = cfg["quantization_config"]
+    q["config_groups"] = list(q["config_groups"].values())
+
+
+@case("mo_flat_group_size_32", modelopt_nvfp4, ["quantization_config.group_size", "config.json", "32"])
+def _(t, cfg, ex):
+    # ModelOpt's flat config.json form states the group size beside quant_algo
+    cfg["quantization_config"]["group_size"] = 32
+
+
+@case("mo_consistent_configs_null_keys", modelopt_nvfp4, [], expect=ANY)
+def _(t, cfg, ex):
+    # what real producers write and must keep reading: a null group_size (not stated), the flat
+    # form's group_size 16, and activations stated with their own settings
+    cfg["quantization_config"]["group_size"] = 16
+    cfg["quantization_config"]["config_groups"]["group_0"]["input_activations"] = {"num_bits": 4, "type": "float",
+                                                                                   "group_size": 16, "dynamic": False}
+    cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"] = None
+
+
 @case("mo_num_bits_8", modelopt_nvfp4, ["num_bits", "config.json"])
 def _(t, cfg, ex):
     cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] = 8
