@@ -55,6 +55,28 @@ static lofp_status add_shard(ck_model *m, const char *name, lofp_io_error *err)
     return LOFP_OK;
 }
 
+static const char *json_type_name(const ckj *j)
+{
+    static const char *const n[] = { "null", "boolean", "number", "string", "array", "object" };
+    return j && j->type >= CKJ_NULL && j->type <= CKJ_OBJ ? n[j->type] : "?";
+}
+
+/* A config file must be a JSON object, and the quantization section in it (config.json's
+ * quantization_config, hf_quant_config.json's quantization) an object when present: anything else
+ * would be read as "no config" and the format guessed from tensor names, so the file's claim
+ * would be ignored silently. */
+static lofp_status check_config_shape(const char *file, const ckj *j, const char *section, lofp_io_error *err)
+{
+    if (j->type != CKJ_OBJ)
+        return ck_fail(err, LOFP_ERR_FORMAT, "%s: holds a JSON %s, not an object (a config is an object of keys)",
+                       file, json_type_name(j));
+    const ckj *q = ckj_get(j, section);
+    if (q && q->type != CKJ_OBJ)
+        return ck_fail(err, LOFP_ERR_FORMAT, "%s: '%s' is a JSON %s, not an object (lofp reads the quantization "
+                       "settings from its keys; remove it if the model is not quantized)", file, section, json_type_name(q));
+    return LOFP_OK;
+}
+
 static int known_file(const char *n)
 {
     return ck_ends_with(n, ".safetensors") || strcmp(n, "config.json") == 0 ||
@@ -99,10 +121,12 @@ lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err)
         if (cp && ck_exists(cp)) {
             m->config = ckj_read(cp, err);
             if (!m->config) { free(cp); free(qp); st = err ? err->status : LOFP_ERR_FORMAT; goto fail; }
+            if ((st = check_config_shape(cp, m->config, "quantization_config", err)) != LOFP_OK) { free(cp); free(qp); goto fail; }
         }
         if (qp && ck_exists(qp)) {
             m->hf_quant = ckj_read(qp, err);
             if (!m->hf_quant) { free(cp); free(qp); st = err ? err->status : LOFP_ERR_FORMAT; goto fail; }
+            if ((st = check_config_shape(qp, m->hf_quant, "quantization", err)) != LOFP_OK) { free(cp); free(qp); goto fail; }
         }
         free(cp);
         free(qp);

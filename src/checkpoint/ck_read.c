@@ -151,10 +151,174 @@ static lofp_status check_dtype(const char *file, const lofp_tensor_info *ti, con
                    lofp_io_dtype_name(want), also ? " or " : "", also ? lofp_io_dtype_name(also) : "");
 }
 
+/* ---- what the configs say, against each other and against the tensors ---------------------- */
+
+/* A JSON value for a message: a number as written, a string quoted, anything else by its type. */
+static void json_shown(const ckj *j, char *buf, size_t cap)
+{
+    static const char *const n[] = { "null", "a boolean", "a number", "a string", "an array", "an object" };
+    if (j && j->type == CKJ_NUM) snprintf(buf, cap, "%.40s", j->s ? j->s : "?");
+    else if (j && j->type == CKJ_STR) snprintf(buf, cap, "'%.60s'", j->s ? j->s : "");
+    else snprintf(buf, cap, "%s", j && j->type >= CKJ_NULL && j->type <= CKJ_OBJ ? n[j->type] : "?");
+}
+
+/* obj.key when it is stated (present and not null) must be a string: a number or an object in
+ * its place would read as "not stated" and let lofp guess what the file says. *out: the string
+ * or NULL. */
+static lofp_status config_str(const char *dir, const char *file, const ckj *obj, const char *section, const char *key,
+                              const char **out, lofp_io_error *err)
+{
+    const ckj *v = ckj_get(obj, key);
+    *out = v && v->type == CKJ_STR ? v->s : NULL;
+    if (!v || v->type == CKJ_NULL || v->type == CKJ_STR) return LOFP_OK;
+    char b[80];
+    json_shown(v, b, sizeof b);
+    return ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: %s.%s is %s, not a string", dir, file, section, key, b);
+}
+
+/* obj.key when stated must be the integer `want` (what the tensors of the format hold): a config
+ * whose group size or bit width contradicts the weights is refused, naming the file, the key and
+ * the value, rather than read one way by lofp and the other way by an engine. */
+static lofp_status config_int(const char *dir, const char *file, const ckj *obj, const char *keypath, const char *key,
+                              long long want, const char *what, lofp_io_error *err)
+{
+    const ckj *v = ckj_get(obj, key);
+    long long x;
+    if (!v || v->type == CKJ_NULL || (ckj_int(v, &x) && x == want)) return LOFP_OK;
+    char b[80];
+    json_shown(v, b, sizeof b);
+    return ck_fail(err, LOFP_ERR_MISMATCH, "%s/%s: %s is %s, but %s: the config and the weights disagree "
+                   "(lofp reads no other value there)", dir, file, keypath, b, what);
+}
+
+/* The format the tensor names alone point to (the same evidence ck_detect falls back on). */
+static lofp_ckpt_format tensor_family(const ck_model *m, const char **example)
+{
+    static const char *const suf[] = { ".weight_packed", "_blocks", ".weight_scale" };
+    static const lofp_ckpt_format fam[] = { LOFP_CKPT_COMPRESSED_TENSORS, LOFP_CKPT_GPT_OSS, LOFP_CKPT_MODELOPT };
+    for (size_t s = 0; s < m->n_shards; s++)
+        for (size_t i = 0; i < lofp_file_metadata_count(m->shards[s].f); i++)
+            if (!strncmp(lofp_file_metadata(m->shards[s].f, i)->key, "lofp:", 5)) {
+                *example = lofp_file_metadata(m->shards[s].f, i)->key;
+                return LOFP_CKPT_LOFP;
+            }
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < m->n_t; i++)
+            if (ck_ends_with(m->t[i].name, suf[k])) { *example = m->t[i].name; return fam[k]; }
+    *example = NULL;
+    return LOFP_CKPT_DENSE;
+}
+
+/* The keys that say which format the model is in: present ones must be strings, and
+ * hf_quant_config.json and config.json must not name different formats or algorithms. */
+static lofp_status check_config_keys(const ck_model *m, lofp_io_error *err)
+{
+    const ckj *qc = ckj_get(m->config, "quantization_config");
+    const ckj *hq = ckj_get(m->hf_quant, "quantization");
+    const char *qm, *qalgo, *qfmt, *halgo;
+    lofp_status st;
+    if ((st = config_str(m->dir, "config.json", qc, "quantization_config", "quant_method", &qm, err)) ||
+        (st = config_str(m->dir, "config.json", qc, "quantization_config", "quant_algo", &qalgo, err)) ||
+        (st = config_str(m->dir, "config.json", qc, "quantization_config", "format", &qfmt, err)) ||
+        (st = config_str(m->dir, "hf_quant_config.json", hq, "quantization", "quant_algo", &halgo, err)))
+        return st;
+    if (!hq || !qc) return LOFP_OK;
+    if (qm && strncmp(qm, "modelopt", 8))
+        return ck_fail(err, LOFP_ERR_MISMATCH, "%s/hf_quant_config.json says the model is ModelOpt (quant_algo '%s') but "
+                       "%s/config.json's quantization_config says quant_method '%s': the two configs disagree on the "
+                       "format (remove the stale one)", m->dir, halgo ? halgo : "(none)", m->dir, qm);
+    if (halgo && qalgo && strcmp(halgo, qalgo))
+        return ck_fail(err, LOFP_ERR_MISMATCH, "%s/hf_quant_config.json says quant_algo '%s' but %s/config.json's "
+                       "quantization_config says quant_algo '%s': the two configs disagree on the algorithm (remove "
+                       "the stale one)", m->dir, halgo, m->dir, qalgo);
+    return LOFP_OK;
+}
+
+/* A format named by a config must be the one the tensors are in: the other format's tensors (or
+ * dense ones) would otherwise be copied as "dense" weights and written out under a config that
+ * contradicts them. */
+static lofp_status check_config_family(const ck_model *m, lofp_ckpt_format fmt, lofp_io_error *err)
+{
+    if (fmt != LOFP_CKPT_MODELOPT && fmt != LOFP_CKPT_COMPRESSED_TENSORS && fmt != LOFP_CKPT_GPT_OSS) return LOFP_OK;
+    const ckj *hq = ckj_get(m->hf_quant, "quantization");
+    const char *qm = ckj_str(ckj_get(ckj_get(m->config, "quantization_config"), "quant_method"));
+    if (!hq && !qm) return LOFP_OK; /* the format came from the tensor names */
+    const char *file = hq ? "hf_quant_config.json" : "config.json";
+    char claim[128];
+    if (hq) snprintf(claim, sizeof claim, "ModelOpt (a \"quantization\" section)");
+    else snprintf(claim, sizeof claim, "%s (quantization_config.quant_method '%.60s')", lofp_ckpt_format_name(fmt), qm);
+    const char *ex = NULL;
+    lofp_ckpt_format fam = tensor_family(m, &ex);
+    if (fam == fmt) return LOFP_OK;
+    if (fam == LOFP_CKPT_DENSE)
+        return ck_fail(err, LOFP_ERR_FORMAT, "%s/%s says the model is %s but no shard holds a quantized tensor (no "
+                       "*.weight_packed, *.weight_scale or *_blocks): the config and the weights disagree. If the "
+                       "weights are dense, remove quantization_config from config.json%s", m->dir, file, claim,
+                       m->hf_quant ? " and hf_quant_config.json" : "");
+    return ck_fail(err, LOFP_ERR_MISMATCH, "%s/%s says the model is %s but the shards hold %s tensors (%s '%s'): the "
+                   "config and the weights disagree", m->dir, file, claim, lofp_ckpt_format_name(fam),
+                   fam == LOFP_CKPT_LOFP ? "metadata" : "e.g.", ex);
+}
+
+/* Group size, bit width and element type where the config states them, against the format the
+ * tensors are read as (NVFP4: 4-bit, one scale per 16; MXFP4: 4-bit, per 32; MXFP8: 8-bit, per
+ * 32). Keys: hf_quant_config.json quantization.group_size; config.json quantization_config
+ * group_size (ModelOpt's flat form) and config_groups.<group>.weights {num_bits, group_size, type}
+ * (ModelOpt and compressed-tensors). */
+static lofp_status check_config_blocks(const ck_model *m, lofp_ckpt_format fmt, int nvfp4, lofp_io_error *err)
+{
+    if (fmt != LOFP_CKPT_MODELOPT && fmt != LOFP_CKPT_COMPRESSED_TENSORS) return LOFP_OK;
+    long long g = nvfp4 ? 16 : 32, bits = fmt == LOFP_CKPT_MODELOPT && !nvfp4 ? 8 : 4;
+    char name[96], bname[96];
+    snprintf(name, sizeof name, "the %s %s tensors hold one scale per %lld values", fmt == LOFP_CKPT_MODELOPT ? "ModelOpt" : "compressed-tensors",
+             nvfp4 ? "NVFP4" : bits == 8 ? "MXFP8" : "MXFP4", g);
+    snprintf(bname, sizeof bname, "the tensors hold %lld-bit codes (%s)", bits, bits == 8 ? "E4M3" : "E2M1");
+    lofp_status st;
+    const ckj *hq = ckj_get(m->hf_quant, "quantization");
+    if ((st = config_int(m->dir, "hf_quant_config.json", hq, "quantization.group_size", "group_size", g, name, err))) return st;
+    const ckj *qc = ckj_get(m->config, "quantization_config");
+    if (!qc) return LOFP_OK;
+    if ((st = config_int(m->dir, "config.json", qc, "quantization_config.group_size", "group_size", g, name, err))) return st;
+    const ckj *cg = ckj_get(qc, "config_groups");
+    if (!cg || cg->type == CKJ_NULL) return LOFP_OK;
+    if (cg->type != CKJ_OBJ) {
+        char b[80];
+        json_shown(cg, b, sizeof b);
+        return ck_fail(err, LOFP_ERR_FORMAT, "%s/config.json: quantization_config.config_groups is %s, not an object", m->dir, b);
+    }
+    for (size_t i = 0; i < cg->n; i++) {
+        const ckj *grp = cg->items[i];
+        const ckj *w = grp->type == CKJ_OBJ ? ckj_get(grp, "weights") : NULL;
+        char kp[200];
+        if (grp->type != CKJ_OBJ || (w && w->type != CKJ_OBJ && w->type != CKJ_NULL)) {
+            char b[80];
+            json_shown(grp->type != CKJ_OBJ ? grp : w, b, sizeof b);
+            return ck_fail(err, LOFP_ERR_FORMAT, "%s/config.json: quantization_config.config_groups.%.60s%s is %s, not an object",
+                           m->dir, grp->key ? grp->key : "?", grp->type != CKJ_OBJ ? "" : ".weights", b);
+        }
+        if (!w || w->type != CKJ_OBJ) continue;
+        snprintf(kp, sizeof kp, "quantization_config.config_groups.%.60s.weights.num_bits", grp->key ? grp->key : "?");
+        if ((st = config_int(m->dir, "config.json", w, kp, "num_bits", bits, bname, err))) return st;
+        snprintf(kp, sizeof kp, "quantization_config.config_groups.%.60s.weights.group_size", grp->key ? grp->key : "?");
+        if ((st = config_int(m->dir, "config.json", w, kp, "group_size", g, name, err))) return st;
+        const ckj *ty = ckj_get(w, "type");
+        if (ty && ty->type != CKJ_NULL && !(ty->type == CKJ_STR && !strcmp(ty->s, "float"))) {
+            char b[80];
+            json_shown(ty, b, sizeof b);
+            return ck_fail(err, LOFP_ERR_MISMATCH, "%s/config.json: quantization_config.config_groups.%.60s.weights.type is %s, "
+                           "but the tensors hold float codes ('float'): the config and the weights disagree",
+                           m->dir, grp->key ? grp->key : "?", b);
+        }
+    }
+    return LOFP_OK;
+}
+
 static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
 {
     ck_model *m = &c->m;
     char why[128];
+    lofp_status cst = check_config_keys(m, err);
+    if (cst) return cst;
     c->fmt = ck_detect(m, why, sizeof why);
     const char *algo = NULL;
     int nvfp4 = 1;
@@ -179,6 +343,7 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
             return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: compressed-tensors format '%s' (lofp reads nvfp4-pack-quantized, mxfp4-pack-quantized)", m->path, f);
         algo = f;
     }
+    if ((cst = check_config_family(m, c->fmt, err)) || (cst = check_config_blocks(m, c->fmt, nvfp4, err))) return cst;
     size_t nq = 0;
     /* every tensor a shard's metadata describes must be there: the loop below finds them by
        their codes, and one without codes would otherwise vanish from the import */

@@ -50,40 +50,7 @@ XFAIL = {
                                "shards are read anyway, inspect exit 0, convert --to gguf writes a file (finding (q)'s "
                                "family: what the index does not list must not be used silently; ck_model.c)"),
     # lofp metadata not checked against the stored sizes (finding (d)'s family; the fuzzer found the first)
-    # configs that lie or contradict each other: never read, so every command exits 0
-    "config_is_array": ("inspect convert-modelopt convert-compressed-tensors", "config.json holding a JSON array "
-                        "accepted as a config (ck_model.c / ck_read.c: no object check); convert writes output"),
-    "quantization_config_is_string": ("inspect", "quantization_config that is a string: ignored, the format guessed from "
-                                      "tensor names, exit 0 (ck_read.c ck_detect)"),
-    "hf_quant_is_array": (_IMC, "hf_quant_config.json holding a JSON array: ignored, config.json's "
-                          "quantization_config used instead, exit 0 (ck_read.c ck_detect: no object check)"),
-    "quant_algo_is_number": (_IMC, "hf_quant_config quant_algo 4 (a number): ignored, config.json's used instead, "
-                             "exit 0 (ck_read.c open_st)"),
-    "hf_quant_vs_config_ct": (_IMC, "hf_quant_config.json (ModelOpt NVFP4) and config.json (quant_method "
-                              "compressed-tensors) contradict: hf_quant_config wins silently (ck_read.c ck_detect)"),
-    "hf_quant_nvfp4_config_mxfp8": (_IMC, "hf_quant_config quant_algo NVFP4, config.json quant_algo MXFP8: "
-                                    "config.json ignored silently (ck_read.c open_st)"),
-    "gpt_oss_config_dense_tensors": ("inspect", "config quant_method mxfp4 over dense tensors: 'gpt-oss, 0 "
-                                     "quantized', import copies, exit 0 (the issue's 'dense model whose config "
-                                     "claims quantization' message)"),
-    "gpt_oss_config_over_ct_tensors": ("inspect import", "config quant_method mxfp4 (gpt-oss) over compressed-tensors NVFP4 "
-                                       "tensors: detected as 'gpt-oss, 0 quantized', so import copies weight_packed / "
-                                       "weight_scale / weight_global_scale unchanged and writes a quantized "
-                                       "checkpoint as its 'dense' output, exit 0 (ck_read.c "
-                                       "ck_detect trusts quant_method; found by fuzz_ckpt_dir, "
-                                       "fuzz/corpus/ckpt_dir/known-gpt-oss-config-over-ct-tensors)"),
-    "ct_config_over_gpt_oss_tensors": ("inspect import", "config quant_method compressed-tensors over gpt-oss "
-                                       "_blocks / _scales tensors: '0 quantized', import copies the blocks and scales "
-                                       "and lofp cannot open what it wrote, exit 0 (ck_read.c ck_detect; found by "
-                                       "fuzz_ckpt_dir, fuzz/corpus/ckpt_dir/known-ct-config-over-gpt-oss-tensors)"),
-    "ct_num_bits_8": (_IMC, "compressed-tensors weights.num_bits 8 over FP4 tensors: never read (ck_read.c)"),
-    "mo_num_bits_8": (_IMC, "ModelOpt config.json weights.num_bits 8 over NVFP4 tensors: never read (ck_read.c)"),
 }
-for _g in ("0", "-1", "1099511627776", "32"):
-    XFAIL[f"mo_group_size_{_g}"] = (_IMC, f"hf_quant_config.json group_size {_g} (the tensors have one scale per 16): "
-                                          "never read, exit 0 (ck_read.c open_st)")
-    XFAIL[f"ct_group_size_{_g}"] = (_IMC, f"compressed-tensors weights.group_size {_g} (the tensors have one scale "
-                                          "per 16): never read, exit 0 (ck_read.c open_st)")
 
 LOFP = None
 TIMEOUT = 30
@@ -339,13 +306,15 @@ DN = "model.layers.0.mlp.experts.down_proj"
 # lying configs
 @case("mo_claims_nvfp4_holds_mxfp8", modelopt_mxfp8, ["model.safetensors", "weight_scale"])
 def _(t, cfg, ex):
-    ex["hf_quant_config.json"]["quantization"]["quant_algo"] = "NVFP4"
-    ex["hf_quant_config.json"]["quantization"]["group_size"] = 16
+    # both configs tell the same lie (NVFP4, groups of 16), so only the tensors can expose it
+    c, h = mo_configs("NVFP4", 16)
+    cfg["quantization_config"], ex["hf_quant_config.json"] = c["quantization_config"], h
 
 
 @case("mo_claims_mxfp8_holds_nvfp4", modelopt_nvfp4, ["model.safetensors", "weight_scale"])
 def _(t, cfg, ex):
-    ex["hf_quant_config.json"]["quantization"]["quant_algo"] = "MXFP8"
+    c, h = mo_configs("MXFP8", 32)
+    cfg["quantization_config"], ex["hf_quant_config.json"] = c["quantization_config"], h
 
 
 @case("ct_claims_nvfp4_holds_mxfp4", ct_mxfp4, ["model.safetensors", "weight_scale"])
@@ -371,6 +340,33 @@ for _g in (0, -1, 1 << 40, 32):
 @case("ct_num_bits_8", ct_nvfp4, ["num_bits", "config.json"])
 def _(t, cfg, ex):
     cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] = 8
+
+
+@case("ct_weights_type_int", ct_nvfp4, ["weights.type", "config.json", "'int'"])
+def _(t, cfg, ex):
+    cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["type"] = "int"
+
+
+@case("ct_config_groups_array", ct_nvfp4, ["config_groups", "config.json", "array"])
+def _(t, cfg, ex):
+    q = cfg["quantization_config"]
+    q["config_groups"] = list(q["config_groups"].values())
+
+
+@case("mo_flat_group_size_32", modelopt_nvfp4, ["quantization_config.group_size", "config.json", "32"])
+def _(t, cfg, ex):
+    # ModelOpt's flat config.json form states the group size beside quant_algo
+    cfg["quantization_config"]["group_size"] = 32
+
+
+@case("mo_consistent_configs_null_keys", modelopt_nvfp4, [], expect=ANY)
+def _(t, cfg, ex):
+    # what real producers write and must keep reading: a null group_size (not stated), the flat
+    # form's group_size 16, and activations stated with their own settings
+    cfg["quantization_config"]["group_size"] = 16
+    cfg["quantization_config"]["config_groups"]["group_0"]["input_activations"] = {"num_bits": 4, "type": "float",
+                                                                                   "group_size": 16, "dynamic": False}
+    cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"] = None
 
 
 @case("mo_num_bits_8", modelopt_nvfp4, ["num_bits", "config.json"])
