@@ -175,6 +175,9 @@ lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err)
             if (!m->index) st = err ? err->status : LOFP_ERR_FORMAT;
             const ckj *wm = m->index ? ckj_get(m->index, "weight_map") : NULL;
             if (!st && (!wm || wm->type != CKJ_OBJ)) st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: no \"weight_map\" object", path, index);
+            /* an index that lists nothing describes no model (the shards beside it would otherwise be
+               carried over as unlisted files and the model read as empty) */
+            if (!st && wm->n == 0) st = ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: its \"weight_map\" lists no tensor", path, index);
             /* shards in order of first appearance */
             for (size_t i = 0; !st && i < wm->n; i++) {
                 const char *sn = ckj_str(wm->items[i]);

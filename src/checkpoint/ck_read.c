@@ -386,6 +386,18 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                     nq++;
                     continue;
                 }
+                /* codes and scales of a lofp tensor in a shard that does not describe them (another
+                   shard does: the format is lofp): not dense tensors to copy as U8 / E8M0 */
+                const lofp_tensor_info *sc = find_ti(m, base, ".scales");
+                if (sc) {
+                    lofp_status st = ck_fail(err, LOFP_ERR_FORMAT,
+                                             "%s: tensors '%s' and '%s' are a lofp quantized tensor's codes and scales, but "
+                                             "this shard holds no '%s%s' metadata describing them (other shards of the "
+                                             "model do); lofp reads no quantized tensor without its description",
+                                             m->shards[r->shard].name, nm, sc->name, LOFP_QFILE_KEY_PREFIX, base);
+                    free(base);
+                    return st;
+                }
                 free(base);
             }
             if (ck_ends_with(nm, ".scales") || ck_ends_with(nm, ".global_scale")) {
