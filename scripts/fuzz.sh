@@ -48,7 +48,7 @@ sources() {
         echo "$out/lib/$(basename "$k" .c).o"
       done
       if [ "$1" = qtmeta ]; then
-        echo "$root/src/checkpoint/qfile.c" "$root"/src/{core,runtime,quant,layout,io}/*.c -I"$root/fuzz" -lm -lpthread
+        echo "$root/src/checkpoint/qfile.c" "$root/src/checkpoint/ck_util.c" "$root"/src/{core,runtime,quant,layout,io}/*.c -I"$root/fuzz" -lm -lpthread
       else
         echo "$root"/src/{core,runtime,quant,layout,io,checkpoint}/*.c -lm -lpthread
       fi ;;
