@@ -5,6 +5,8 @@
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf, gguf_ckpt, qtmeta,
 #                                               ckpt_dir (default: all)
 #
+# gguf fuzzes the GGUF parser alone; it links the library's components (the parser's writer side
+# registers its temporaries with the checkpoint layer's signal cleanup).
 # gguf_ckpt fuzzes a GGUF opened as a checkpoint (lofp_ckpt_open + get + find + dequantize of every
 # tensor, fuzz/fuzz_gguf_ckpt.c); it links the library's components, checkpoint included.
 # qtmeta fuzzes the library's `lofp:` metadata interpreter (src/checkpoint/qfile.c) on valid files;
@@ -31,13 +33,12 @@ harnesses=("$@")
 out=${LOFP_FUZZ_DIR:-$root/build-fuzz}
 cc=${CC:-clang}
 mkdir -p "$out"
-# The library sources a harness needs: the file layer for npy/safetensors; the GGUF reader of the
-# checkpoint component (with its helpers, the file layer its JSON strings come from, and the core
-# codecs) for gguf.
+# The library sources a harness needs: the file layer for npy/safetensors; the tensor-file owner
+# and its error helpers over the components below checkpoint for qtmeta; the whole library but
+# gemm and kv (its ISA kernels compiled with their flags) for the GGUF and checkpoint harnesses.
 sources() {
   case "$1" in
-    gguf) echo "$root"/src/checkpoint/ck_gguf.c "$root"/src/checkpoint/ck_util.c "$root"/src/checkpoint/ck_json.c "$root"/src/io/*.c "$root"/src/core/*.c ;;
-    qtmeta|gguf_ckpt|ckpt_dir)
+    gguf|qtmeta|gguf_ckpt|ckpt_dir)
       mkdir -p "$out/lib"
       for k in "$root"/src/quant/x86/*_avx2.c "$root"/src/quant/x86/*_avx512.c; do
         [ -f "$k" ] || continue
