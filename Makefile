@@ -3,6 +3,10 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+# make test builds the release tree with the default compiler (gcc) and the ASan + UBSan tree
+# with ASAN_CC (clang), both with -Werror; WERROR=OFF relaxes that.
+ASAN_CC    ?= clang
+WERROR     ?= ON
 
 .PHONY: all build demo test test-fast test-asan test-fuzz test-slow test-engines deps venv clean bench
 
@@ -17,7 +21,9 @@ $(BUILD)/CMakeCache.txt: | deps
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# Only the lofp command (the library and the CLI): no tests, benchmarks, Python or CUDA targets.
+demo: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target lofp
 	$(BUILD)/lofp demo
 
 venv:
@@ -25,7 +31,9 @@ venv:
 
 # The full suite: release build (exhaustive codec sweeps included), then the whole suite again
 # under ASan + UBSan (exhaustive sweeps subsampled there, see docs/TESTING.md).
-test: build venv
+test: venv | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DLOFP_WERROR=$(WERROR) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
 	$(MAKE) test-fuzz
@@ -36,7 +44,7 @@ test-fuzz: | deps
 	LOFP_FUZZ_DIR=$(BUILD)-fuzz scripts/fuzz.sh $${LOFP_FUZZ_SECONDS:-20}
 
 test-asan: | deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DLOFP_SANITIZE=ON -DLOFP_BUILD_SHARED=OFF $(CMAKE_FLAGS)
+	CC=$(ASAN_CC) cmake -S . -B $(ASAN_BUILD) -DCMAKE_C_COMPILER=$(ASAN_CC) -DCMAKE_BUILD_TYPE=Debug -DLOFP_SANITIZE=ON -DLOFP_BUILD_SHARED=OFF -DLOFP_WERROR=$(WERROR) $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	LOFP_EXHAUSTIVE_STRIDE=4099 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)

@@ -33,6 +33,12 @@ harnesses=("$@")
 out=${LOFP_FUZZ_DIR:-$root/build-fuzz}
 cc=${CC:-clang}
 mkdir -p "$out"
+# lofp/version.h is generated from VERSION (cmake/version.h.in), here as CMake would write it.
+ver=$(tr -d '[:space:]' < "$root/VERSION")
+mkdir -p "$out/gen/lofp"
+IFS=. read -r vmaj vmin vpat <<< "$ver"
+sed -e "s/@LOFP_VERSION_MAJOR@/$vmaj/" -e "s/@LOFP_VERSION_MINOR@/$vmin/" -e "s/@LOFP_VERSION_PATCH@/$vpat/" \
+    -e "s/@LOFP_VERSION@/$ver/" "$root/cmake/version.h.in" > "$out/gen/lofp/version.h"
 # The library sources a harness needs: the file layer for npy/safetensors; the tensor-file owner
 # and its error helpers over the components below checkpoint for qtmeta; the whole library but
 # gemm and kv (its ISA kernels compiled with their flags) for the GGUF and checkpoint harnesses.
@@ -45,7 +51,7 @@ sources() {
         isa=(-mavx2 -mfma -mf16c)
         case "$k" in *_avx512.c) isa+=(-mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512bf16 -mavx512vbmi) ;; esac
         "$cc" -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -fsanitize=address,undefined "${isa[@]}" \
-          -I"$root/include" -I"$root/src" -c "$k" -o "$out/lib/$(basename "$k" .c).o" >&2
+          -I"$out/gen" -I"$root/include" -I"$root/src" -c "$k" -o "$out/lib/$(basename "$k" .c).o" >&2
         echo "$out/lib/$(basename "$k" .c).o"
       done
       if [ "$1" = qtmeta ]; then
@@ -63,7 +69,7 @@ for h in "${harnesses[@]}"; do
   "$cc" -std=c11 -g -O1 -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -Wall -Wextra -Wshadow -Wno-unused-parameter \
-    -I"$root/include" -I"$root/src" "$src" $(sources "$h") -o "$out/fuzz_$h"
+    -I"$out/gen" -I"$root/include" -I"$root/src" "$src" $(sources "$h") -o "$out/fuzz_$h"
   mkdir -p "$out/corpus_$h" "$out/artifacts_$h"
   echo "== running fuzz_$h for ${secs}s"
   max_len=8192

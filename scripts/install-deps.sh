@@ -10,6 +10,8 @@ command -v make >/dev/null || need+=(make)
 # no python3-venv and no network); the tests and the fuzzers need the rest.
 if [ "${1:-}" != "--build-only" ]; then
   command -v clang >/dev/null || need+=(clang)
+  # tests/install/script_install.sh builds a consumer through lofp.pc
+  command -v pkg-config >/dev/null || need+=(pkg-config)
   command -v python3 >/dev/null || need+=(python3)
   python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
   # the Python extension (python/) is built when the interpreter's headers are there

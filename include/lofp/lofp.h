@@ -33,10 +33,8 @@ extern "C" {
 #define LOFP_API
 #endif
 
-#define LOFP_VERSION_MAJOR 0
-#define LOFP_VERSION_MINOR 1
-#define LOFP_VERSION_PATCH 0
-#define LOFP_VERSION_STRING "0.1.0"
+/* LOFP_VERSION_MAJOR/MINOR/PATCH and LOFP_VERSION_STRING, generated from the VERSION file. */
+#include "lofp/version.h"
 
 /* Returns the library's version string ("MAJOR.MINOR.PATCH"), a static string. */
 LOFP_API const char *lofp_version(void);

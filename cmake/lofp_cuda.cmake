@@ -1,0 +1,47 @@
+# Whether the CUDA backend is built, decided once and announced in one line:
+#   LOFP_ENABLE_CUDA=ON   always (nvcc must be found: CMake stops otherwise);
+#   LOFP_ENABLE_CUDA=OFF  never;
+#   LOFP_ENABLE_CUDA=AUTO (default) when a GPU is present (`nvidia-smi -L` succeeds or
+#                         /dev/nvidia0 exists) and a CUDA compiler is found -- a machine with
+#                         nvcc but no GPU does not spend minutes on kernels it cannot run.
+# Sanitizer and fuzz builds never build it (nvcc does not take their flags). The legacy
+# -DLOFP_CUDA_AUTO=OFF still turns AUTO off. Afterwards LOFP_ENABLE_CUDA is ON or OFF.
+string(TOUPPER "${LOFP_ENABLE_CUDA}" lofp_cuda_req)
+set(lofp_cuda_reason "")
+if(LOFP_SANITIZE OR LOFP_FUZZ)
+  set(lofp_cuda OFF)
+  set(lofp_cuda_reason "sanitizer/fuzz build")
+elseif(lofp_cuda_req STREQUAL "AUTO")
+  if(DEFINED LOFP_CUDA_AUTO AND NOT LOFP_CUDA_AUTO)
+    set(lofp_cuda OFF)
+    set(lofp_cuda_reason "LOFP_CUDA_AUTO=OFF")
+  else()
+    set(lofp_gpu OFF)
+    execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE lofp_smi_rc OUTPUT_QUIET ERROR_QUIET)
+    if(lofp_smi_rc EQUAL 0 OR EXISTS /dev/nvidia0)
+      set(lofp_gpu ON)
+    endif()
+    if(NOT lofp_gpu)
+      set(lofp_cuda OFF)
+      set(lofp_cuda_reason "auto: no GPU found; -DLOFP_ENABLE_CUDA=ON builds it anyway")
+    else()
+      include(CheckLanguage)
+      check_language(CUDA)
+      if(CMAKE_CUDA_COMPILER)
+        set(lofp_cuda ON)
+        set(lofp_cuda_reason "auto: GPU present, ${CMAKE_CUDA_COMPILER}")
+      else()
+        set(lofp_cuda OFF)
+        set(lofp_cuda_reason "auto: GPU present but no CUDA compiler found")
+      endif()
+    endif()
+  endif()
+elseif(LOFP_ENABLE_CUDA)
+  set(lofp_cuda ON)
+  set(lofp_cuda_reason "LOFP_ENABLE_CUDA=ON")
+else()
+  set(lofp_cuda OFF)
+  set(lofp_cuda_reason "LOFP_ENABLE_CUDA=OFF")
+endif()
+set(LOFP_ENABLE_CUDA ${lofp_cuda})
+message(STATUS "lofp: CUDA backend: ${lofp_cuda} (${lofp_cuda_reason})")
