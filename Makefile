@@ -53,6 +53,7 @@ test-asan: | deps
 # GGUF MXFP4 and NVFP4 and decoded by gguf-py (tests/checkpoint/, docs/CHECKPOINTS.md), and lofp eval
 # of SmolLM2 (tests/python/test_eval_smollm2.py, docs/EVAL.md).
 test-slow: build venv
+	bash tests/python/slow_wheel.sh $(CURDIR)
 	bash tests/checkpoint/script_checkpoint.sh $(BUILD) $(CURDIR) --slow
 	bash tests/python/script_eval.sh $(BUILD) $(CURDIR) $(CURDIR)/tests/python/test_eval_smollm2.py
 
