@@ -211,12 +211,17 @@ def dense_oss():
     return t, cfg, {}
 
 
+# The version the metadata names is the VERSION file's (the one version source).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "VERSION")) as _f:
+    LOFP_VERSION = _f.read().strip()
+
+
 def lofp_meta(shape, scheme="mxfp4", block=32, padded_k=None, two_level=0):
     rule = "ue4m3" if scheme == "nvfp4" else "floor"   # what `lofp quantize` writes for each scheme
     return (f"scheme={scheme};rounding=rne;scale_rule={rule};block={block};layout=linear;pad_byte=0;"
             f"shape=[{','.join(map(str, shape))}];padded_k={padded_k if padded_k is not None else shape[-1]};"
             f"two_level={two_level};c=0.156000003;rotate=0;hadamard=butterfly;seed=0;source_dtype=BF16;"
-            f"lofp_version=0.1.0")
+            f"lofp_version={LOFP_VERSION}")
 
 
 def lofp_mxfp4():
