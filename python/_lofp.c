@@ -1278,6 +1278,80 @@ out:
     return ret;
 }
 
+/* One operand of gemm_verify: (blob, codes, scales as stored, layout name, rows, k, global). */
+typedef struct {
+    lofp_scheme s;
+    arr_t codes, scales;
+} vop_t;
+
+static int get_vop(PyObject *t, const char *what, vop_t *v, lofp_gemm_operand *o)
+{
+    PyObject *blob, *co, *so;
+    const char *ln;
+    Py_ssize_t rows, k;
+    double g;
+    if (!PyArg_ParseTuple(t, "OOOsnnd", &blob, &co, &so, &ln, &rows, &k, &g)) return -1;
+    if (get_scheme(blob, &v->s) || get_layout(ln, &o->layout) || check_sizes(rows, k, what)) return -1;
+    size_t cb = lofp_codes_bytes(&v->s, (size_t)rows, (size_t)k);
+    if (!cb) { raise_error(LOFP_ERR_SHAPE, -1, "%s: K %zd is not valid for the scheme", what, k); return -1; }
+    if (arr_get(co, "codes", 0, WANT_CPU, NULL, &v->codes)) return -1;
+    if (arr_need(&v->codes, "codes", cb)) return -1;
+    if (arr_get(so, "scales", 0, WANT_CPU, NULL, &v->scales)) return -1;
+    o->scheme = &v->s;
+    o->rows = (size_t)rows;
+    o->k = (size_t)k;
+    o->codes = (const uint8_t *)v->codes.ptr;
+    o->scales = (const uint8_t *)v->scales.ptr;
+    o->scales_bytes = v->scales.nbytes;
+    o->global = (float)g;
+    return 0;
+}
+
+/* gemm_verify(a_op, b_op, c_f32, tol, threads) -> dict: error, tol, ok, candidates [(desc, error)],
+ * closest (index or -1), explained; each op is (blob, codes, scales, layout, rows, k, global). The
+ * check is lofp_gemm_verify, the one `lofp verify` prints. */
+static PyObject *py_gemm_verify(PyObject *self, PyObject *args)
+{
+    PyObject *at, *bt, *co;
+    double tol;
+    unsigned threads;
+    if (!PyArg_ParseTuple(args, "O!O!OdI", &PyTuple_Type, &at, &PyTuple_Type, &bt, &co, &tol, &threads)) return NULL;
+    vop_t va, vb;
+    arr_t c;
+    lofp_gemm_operand oa, ob;
+    memset(&va, 0, sizeof va); memset(&vb, 0, sizeof vb); memset(&c, 0, sizeof c);
+    PyObject *ret = NULL, *cands = NULL;
+    lofp_gemm_verify_report *r = PyMem_Malloc(sizeof *r);
+    if (!r) { PyErr_NoMemory(); goto out; }
+    if (get_vop(at, "a", &va, &oa) || get_vop(bt, "b", &vb, &ob)) goto out;
+    if (arr_get(co, "c", 0, WANT_CPU, NULL, &c)) goto out;
+    size_t cn;
+    if (!mul_ok(oa.rows, ob.rows, &cn) || !mul_ok(cn, sizeof(float), &cn)) { raise_error(LOFP_ERR_SIZE_OVERFLOW, -1, "c overflows"); goto out; }
+    if (arr_need(&c, "c", cn)) goto out;
+    lofp_gemm_verify_options opt;
+    lofp_gemm_verify_options_init(&opt);
+    opt.tol = tol;
+    opt.threads = threads;
+    lofp_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_gemm_verify(&oa, &ob, (const float *)c.ptr, &opt, r);
+    Py_END_ALLOW_THREADS
+    if (st != LOFP_OK) { raise_call(st, "gemm verify"); goto out; }
+    if (!(cands = PyList_New(0))) goto out;
+    for (size_t i = 0; i < r->ncandidates; i++) {
+        PyObject *t = Py_BuildValue("(sd)", r->candidates[i].desc, r->candidates[i].error);
+        if (!t || PyList_Append(cands, t)) { Py_XDECREF(t); goto out; }
+        Py_DECREF(t);
+    }
+    ret = Py_BuildValue("{s:d,s:d,s:O,s:O,s:i,s:O}", "error", r->error, "tol", r->tol, "ok", r->ok ? Py_True : Py_False,
+                        "candidates", cands, "closest", r->closest, "explained", r->explained ? Py_True : Py_False);
+out:
+    Py_XDECREF(cands);
+    PyMem_Free(r);
+    arr_release(&va.codes); arr_release(&va.scales); arr_release(&vb.codes); arr_release(&vb.scales); arr_release(&c);
+    return ret;
+}
+
 /* weight_pack(blob, codes, scales, n, k, layout, out, unpack) */
 static PyObject *py_weight_pack(PyObject *self, PyObject *args)
 {
@@ -2437,6 +2511,7 @@ static PyMethodDef methods[] = {
     {"tensor_path", py_tensor_path, METH_VARARGS, "tensor_path(mode=None) -> previous mode ('direct' or 'dlpack')"},
     {"from_dlpack", py_from_dlpack, METH_VARARGS, "from_dlpack(obj, name, stream=None, writable=False) -> DLTensor (the capsule consumed)"},
     {"version", py_version, METH_NOARGS, "version() -> str: the C library's version."},
+    {"gemm_verify", py_gemm_verify, METH_VARARGS, "gemm_verify(a_op, b_op, c_f32, tol, threads) -> dict: lofp_gemm_verify's report."},
     {"kernel_name", py_kernel_name, METH_VARARGS, "kernel_name(scheme, op) -> str: the CPU kernel variant that runs."},
     {"scheme", py_scheme, METH_VARARGS, "scheme(name, rounding, scale_rule, block, two_level, pad, propagate, c, rotate, hadamard, seed) -> bytes"},
     {"scheme_info", py_scheme_info, METH_VARARGS, "scheme_info(scheme) -> dict"},

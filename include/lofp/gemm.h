@@ -151,6 +151,79 @@ LOFP_API lofp_status lofp_weight_unpack(const lofp_scheme *s, const uint8_t *pac
                                         size_t k, lofp_weight_layout l, uint8_t *codes,
                                         uint8_t *scales);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Checking a GEMM result that another program computed                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/* One quantized operand [rows, k] of the product being checked, with its scales exactly as they
+ * are stored (any scale layout), because the check re-reads them the ways a consumer could have
+ * got wrong. The struct only points at caller memory. */
+typedef struct lofp_gemm_operand {
+    const lofp_scheme *scheme;  /* the operand's scheme (block, element and scale types, pad) */
+    size_t rows, k;             /* logical shape; K is padded to lofp_padded_k(scheme, k) */
+    const uint8_t *codes;       /* lofp_codes_bytes(scheme, rows, k) bytes, rows layout */
+    const uint8_t *scales;      /* the stored scale bytes, in `layout` */
+    size_t scales_bytes;        /* how many bytes `scales` holds (at least what `layout` needs) */
+    lofp_layout layout;         /* the layout the scales were written in */
+    float global;               /* NVFP4 encode multiplier (1 for every other scheme) */
+} lofp_gemm_operand;
+
+/* Most candidate explanations one check can try (both operands together). */
+#define LOFP_GEMM_VERIFY_MAX_CANDIDATES 64
+/* Bytes of one candidate's description, terminating NUL included. */
+#define LOFP_GEMM_VERIFY_DESC_BYTES 128
+
+typedef struct lofp_gemm_verify_options {
+    double tol;                 /* largest relative Frobenius error that passes (default 1e-2) */
+    unsigned threads;           /* worker threads for the fp64 products (0 or 1: the calling
+                                   thread); the report is identical for every thread count */
+} lofp_gemm_verify_options;
+
+/* Sets tol = 1e-2 and threads = 1. Never fails; o must not be NULL. Thread-safe. */
+LOFP_API void lofp_gemm_verify_options_init(lofp_gemm_verify_options *o);
+
+/* One mistake tried: a description such as "A scales (written swizzle-128x4) read as linear"
+ * and the relative error of C against the product recomputed under that mistake. */
+typedef struct lofp_gemm_verify_candidate {
+    char desc[LOFP_GEMM_VERIFY_DESC_BYTES];
+    double error;
+} lofp_gemm_verify_candidate;
+
+/* What lofp_gemm_verify found; a plain caller-owned struct (nothing in it needs freeing). */
+typedef struct lofp_gemm_verify_report {
+    double error;               /* relative Frobenius error of C against the fp64 reference
+                                   (infinity when C holds NaN) */
+    double tol;                 /* the tolerance it was judged with */
+    int ok;                     /* 1 when error <= tol; then no candidate is tried */
+    size_t ncandidates;         /* candidates[0..ncandidates) in the order they were tried */
+    lofp_gemm_verify_candidate candidates[LOFP_GEMM_VERIFY_MAX_CANDIDATES];
+    int closest;                /* index of the first candidate with the smallest error, -1 when
+                                   none was tried */
+    int explained;              /* 1 when candidates[closest].error <= tol: that mistake
+                                   reproduces C */
+} lofp_gemm_verify_report;
+
+/* Checks C [a->rows, b->rows] (fp32, row-major, contiguous), a GEMM result C = A · B^T computed by
+ * any program from the quantized operands A [M, K] and B [N, K], against the fp64 product of the
+ * dequantized operands with each NVFP4 global applied once (`lofp verify` and lofp.verify_gemm
+ * are this function with argument parsing and printing around it). When the relative Frobenius
+ * error exceeds opt->tol, recomputes the product under each usual mistake — either operand's
+ * scales read in another layout, packed words byte-reversed or row-major, MX scales written at
+ * granularity 32 and read at 128, FP4 codes in GGUF split order or with swapped nibbles, the
+ * per-tensor scale not applied or applied in the wrong direction — and reports each error and the
+ * closest one. opt may be NULL (the defaults).
+ *
+ * Returns LOFP_OK whether or not C passes (read report->ok), LOFP_ERR_INVALID_ARG (NULL pointer,
+ * zero size, bad layout, non-finite or non-positive NVFP4 global), LOFP_ERR_SHAPE (A and B differ
+ * in K, or K is not valid for a scheme), LOFP_ERR_BUFFER_TOO_SMALL (scales_bytes smaller than the
+ * layout needs), LOFP_ERR_SIZE_OVERFLOW or LOFP_ERR_NOMEM (it allocates O((M + N) K + M N) doubles
+ * of scratch and frees them before returning). On error *report is zeroed. Costs one fp64 GEMM
+ * per candidate (about 30 at most). Re-entrant; the inputs are only read, only *report is
+ * written. */
+LOFP_API lofp_status lofp_gemm_verify(const lofp_gemm_operand *a, const lofp_gemm_operand *b,
+                                      const float *c, const lofp_gemm_verify_options *opt,
+                                      lofp_gemm_verify_report *report);
+
 #ifdef __cplusplus
 }
 #endif

@@ -224,52 +224,24 @@ class VerifyResult:
         return "\n".join(lines)
 
 
-def _rel(ref: np.ndarray, c: np.ndarray) -> float:
-    num = float(np.sum((c - ref) ** 2))
-    den = float(np.sum(ref * ref))
-    if np.isnan(num):
-        return float("inf")
-    return float(np.sqrt(num / den)) if den > 0 else float(np.sqrt(num))
+def _verify_operand(q: QTensor):
+    # the scales go as stored (any layout): the check re-reads them the ways a consumer could
+    codes = np.ascontiguousarray(_np(q.codes)).reshape(-1).view(np.uint8)
+    raw = np.ascontiguousarray(_np(q.scales)).reshape(-1).view(np.uint8)
+    g = q.global_value if q.scheme == "nvfp4" else 1.0
+    return (q.spec.blob, codes, raw, q.layout, q.rows, q.k, float(g))
 
 
-def _deq64(q: QTensor, lin: np.ndarray, codes: np.ndarray, g: float) -> np.ndarray:
-    out = np.empty((q.rows, q.k), np.float32)
-    _lofp.dequantize(q.spec.blob, codes, lin, g, q.rows, q.k, _fw.DT_F32, out, 1)
-    return out.astype(np.float64)
-
-
-def _misread(q: QTensor, raw: np.ndarray, as_layout: str, reversed_: bool, rowmajor: bool, cols: int):
-    try:
-        need = _lofp.layout_bytes(q.rows, cols, 1, as_layout)
-    except Error:
-        return None
-    if need > raw.nbytes:
-        return None
-    buf = raw[:need].copy()
-    packed = as_layout.startswith("packed-u32")
-    if packed and reversed_:
-        buf = buf.reshape(-1, 4)[:, ::-1].copy().reshape(-1)
-    if packed and rowmajor:
-        ma = q.rows if as_layout == "packed-u32" else (q.rows + 3) // 4 * 4
-        groups = (cols + 3) // 4
-        words = buf.reshape(ma, groups, 4)           # as written: word (m, g) at m*G + g
-        buf = np.ascontiguousarray(words.transpose(1, 0, 2)).reshape(-1)
-    lin = np.empty(q.rows * cols, np.uint8)
-    try:
-        _lofp.layout_convert(buf, q.rows, cols, as_layout, "linear", -1, lin)
-    except Error:
-        return None
-    return lin
-
-
-def verify_gemm(a: QTensor, b: QTensor, c: Any, *, tol: float = 1e-2) -> VerifyResult:
+def verify_gemm(a: QTensor, b: QTensor, c: Any, *, tol: float = 1e-2, threads: Optional[int] = None) -> VerifyResult:
     """Checks a GEMM result C[M, N] = A . B^T that another program computed from quantized A [M, K]
     and B [N, K] against the fp64 product of the dequantized operands (globals applied once).
     When the relative Frobenius error exceeds `tol`, recomputes the product under each usual
     mistake (either operand's scales read in another layout, packed words byte-reversed or
     row-major, MX scales written at 32 and read at 128, FP4 codes in GGUF order or with swapped
     nibbles, the per-tensor scale missing or inverted) and names the one that reproduces C.
-    Same as `lofp verify`."""
+    The check is the C library's lofp_gemm_verify, the same one `lofp verify` prints; C is read
+    as float32, as the command line reads it. threads: for the fp64 products (the result does
+    not depend on it)."""
     _need_2d(a, "a")
     _need_2d(b, "b")
     M, K = a.shape
@@ -279,72 +251,15 @@ def verify_gemm(a: QTensor, b: QTensor, c: Any, *, tol: float = 1e-2) -> VerifyR
     if _fw.is_torch(c):
         c = c.detach().float().cpu().numpy()
     cf = np.asarray(c)
-    if cf.dtype.kind not in "fV" and cf.dtype.kind != "f":
+    if cf.dtype.kind not in "fV":  # "V": bfloat16 from ml_dtypes
         raise Error(f"invalid argument: c is not floating point ({cf.dtype})")
-    cf = cf.astype(np.float32).astype(np.float64)
     if cf.size != M * N:
         raise Error(f"shape: c has {cf.size} elements, expected M*N = {M}*{N}")
-    C = cf.reshape(M, N)
-    ops = []
-    for q in (a, b):
-        lin = np.asarray(_core._linear_scales(q)).reshape(-1)
-        codes = np.ascontiguousarray(_np(q.codes)).reshape(-1).view(np.uint8)
-        raw = np.ascontiguousarray(_np(q.scales)).reshape(-1).view(np.uint8)
-        g = q.global_value if q.scheme == "nvfp4" else 1.0
-        ops.append((q, lin, codes, raw, g))
-    A = _deq64(a, ops[0][1], ops[0][2], ops[0][4])
-    B = _deq64(b, ops[1][1], ops[1][2], ops[1][4])
-    e = _rel(A @ B.T, C)
-    if e <= tol:
-        return VerifyResult(e, tol, True)
-    cands: List[Tuple[str, float]] = []
-    for side, (q, lin, codes, raw, g) in enumerate(ops):
-        who = "B" if side else "A"
-        cols = q.padded_k // q.spec.block
-
-        def attempt(desc, X):
-            T = A @ X.T if side else X @ B.T
-            cands.append((desc, _rel(T, C)))
-
-        for lay in _core.LAYOUTS:
-            for rev in (0, 1):
-                for rm in (0, 1):
-                    packed = lay.startswith("packed-u32")
-                    if (rev or rm) and not packed:
-                        continue
-                    if lay == q.layout and not rev and not rm:
-                        continue
-                    mis = _misread(q, raw, lay, bool(rev), bool(rm), cols)
-                    if mis is None:
-                        continue
-                    attempt(f"{who} scales (written {q.layout}) read as {lay}{', bytes reversed' if rev else ''}"
-                            f"{', row-major words' if rm else ''}", _deq64(q, mis, codes, g))
-        if q.spec.scale_elem == "e8m0" and q.spec.block == 32 and a.padded_k % 128 == 0:
-            written = _misread(q, raw, q.layout, False, False, cols)
-            if written is not None:
-                c4 = cols // 4
-                idx = (np.arange(q.rows)[:, None] * c4 + np.arange(cols)[None, :] // 4) % (q.rows * cols)
-                consumer = written[idx.reshape(-1)]
-                attempt(f"{who} scales written at granularity 32, read at 128", _deq64(q, consumer, codes, g))
-        if q.spec.elem == "e2m1":
-            blk = 16 if q.scheme == "nvfp4" else 32
-            rep = np.empty_like(codes)
-            try:
-                _lofp.fp4_repack(codes, rep, q.rows, q.padded_k, blk, 1, 0)
-                attempt(f"{who} FP4 codes read in GGUF split nibble order", _deq64(q, lin, rep, g))
-            except Error:
-                pass
-            sw = ((codes >> 4) | (codes << 4)).astype(np.uint8)
-            attempt(f"{who} FP4 nibbles swapped (element 2i in the high nibble)", _deq64(q, lin, sw, g))
-        if q.scheme == "nvfp4" and q.spec.two_level:
-            attempt(f"{who} per-tensor scale not applied", _deq64(q, lin, codes, 1.0))
-            attempt(f"{who} per-tensor scale applied in the wrong direction (x global instead of / global)",
-                    _deq64(q, lin, codes, float(np.float32(1.0) / np.float32(g))))
-    best = min(cands, key=lambda t: t[1]) if cands else ("none", float("inf"))
-    # first minimum, as the CLI reports it
-    for d, err in cands:
-        if err == best[1]:
-            best = (d, err)
-            break
-    explained = best[0] if best[1] <= tol else None
-    return VerifyResult(e, tol, False, explained, best[0], best[1], tuple(cands))
+    cf = np.ascontiguousarray(cf, dtype=np.float32).reshape(-1)
+    nt = _core._threads(threads, M * N * K // 64)
+    r = _lofp.gemm_verify(_verify_operand(a), _verify_operand(b), cf, float(tol), nt)
+    if r["ok"]:
+        return VerifyResult(r["error"], r["tol"], True)
+    cands = tuple((d, e) for d, e in r["candidates"])
+    closest, closest_error = cands[r["closest"]] if r["closest"] >= 0 else ("none", float("inf"))
+    return VerifyResult(r["error"], r["tol"], False, closest if r["explained"] else None, closest, closest_error, cands)

@@ -27,7 +27,7 @@ USES = {
     "quant": {"core", "runtime"},
     "layout": {"core"},
     "io": {"core"},
-    "gemm": {"core", "runtime", "quant"},
+    "gemm": {"core", "runtime", "quant", "layout"},
     "kv": {"core", "runtime", "quant"},
     "checkpoint": {"core", "quant", "layout", "io"},
 }

@@ -81,6 +81,42 @@ def test_verify_gemm_names_the_mistake_like_the_cli(cli, tmp_path, rng, mistake)
         assert want in v.explained
 
 
+@pytest.mark.parametrize("case", ["ok", "corrupt", "nan", "packed"])
+def test_verify_gemm_prints_what_the_cli_prints(cli, tmp_path, rng, case):
+    """lofp verify and lofp.verify_gemm are one library check (lofp_gemm_verify): on the same
+    files the report lines are the same, candidate for candidate, on any thread count. A corrupted
+    kernel output (one element off, a NaN) fails in both and no mistake explains it."""
+    layout = "packed-u32" if case == "packed" else "linear"
+    a = lofp.quantize(rng.standard_normal((64, 128)).astype(np.float32), "mxfp4", scale_layout=layout)
+    b = lofp.quantize(layer(rng, (32, 128)), "nvfp4")
+    c = lofp.gemm_reference(a, b).astype(np.float32)
+    if case == "corrupt":
+        c[3, 5] += 100.0
+    elif case == "nan":
+        c[0, 0] = np.nan
+    elif case == "packed":   # the consumer read A's packed words byte-reversed
+        raw = np.ascontiguousarray(a.scales).reshape(-1).view(np.uint8).reshape(-1, 4)[:, ::-1].reshape(-1)
+        wrong = lofp.layout.convert_scales(raw, 64, 4, "packed-u32", "linear")
+        c = lofp.gemm_reference(lofp.replace(a, scales=np.asarray(wrong).reshape(64, 4), layout="linear"), b).astype(np.float32)
+    _write_q(tmp_path / "a.safetensors", "a", a)
+    _write_q(tmp_path / "b.safetensors", "b", b)
+    np.save(tmp_path / "c.npy", c)
+    r = run_cli(cli, "verify", tmp_path / "a.safetensors", tmp_path / "b.safetensors", tmp_path / "c.npy",
+                "--threads", "3", ok=(0, 1))
+    v = lofp.verify_gemm(a, b, c, threads=2)
+    cli_lines = [ln for ln in r.stdout.splitlines()
+                 if not ln.startswith("verify: ") and ln != "error is large; trying the usual mistakes:"]
+    assert cli_lines == str(v).splitlines()
+    assert (r.returncode == 0) == v.ok == (case == "ok")
+    if case in ("corrupt", "nan"):
+        assert v.explained is None and len(v.candidates) > 0
+        assert "no single known mistake explains it" in r.stdout
+    if case == "nan":
+        assert v.error == float("inf")
+    if case == "packed":
+        assert v.explained == "A scales (written packed-u32) read as packed-u32, bytes reversed"
+
+
 def test_kv_store_matches_quantize(rng):
     cache = lofp.kv.Cache(4, 16, 2, 128)
     k = rng.standard_normal((10, 2, 128)).astype(np.float32)
