@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Union
 
 import numpy as np
 
-from . import _core, _fw, _lofp
+from . import _args, _core, _fw, _lofp
 from ._core import QTensor
 from ._io import _NP_OF_IO
 from ._lofp import Error
@@ -67,10 +67,12 @@ def convert(src: PathLike, dst: PathLike, to: str = "modelopt", scheme: Optional
         raise Error(f"not found: unknown checkpoint format '{to}' (modelopt, compressed-tensors, gpt-oss, gguf, lofp)")
     src_s, dst_s = _path("input", src), _path("output", dst)
     jobs, threads = _count("jobs", jobs, _MAX_JOBS), _count("threads", threads, _MAX_THREADS)
-    return _lofp.ckpt_convert(src_s, dst_s, to, scheme, [str(g) for g in include],
-                              [str(g) for g in exclude], not fuse_scales, bool(pad),
+    include, exclude = _args.patterns("include", include), _args.patterns("exclude", exclude)
+    pad, fuse_scales = bool(_args.flag("pad", pad)), bool(_args.flag("fuse_scales", fuse_scales))
+    return _lofp.ckpt_convert(src_s, dst_s, to, scheme, include,
+                              exclude, not fuse_scales, pad,
                               None if input_scales is None else os.fspath(input_scales), jobs, threads,
-                              bool(requantize_unfit), None if profile is None else str(profile))
+                              bool(_args.flag("requantize_unfit", requantize_unfit)), None if profile is None else str(profile))
 
 
 def import_checkpoint(src: PathLike, dst: PathLike, dtype: str = "bfloat16") -> List[str]:
