@@ -197,8 +197,31 @@ def check_checkpoint(path: PathLike) -> CheckpointReport:
     return CheckpointReport(c.format, c.description, len(c), q)
 
 
-def verify_checkpoint(path: PathLike) -> CheckpointReport:
-    """The one-directory check under its old name (lofp.check_checkpoint); the two-checkpoint
-    comparison of `lofp verify-checkpoint ORIGINAL QUANTIZED` is to take this name once the check
-    lives in the C library."""
-    return check_checkpoint(path)
+
+@dataclass(frozen=True)
+class CheckpointVerifyReport:
+    """What lofp.verify_checkpoint found: the quantized checkpoint's description, its quantized
+    tensors, how many are reproduced bit for bit and how many not, and the per-tensor lines as
+    `lofp verify-checkpoint` prints them (ok lines left out under quiet=True)."""
+    description: str
+    quantized: int
+    reproduced: int
+    failed: int
+    lines: List[str]
+
+    @property
+    def ok(self) -> bool:
+        """True when every tensor is reproduced as the format stores it (the command's exit 0)."""
+        return self.failed == 0
+
+
+def verify_checkpoint(original: PathLike, quantized: PathLike, *, quiet: bool = False) -> CheckpointVerifyReport:
+    """`lofp verify-checkpoint [--quiet] ORIGINAL QUANTIZED` (the same C check, lofp_ckpt_verify):
+    re-quantizes every quantized tensor of `quantized` from the dense tensor of the same name in
+    `original` under every producer profile and says which producer, scale direction, scale layout
+    and nibble order reproduce it bit for bit. A tensor that does not match is a FAIL line of the
+    report, not an error; a checkpoint that cannot be opened raises lofp.Error. The one-directory
+    check is lofp.check_checkpoint."""
+    d, n, good, bad, lines = _lofp.ckpt_verify(_path("original", original), _path("quantized", quantized),
+                                               bool(_args.flag("quiet", quiet)))
+    return CheckpointVerifyReport(d, n, good, bad, list(lines))
