@@ -1,18 +1,47 @@
 /* cmd_eval.c -- `lofp eval`: runs `python -m lofp eval ...` (the lofp Python package's lofp.eval,
  * docs/EVAL.md), which quantizes a real model's weights (and KV cache) under lofp's formats and
- * measures perplexity, KL, top-1 agreement, embedding cosine and per-layer error. The interpreter
- * is $LOFP_PYTHON, else python3 on PATH. */
+ * measures perplexity, KL, top-1 agreement, embedding cosine and per-layer error.
+ *
+ * The interpreter is the one lofp was installed with, so that `venv/bin/lofp eval` uses the venv's
+ * package rather than whatever python3 PATH finds first: $LOFP_PYTHON, else python3 / python in
+ * the directory of the command as invoked (a venv's bin/, possibly through a symbolic link), else
+ * in the directory of /proc/self/exe (the binary's real location), else python3 on PATH. The
+ * Python side handles `eval` itself and never calls back into this command, so there is no loop. */
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
 
+/* python3 or python in dir (the part of path before its last '/'), into out; 0 when found. */
+static int python_beside(const char *path, char *out, size_t cap)
+{
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    if (!slash) return -1;
+    static const char *names[] = {"python3", "python"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        int n = snprintf(out, cap, "%.*s/%s", (int)(slash - path), path, names[i]);
+        if (n > 0 && (size_t)n < cap && access(out, X_OK) == 0) return 0;
+    }
+    return -1;
+}
+
 int lofp_cmd_eval(int argc, char **argv)
 {
+    static char found[PATH_MAX + 16];
     const char *py = getenv("LOFP_PYTHON");
-    if (!py || !*py) py = "python3";
+    if (!py || !*py) {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0) self[n] = '\0';
+        if (python_beside(lofp_cli_argv0, found, sizeof found) == 0 || (n > 0 && python_beside(self, found, sizeof found) == 0))
+            py = found;
+        else
+            py = "python3";
+    }
     char **args = calloc((size_t)argc + 4, sizeof *args);
     if (!args) return cli_error("eval", "out of memory");
     args[0] = (char *)py;

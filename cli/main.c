@@ -50,8 +50,11 @@ static void usage(FILE *f)
     fprintf(f, "\n'lofp <command> --help' describes a command. 'lofp --version' prints the version.\n");
 }
 
+const char *lofp_cli_argv0;
+
 int main(int argc, char **argv)
 {
+    lofp_cli_argv0 = argv[0];
     if (argc < 2) { usage(stderr); return 2; }
     if (cli_is_help(argv[1])) { usage(stdout); return 0; }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {

@@ -1981,6 +1981,39 @@ out:
 }
 
 /* ckpt_import(in, out, dtype_name) -> notes */
+/* ckpt_verify(original, quantized, quiet) -> (description, n_quantized, n_ok, n_bad, [lines]):
+ * lofp_ckpt_verify, the check of `lofp verify-checkpoint`, so both give the same lines. */
+static PyObject *py_ckpt_verify(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *po, *pq;
+    int quiet;
+    if (!PyArg_ParseTuple(args, "O&O&p", PyUnicode_FSConverter, &po, PyUnicode_FSConverter, &pq, &quiet)) return NULL;
+    lofp_ckpt_verify_report r;
+    lofp_io_error err;
+    lofp_status st;
+    const char *o = PyBytes_AsString(po), *q = PyBytes_AsString(pq);
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_ckpt_verify(o, q, quiet, &r, &err);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(po);
+    Py_DECREF(pq);
+    if (st != LOFP_OK) return raise_error(st, -1, "%s", err.message);
+    PyObject *lines = PyList_New((Py_ssize_t)r.n_lines), *ret = NULL;
+    if (lines) {
+        for (size_t i = 0; i < r.n_lines; i++) {
+            PyObject *l = PyUnicode_DecodeUTF8(r.lines[i], (Py_ssize_t)strlen(r.lines[i]), "replace");
+            if (!l) { Py_CLEAR(lines); break; }
+            PyList_SetItem(lines, (Py_ssize_t)i, l);
+        }
+    }
+    if (lines)
+        ret = Py_BuildValue("(snnnN)", r.description, (Py_ssize_t)r.n_quantized, (Py_ssize_t)r.n_ok,
+                            (Py_ssize_t)r.n_bad, lines);
+    lofp_ckpt_verify_report_release(&r);
+    return ret;
+}
+
 static PyObject *py_ckpt_import(PyObject *self, PyObject *args)
 {
     PyObject *ino, *outo;
@@ -2543,6 +2576,7 @@ static PyMethodDef methods[] = {
     {"qfile_describe", py_qfile_describe, METH_VARARGS, "qfile_describe(name, scheme, layout, pad_byte, shape, padded_k, source_dtype) -> dict"},
     {"qfile_load", py_qfile_load, METH_VARARGS, "qfile_load(handle, path, name) -> dict"},
     {"ckpt_convert", py_ckpt_convert, METH_VARARGS, "ckpt_convert(in, out, to, scheme, include, exclude, no_fuse, pad, input_scales, jobs, threads[, requantize_unfit[, profile]]) -> notes"},
+    {"ckpt_verify", py_ckpt_verify, METH_VARARGS, "ckpt_verify(original, quantized, quiet) -> (description, n_quantized, n_ok, n_bad, lines)"},
     {"ckpt_import", py_ckpt_import, METH_VARARGS, "ckpt_import(in, out, dtype) -> notes"},
     {"ckpt_open", py_ckpt_open, METH_VARARGS, "ckpt_open(path) -> (handle, format, description, count)"},
     {"ckpt_tensor", py_ckpt_tensor, METH_VARARGS, "ckpt_tensor(handle, i, codes|None, scales|None, data|None) -> dict"},

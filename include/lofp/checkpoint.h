@@ -212,6 +212,29 @@ LOFP_API void lofp_ckpt_tensor_release(lofp_ckpt_tensor *t);
 LOFP_API lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt, void *out,
                                           lofp_io_error *err);
 
+/* What `lofp verify-checkpoint ORIGINAL QUANTIZED` finds, filled by lofp_ckpt_verify and owned by
+ * the caller (release with lofp_ckpt_verify_report_release). lines are the per-tensor lines as the
+ * command prints them (without its indentation): "ok   NAME (SCHEME): SUMMARY" for a tensor the
+ * file stores exactly as lofp's requantization gives it (left out when quiet), "FAIL ..." for one
+ * that is not, cannot be read, or has no dense original of the same name. */
+typedef struct lofp_ckpt_verify_report {
+    char *description;   /* lofp_ckpt_describe of QUANTIZED */
+    size_t n_quantized;  /* quantized tensors in QUANTIZED */
+    size_t n_ok;         /* reproduced bit for bit, stored the format's standard way */
+    size_t n_bad;        /* every FAIL line, unreadable tensors included */
+    size_t n_lines;
+    char **lines;
+} lofp_ckpt_verify_report;
+
+/* Re-quantizes every quantized tensor of `quantized` from the dense tensor of the same name in
+ * `original` under every producer profile and storage variant (lofp_verify_tensor) and fills *r.
+ * A tensor that does not match is a FAIL line, not an error: the return is LOFP_OK whenever both
+ * checkpoints open (the command exits 1 when r->n_bad > 0). Errors: lofp_ckpt_open's for either
+ * path, LOFP_ERR_NOMEM; *r is then empty. */
+LOFP_API lofp_status lofp_ckpt_verify(const char *original, const char *quantized, int quiet,
+                                      lofp_ckpt_verify_report *r, lofp_io_error *err);
+LOFP_API void lofp_ckpt_verify_report_release(lofp_ckpt_verify_report *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,7 +20,7 @@ from ._gemm import CudaWeight, PackedWeight, VerifyResult, cuda_weight, gemm, ge
 from ._io import load, save
 from . import kv, layout
 from .checkpoint import (Checkpoint, CheckpointReport, convert, import_checkpoint, open_checkpoint,
-                         verify_checkpoint)
+                         verify_checkpoint, check_checkpoint, CheckpointVerifyReport)
 
 __version__ = _lofp.version()
 HAVE_CUDA = bool(_lofp.HAVE_CUDA)
@@ -36,5 +36,5 @@ __all__ = [
     "kernel_name", "nvfp4_global_scale", "replace", "gemm", "gemm_reference", "pack_weight", "PackedWeight",
     "cuda_weight", "CudaWeight", "verify_gemm", "VerifyResult", "load", "save", "kv", "layout", "SCHEMES",
     "LAYOUTS", "ROUNDINGS", "HAVE_CUDA", "cuda_device_count", "__version__", "convert", "import_checkpoint",
-    "open_checkpoint", "verify_checkpoint", "Checkpoint", "CheckpointReport",
+    "open_checkpoint", "verify_checkpoint", "check_checkpoint", "Checkpoint", "CheckpointReport", "CheckpointVerifyReport",
 ]

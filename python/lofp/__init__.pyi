@@ -10,7 +10,7 @@ from . import kv as kv, layout as layout
 
 PathLike = Union[str, 'os.PathLike[str]']
 
-__all__ = ['Error', 'QTensor', 'Scheme', 'scheme', 'quantize', 'dequantize', 'encode', 'decode', 'elem_info', 'hadamard', 'kernel_name', 'nvfp4_global_scale', 'replace', 'gemm', 'gemm_reference', 'pack_weight', 'PackedWeight', 'cuda_weight', 'CudaWeight', 'verify_gemm', 'VerifyResult', 'load', 'save', 'SCHEMES', 'LAYOUTS', 'ROUNDINGS', 'HAVE_CUDA', 'cuda_device_count', '__version__', 'convert', 'import_checkpoint', 'open_checkpoint', 'verify_checkpoint', 'Checkpoint', 'CheckpointReport', 'kv', 'layout']
+__all__ = ['Error', 'QTensor', 'Scheme', 'scheme', 'quantize', 'dequantize', 'encode', 'decode', 'elem_info', 'hadamard', 'kernel_name', 'nvfp4_global_scale', 'replace', 'gemm', 'gemm_reference', 'pack_weight', 'PackedWeight', 'cuda_weight', 'CudaWeight', 'verify_gemm', 'VerifyResult', 'load', 'save', 'SCHEMES', 'LAYOUTS', 'ROUNDINGS', 'HAVE_CUDA', 'cuda_device_count', '__version__', 'convert', 'import_checkpoint', 'open_checkpoint', 'verify_checkpoint', 'check_checkpoint', 'Checkpoint', 'CheckpointReport', 'CheckpointVerifyReport', 'kv', 'layout']
 
 
 class Error(ValueError):
@@ -151,7 +151,9 @@ def import_checkpoint(src: PathLike, dst: PathLike, dtype: str = 'bfloat16') -> 
 
 def open_checkpoint(path: PathLike) -> Checkpoint: ...
 
-def verify_checkpoint(path: PathLike) -> CheckpointReport: ...
+def verify_checkpoint(original: PathLike, quantized: PathLike, *, quiet: bool = False) -> CheckpointVerifyReport: ...
+
+def check_checkpoint(path: PathLike) -> CheckpointReport: ...
 
 
 class Checkpoint:
@@ -172,3 +174,14 @@ class CheckpointReport:
     description: str
     tensors: int
     quantized: int
+
+
+@dataclass(frozen=True)
+class CheckpointVerifyReport:
+    description: str
+    quantized: int
+    reproduced: int
+    failed: int
+    lines: List[str]
+    @property
+    def ok(self) -> bool: ...

@@ -10,7 +10,7 @@ from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _fw, _lofp
+from . import _args, _fw, _lofp
 from ._lofp import Error
 
 SCHEMES = ("nvfp4", "mxfp4", "mxfp6-e2m3", "mxfp6-e3m2", "mxfp8-e4m3", "mxfp8-e5m2", "mxint8", "tilelang-mxfp8",
@@ -26,9 +26,7 @@ _AUTO_THREADS_MIN = 1 << 20
 
 def _threads(threads: Optional[int], n: int) -> int:
     if threads is not None:
-        if int(threads) < 0:
-            raise Error(f"invalid argument: threads must be >= 0, got {threads}")
-        return int(threads)
+        return _args.threads(threads)
     if n < _AUTO_THREADS_MIN:
         return 1
     return max(1, min(os.cpu_count() or 1, 16))
@@ -110,6 +108,14 @@ def scheme(name: Union[str, Scheme] = "nvfp4", *, rounding: Optional[str] = None
     numerics, bit for bit: 'lofp' (default), 'modelopt', 'compressed-tensors', 'torchao', 'ggml'
     (docs/CHECKPOINTS.md "Profiles"; the per-tensor scale is then in that producer's direction).
     """
+    # Checked before the overrides are merged so the message names what the caller passed.
+    _args.choice("rounding", rounding, _args.ROUNDINGS)
+    _args.choice("scale_rule", scale_rule, _args.SCALE_RULES)
+    two_level, pad = _args.flag("two_level", two_level), _args.flag("pad", pad)
+    rotate, propagate_nonfinite = _args.flag("rotate", rotate), _args.flag("propagate_nonfinite", propagate_nonfinite)
+    seed = _args.seed(seed)
+    if block is not None:
+        block = _args.int_range("block", block, 1, 1 << 20)
     if isinstance(name, Scheme):
         base = name
         rounding = base.rounding if rounding is None else rounding
@@ -329,6 +335,8 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
     >>> q.codes.shape, q.scales.dtype
     ((4, 16), dtype(float8_e8m0fnu))
     """
+    if threads is not None:
+        _args.threads(threads)
     if (type(x) is _ndarray and type(scheme) is str and scale_layout == "linear" and rounding is None
             and scale_rule is None and block is None and two_level is None and rotate is None and c is None
             and hadamard is None and pad is None and pad_byte is None and propagate_nonfinite is None
@@ -483,6 +491,11 @@ def dequantize(q: QTensor, dtype: Any = None, *, threads: Optional[int] = None, 
     stays in the rotated basis (apply lofp.hadamard to undo it). Bit-identical to the C library,
     on CPU and CUDA.
     """
+    if threads is not None:
+        _args.threads(threads)
+    if out is not None and isinstance(q, QTensor):
+        # The fast path would write a wrong-dtype array's bytes without complaint.
+        _args.dense_out("out", out, tuple(q.shape), _NP_OF[_fw.dtype_code(q.dtype if dtype is None else dtype)])
     if type(q) is QTensor and type(q.codes) is _ndarray and q.layout == "linear":
         # The common call (numpy codes, linear scales, the dtype as a name): the extension checks
         # the arrays; any failure falls through to the general path and its error message.

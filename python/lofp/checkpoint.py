@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Union
 
 import numpy as np
 
-from . import _core, _fw, _lofp
+from . import _args, _core, _fw, _lofp
 from ._core import QTensor
 from ._io import _NP_OF_IO
 from ._lofp import Error
@@ -67,10 +67,12 @@ def convert(src: PathLike, dst: PathLike, to: str = "modelopt", scheme: Optional
         raise Error(f"not found: unknown checkpoint format '{to}' (modelopt, compressed-tensors, gpt-oss, gguf, lofp)")
     src_s, dst_s = _path("input", src), _path("output", dst)
     jobs, threads = _count("jobs", jobs, _MAX_JOBS), _count("threads", threads, _MAX_THREADS)
-    return _lofp.ckpt_convert(src_s, dst_s, to, scheme, [str(g) for g in include],
-                              [str(g) for g in exclude], not fuse_scales, bool(pad),
+    include, exclude = _args.patterns("include", include), _args.patterns("exclude", exclude)
+    pad, fuse_scales = bool(_args.flag("pad", pad)), bool(_args.flag("fuse_scales", fuse_scales))
+    return _lofp.ckpt_convert(src_s, dst_s, to, scheme, include,
+                              exclude, not fuse_scales, pad,
                               None if input_scales is None else os.fspath(input_scales), jobs, threads,
-                              bool(requantize_unfit), None if profile is None else str(profile))
+                              bool(_args.flag("requantize_unfit", requantize_unfit)), None if profile is None else str(profile))
 
 
 def import_checkpoint(src: PathLike, dst: PathLike, dtype: str = "bfloat16") -> List[str]:
@@ -183,7 +185,7 @@ class CheckpointReport:
     quantized: int
 
 
-def verify_checkpoint(path: PathLike) -> CheckpointReport:
+def check_checkpoint(path: PathLike) -> CheckpointReport:
     """Opens the checkpoint and reads every tensor's description: the index, every shard, every
     scale tensor's shape and every per-tensor scale (present, finite, positive and plausible in the
     format's direction) are checked by the C reader. Raises lofp.Error naming the file and tensor
@@ -193,3 +195,33 @@ def verify_checkpoint(path: PathLike) -> CheckpointReport:
     for i in range(len(c)):
         q += bool(_lofp.ckpt_tensor(c._h, i, None, None, None)["quantized"])
     return CheckpointReport(c.format, c.description, len(c), q)
+
+
+
+@dataclass(frozen=True)
+class CheckpointVerifyReport:
+    """What lofp.verify_checkpoint found: the quantized checkpoint's description, its quantized
+    tensors, how many are reproduced bit for bit and how many not, and the per-tensor lines as
+    `lofp verify-checkpoint` prints them (ok lines left out under quiet=True)."""
+    description: str
+    quantized: int
+    reproduced: int
+    failed: int
+    lines: List[str]
+
+    @property
+    def ok(self) -> bool:
+        """True when every tensor is reproduced as the format stores it (the command's exit 0)."""
+        return self.failed == 0
+
+
+def verify_checkpoint(original: PathLike, quantized: PathLike, *, quiet: bool = False) -> CheckpointVerifyReport:
+    """`lofp verify-checkpoint [--quiet] ORIGINAL QUANTIZED` (the same C check, lofp_ckpt_verify):
+    re-quantizes every quantized tensor of `quantized` from the dense tensor of the same name in
+    `original` under every producer profile and says which producer, scale direction, scale layout
+    and nibble order reproduce it bit for bit. A tensor that does not match is a FAIL line of the
+    report, not an error; a checkpoint that cannot be opened raises lofp.Error. The one-directory
+    check is lofp.check_checkpoint."""
+    d, n, good, bad, lines = _lofp.ckpt_verify(_path("original", original), _path("quantized", quantized),
+                                               bool(_args.flag("quiet", quiet)))
+    return CheckpointVerifyReport(d, n, good, bad, list(lines))

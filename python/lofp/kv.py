@@ -16,7 +16,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from . import _core, _fw, _lofp
+from . import _args, _core, _fw, _lofp
 from ._lofp import Error
 
 __all__ = ["StoreReport", "Cache"]
@@ -69,7 +69,7 @@ class Cache:
                  device: Any = None) -> None:
         self.num_blocks, self.block_size = int(num_blocks), int(block_size)
         self.num_kv_heads, self.head_dim = int(num_kv_heads), int(head_dim)
-        self.dtype, self.c, self.hadamard, self.rotate_k = dtype, float(c), hadamard, bool(rotate_k)
+        self.dtype, self.c, self.hadamard, self.rotate_k = dtype, float(c), hadamard, bool(_args.flag("rotate_k", rotate_k))
         for nm, v in (("num_blocks", num_blocks), ("block_size", block_size), ("num_kv_heads", num_kv_heads),
                       ("head_dim", head_dim)):
             if int(v) <= 0:
@@ -237,6 +237,6 @@ class Cache:
             raise Error(f"shape: decode takes one query row per sequence ({ns}), q has {rows}")
         data = self.data
         info = _lofp.attention(self._desc, data, ns, qsl_a, qdt, qr, bt, int(bt.shape[1]), sl, hq, scale, sk, path,
-                               int(threads), int(split), None, raw)
+                               _args.int_range("threads", threads, 1, _args.MAX_THREADS), int(split), None, raw)
         self.last_report = {"path": info[0], "partitions": info[1], "saturated_q": info[2]}
         return res

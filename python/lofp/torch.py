@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from . import _core, _fw, _gemm, _lofp
+from . import _args, _core, _fw, _gemm, _lofp
 from ._core import QTensor
 from ._lofp import Error
 
@@ -332,8 +332,8 @@ def quantize_model(model: torch.nn.Module, scheme: str = "nvfp4", *, exclude: It
     except those whose qualified name matches a glob of `exclude` (or, when `include` is given,
     does not match one of it) and those whose in_features is not a multiple of the block (left
     as they are). Returns the model."""
-    exclude = list(exclude)
-    include = None if include is None else list(include)
+    exclude = _args.patterns("exclude", exclude)
+    include = None if include is None else _args.patterns("include", include)
     block = _core.scheme(scheme).block if "block" not in kw else int(kw["block"])
     for name, mod in list(model.named_modules()):
         for child_name, child in list(mod.named_children()):

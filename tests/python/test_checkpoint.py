@@ -1,4 +1,4 @@
-"""lofp.convert / import_checkpoint / open_checkpoint / verify_checkpoint against `lofp convert`
+"""lofp.convert / import_checkpoint / open_checkpoint / check_checkpoint / verify_checkpoint against `lofp convert`
 and `lofp import` of the same build (byte-identical directories), on the small llama model of
 tests/checkpoint (written with numpy + safetensors)."""
 import filecmp
@@ -78,7 +78,7 @@ def test_import_and_read_identical_to_cli(cli, tmp_path, llama):
     assert np.float32(q.global_scale) == np.float32(lofp._lofp.encode_from_decode(info["stored_scale"]))
     dense = c.get("model.norm.weight")
     assert dense.dtype == ml_dtypes.bfloat16
-    r = lofp.verify_checkpoint(tmp_path / "mo")
+    r = lofp.check_checkpoint(tmp_path / "mo")
     assert r.format == "modelopt" and r.quantized > 0 and r.tensors == len(c)
 
 
@@ -108,7 +108,7 @@ def test_checkpoint_errors(tmp_path, llama):
                 idx.write_text(json.dumps(j))
             break
     with pytest.raises(lofp.Error) as ei:
-        lofp.verify_checkpoint(tmp_path / "mo")
+        lofp.check_checkpoint(tmp_path / "mo")
     assert key.rsplit(".", 1)[0] in str(ei.value)
 
 
@@ -123,3 +123,15 @@ def test_convert_quantized_input_identical_to_cli(cli, tmp_path, llama):
     with pytest.raises(lofp.Error, match="lofp import"):
         lofp.convert(tmp_path / "mo", tmp_path / "x", "gpt-oss")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_verify_checkpoint_equals_cli(cli, tmp_path, llama, quiet):
+    lofp.convert(llama, tmp_path / "mo", "modelopt", exclude=["*.v_proj.*"])
+    args = ["verify-checkpoint"] + (["--quiet"] if quiet else []) + [llama, tmp_path / "mo"]
+    r = run_cli(cli, *args, ok=(0, 1))
+    v = lofp.verify_checkpoint(llama, tmp_path / "mo", quiet=quiet)
+    want = [f"{tmp_path / 'mo'}: {v.description}"] + [f"  {l}" for l in v.lines] + \
+        [f"{v.quantized} quantized tensors: {v.reproduced} reproduced bit for bit, {v.failed} not"]
+    assert r.stdout.splitlines() == want
+    assert (r.returncode == 0) == v.ok and v.quantized > 0

@@ -76,9 +76,8 @@ def build_parser():
     p.add_argument("--plot", metavar="DIR", help="write plots (matplotlib) into DIR")
     p.add_argument("--layers", action="store_true", help="print the per-layer SNR table too")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
-    p.add_argument("--backend", choices=["package", "ctypes"], default=None,
-                   help="how lofp is called (default: the Python package when importable, "
-                        "else liblofp.so through ctypes)")
+    p.add_argument("--backend", choices=["package"], default=None,
+                   help="how lofp is called: the lofp Python package (the only one)")
     p.add_argument("--threads", type=int, default=None, help="lofp worker threads")
     p.add_argument("--blas-threads", type=int, default=None,
                    help="numpy's BLAS threads (default 1 unless OPENBLAS_NUM_THREADS or "

@@ -1,0 +1,89 @@
+"""Argument checks shared by the public functions: a bad argument raises lofp.Error naming the
+argument and what it accepts, before Python's own conversions (int() of -1 into a uint64,
+bool("no"), iterating a str char by char) could turn it into a different request."""
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional
+
+import numpy as np
+
+from ._lofp import Error
+
+# The CLI's --threads and --jobs accept 1..256 (cli_parse_long bounds); Python takes the same.
+MAX_THREADS = 256
+SEED_MAX = (1 << 64) - 1  # lofp_scheme.seed is a uint64_t
+
+ROUNDINGS = ("rne", "ties-to-zero", "ties-away", "stochastic")
+SCALE_RULES = ("floor", "ceil", "even", "rceil")
+
+
+def _is_int(v: Any) -> bool:
+    # bool is an int subclass, but threads=True is a mistake, not 1.
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def int_range(name: str, v: Any, lo: int, hi: int) -> int:
+    if not _is_int(v) or not lo <= int(v) <= hi:
+        raise Error(f"invalid argument: {name} must be an integer {lo}..{hi}, got {v!r}")
+    return int(v)
+
+
+def opt_int_range(name: str, v: Any, lo: int, hi: int) -> Optional[int]:
+    return None if v is None else int_range(name, v, lo, hi)
+
+
+def threads(v: Any) -> Optional[int]:
+    return opt_int_range("threads", v, 1, MAX_THREADS)
+
+
+def seed(v: Any) -> Optional[int]:
+    return opt_int_range("seed", v, 0, SEED_MAX)
+
+
+def flag(name: str, v: Any) -> Optional[bool]:
+    """None or a real bool: pad="no" would otherwise be truthy and turn padding on."""
+    if v is None or isinstance(v, (bool, np.bool_)):
+        return None if v is None else bool(v)
+    raise Error(f"invalid argument: {name} must be True or False, got {v!r}")
+
+
+def choice(name: str, v: Any, valid: Iterable[str]) -> Optional[str]:
+    valid = tuple(valid)
+    if v is None:
+        return None
+    # An unknown name is left to the C library, whose "not found: unknown ..." message the CLI
+    # shares; only what is not a name at all (scale_rule=5) is refused here.
+    if not isinstance(v, str):
+        raise Error(f"invalid argument: {name} must be one of {', '.join(valid)}; got {v!r}")
+    return v
+
+
+def patterns(name: str, v: Any) -> List[str]:
+    """A glob list; one str is one pattern (iterating it would give one pattern per character)."""
+    if v is None:
+        return []
+    if isinstance(v, (str, bytes)):
+        v = [v]
+    try:
+        out = list(v)
+    except TypeError:
+        raise Error(f"invalid argument: {name} must be a str or a list of str, got {type(v).__name__}") from None
+    for p in out:
+        if not isinstance(p, str):
+            raise Error(f"invalid argument: {name} patterns must be str, got {p!r}")
+    return out
+
+
+def dense_out(name: str, out: Any, shape: tuple, np_dtype: Any) -> None:
+    """A numpy out= must have exactly the result's dtype and shape: the raw-buffer path after
+    this one checks only byte counts and contiguity, so an int32 array of the right size would
+    be filled with float bits. Other frameworks' arrays are checked by the DLPack path."""
+    if not isinstance(out, np.ndarray):
+        return
+    want = np.dtype(np_dtype)
+    if out.dtype != want:
+        raise Error(f"invalid argument: {name} has dtype {out.dtype}, the result is {want}")
+    if out.nbytes != want.itemsize * int(np.prod(shape, dtype=np.int64)):
+        return  # the size check after this one says "buffer too small" with the byte counts
+    if tuple(out.shape) != tuple(shape):
+        raise Error(f"invalid argument: {name} has shape {tuple(out.shape)}, the result is {tuple(shape)}")
