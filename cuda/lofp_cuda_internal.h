@@ -22,10 +22,12 @@
 extern "C" {
 #endif
 /* Internal entry points for test_cuda and bench_cuda (not part of the public API). */
-enum { LOFP_GEMM_ROUTE_AUTO = 0, LOFP_GEMM_ROUTE_LARGE = 1, LOFP_GEMM_ROUTE_KERNEL = 2 };
+enum { LOFP_GEMM_ROUTE_AUTO = 0, LOFP_GEMM_ROUTE_LARGE = 1, LOFP_GEMM_ROUTE_KERNEL = 2,
+       LOFP_GEMM_ROUTE_NO_WGMMA = 3 };
 /* lofp_cuda_w4a16_gemm with the route forced: AUTO is the public function; LARGE only the
  * dequantize + cuBLASLt path (LOFP_ERR_UNSUPPORTED where it is unavailable or refuses);
- * KERNEL the dispatch without the large path (GEMV / wgmma / mma.sync). */
+ * KERNEL the dispatch without the large path (GEMV / wgmma / mma.sync); NO_WGMMA the dispatch of a
+ * device without wgmma (large path, GEMV, mma.sync), so that one device tests both. */
 lofp_status lofp_cuda_w4a16_gemm_route(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                        lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream,
                                        int route);
