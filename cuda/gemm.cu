@@ -206,7 +206,8 @@ __device__ __forceinline__ void gemv_loadw(const uint8_t *wl, const uint8_t *sl,
         }
 }
 
-/* Version 3 (restored after version 7, cuda/NOTES.md), configurable: each warp walks its K range
+/* The GEMV kernel, configurable (per-warp cp.async rings in shared memory and a fully unrolled
+ * register ring of up to six chunks measured 1-25 % slower, docs/CUDA.md): each warp walks its K range
  * STEP chunks per step with the next STEP chunks' weights already requested (STEP = 2: up to four
  * chunks of weights in flight; STEP = 1: two, for fewer registers); the activations of a chunk
  * are loaded when it is computed (L1/L2). A CTA is RW row groups x WK warps: the WK warps of a
@@ -524,7 +525,7 @@ static lofp_status gemv_launch(const GemmP &p, cudaStream_t st)
     return LOFP_OK;
 }
 
-/* The production GEMV configurations, one per shape class (device run 11, cuda/NOTES.md: us for
+/* The production GEMV configurations, one per shape class (measured on an H200: us for
  * 20 back-to-back calls, bf16 out; NVFP4 / MXFP4 at M = 1 and 16 of 8192^2 and 14336 x 4096):
  *  - m <= 8 (NT = 1): one tile per warp, a CTA of two row groups x 8 warps splitting K, <= 64
  *    registers (2 CTAs per SM), one chunk per step; it took every M = 1 column against the

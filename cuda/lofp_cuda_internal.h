@@ -11,11 +11,11 @@
 
 /* W4A16 shape classes (docs/CUDA.md): m >= LOFP_CUDA_LARGE_M_MIN goes to the dequantize +
  * cuBLASLt path of gemm_large.cu where cuBLASLt can be opened; the wgmma kernel below that (and
- * as the fallback). The crossover comes from bench_cuda's w4a16_route_* timings: device run 15
- * (the warp-specialised kernel), large / kernel, NVFP4 8192^2: M = 512 139.3 / 124.2 us, M = 1024
+ * as the fallback). The crossover comes from bench_cuda's w4a16_route_* timings on an H200
+ * (the warp-specialised wgmma kernel), large / kernel, NVFP4 8192^2: M = 512 139.3 / 124.2 us, M = 1024
  * 221.4 / 238.4; 14336 x 4096: 134.7 / 131.8 and 194.9 / 276.0 (MXFP4 alike). Linear between the
  * two the 8192^2 times meet near M = 768 (the 14336 x 4096 ones below it), so the large path
- * from M = 768 (512 with the previous wgmma kernel, device run 8). */
+ * from M = 768. */
 #define LOFP_CUDA_LARGE_M_MIN 768
 
 #ifdef __cplusplus
