@@ -1,4 +1,4 @@
-/* test_cuda.c -- GPU correctness test of liblofp_cuda through its public C API (`make gpu-test`).
+/* cuda_test.c (the test_cuda program) -- GPU correctness test of liblofp_cuda through its public C API (`make gpu-test`).
  * Exits 0 with a message when no CUDA device is present (CI compiles and links it only).
  *
  *   1. Markstein's division (NVFP4 kernel) vs __fdiv_rn, exhaustive over the divisors and the
