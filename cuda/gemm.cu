@@ -26,7 +26,7 @@
  * Kernels: gemv_kernel (m <= 32, and m <= 64 where wgmma is unavailable: each warp streams MT
  * weight m16 tiles over a K range with the activations read from L1/L2; WK warps split K and
  * reduce in shared memory, deterministic) and gemm_kernel (m > 64 when wgmma is unavailable or
- * LOFP_CUDA_GEMM_IMPL=mma: 128 x 128 CTA tiles, 3-stage cp.async pipeline, swizzled shared
+ * devices without wgmma (or the NO_WGMMA route): 128 x 128 CTA tiles, 3-stage cp.async pipeline, swizzled shared
  * memory; gemm_wgmma.cu is the default for m > 32).
  */
 #include <stdio.h>
@@ -206,7 +206,8 @@ __device__ __forceinline__ void gemv_loadw(const uint8_t *wl, const uint8_t *sl,
         }
 }
 
-/* Version 3 (restored after version 7, cuda/NOTES.md), configurable: each warp walks its K range
+/* The GEMV kernel, configurable (per-warp cp.async rings in shared memory and a fully unrolled
+ * register ring of up to six chunks measured 1-25 % slower, docs/CUDA.md): each warp walks its K range
  * STEP chunks per step with the next STEP chunks' weights already requested (STEP = 2: up to four
  * chunks of weights in flight; STEP = 1: two, for fewer registers); the activations of a chunk
  * are loaded when it is computed (L1/L2). A CTA is RW row groups x WK warps: the WK warps of a
@@ -524,7 +525,7 @@ static lofp_status gemv_launch(const GemmP &p, cudaStream_t st)
     return LOFP_OK;
 }
 
-/* The production GEMV configurations, one per shape class (device run 11, cuda/NOTES.md: us for
+/* The production GEMV configurations, one per shape class (measured on an H200: us for
  * 20 back-to-back calls, bf16 out; NVFP4 / MXFP4 at M = 1 and 16 of 8192^2 and 14336 x 4096):
  *  - m <= 8 (NT = 1): one tile per warp, a CTA of two row groups x 8 warps splitting K, <= 64
  *    registers (2 CTAs per SM), one chunk per step; it took every M = 1 column against the
@@ -571,7 +572,7 @@ static lofp_status w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m, 
     cudaStream_t st = (cudaStream_t)stream;
     /* large M: dequantize to bf16 + cuBLASLt (gemm_large.cu); the kernels below where cuBLASLt
      * is absent, refuses, or the transient buffer cannot be allocated */
-    if (route == LOFP_GEMM_ROUTE_LARGE || (route == LOFP_GEMM_ROUTE_AUTO && m >= LOFP_CUDA_LARGE_M_MIN)) {
+    if (route == LOFP_GEMM_ROUTE_LARGE || ((route == LOFP_GEMM_ROUTE_AUTO || route == LOFP_GEMM_ROUTE_NO_WGMMA) && m >= LOFP_CUDA_LARGE_M_MIN)) {
         const lofp_status r = gemm_large_launch(w, d_a, m, out_dt == LOFP_DTYPE_BF16, d_c, st);
         if (r != LOFP_ERR_UNSUPPORTED || route == LOFP_GEMM_ROUTE_LARGE) return r;
     }
@@ -580,18 +581,18 @@ static lofp_status w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m, 
     p.a = (const uint16_t *)d_a; p.c = d_c;
     p.m = (int)m; p.n = (int)w->n; p.k = (int)w->k; p.out_bf16 = out_dt == LOFP_DTYPE_BF16;
     const bool nv = w->id == LOFP_SCHEME_NVFP4;
-    /* m = 33..64 goes to the wgmma kernel (device run 4: M = 64 48.8 us against 64.7 for the best
-     * GEMV configuration, NVFP4 8192^2; 46.8 against 65.6 at 14336 x 4096), back to the GEMV where
-     * wgmma does not exist. */
-    const char *impl = getenv("LOFP_CUDA_GEMM_IMPL");
-    const bool no_wgmma = impl && strcmp(impl, "mma") == 0; /* the paths of devices without wgmma */
+    /* m = 33..64 goes to the wgmma kernel (on an H200 at M = 64 it took 48.8 us against 64.7 for the
+     * best GEMV configuration, NVFP4 8192^2; 46.8 against 65.6 at 14336 x 4096), back to the GEMV
+     * where wgmma does not exist. The choice is made from M and the device alone; the NO_WGMMA
+     * route (tests) takes the paths of devices without wgmma on any device. */
+    const bool no_wgmma = route == LOFP_GEMM_ROUTE_NO_WGMMA;
     if (m > 32 && m <= 64 && !no_wgmma) {
         const lofp_status r = gemm_wgmma_launch(p, nv ? 1 : 0, st);
         if (r != LOFP_ERR_UNSUPPORTED) return r;
     }
     if (m <= 64) return nv ? launch_gemv<1>(p, st) : launch_gemv<0>(p, st);
-    /* m > 64: the sm_90a wgmma kernel (gemm_wgmma.cu) unless LOFP_CUDA_GEMM_IMPL=mma or the
-     * device is not sm_90; then the mma.sync kernel below. */
+    /* m > 64: the sm_90a wgmma kernel (gemm_wgmma.cu) unless the route is NO_WGMMA or the device
+     * is not sm_90; then the mma.sync kernel below. */
     if (!no_wgmma) {
         const lofp_status r = gemm_wgmma_launch(p, nv ? 1 : 0, st);
         if (r != LOFP_ERR_UNSUPPORTED) return r;

@@ -4,7 +4,7 @@
  * Why: at large M the GEMM is tensor-core bound and the weight format matters only once per call;
  * dequantizing N x K to bf16 costs about one HBM pass over 2.5 bytes per weight (~50 us at 8192^2),
  * while cuBLAS's bf16 GEMM is faster than the wgmma kernel of gemm_wgmma.cu by more than that at
- * M >= 768 (device run 15, NVFP4 8192^2: M = 1024 221 us against the warp-specialised kernel's
+ * M >= 768 (H200, NVFP4 8192^2: M = 1024 221 us against the warp-specialised kernel's
  * 238, M = 4096 730 against 1154; cuBLAS bf16 173 and 682).
  *
  * Numerics: the dequantize kernel produces, with the same device helpers (fp4pair, bf16x2_mul,

@@ -478,8 +478,8 @@ extern "C" lofp_status lofp_cuda_w4a8_quantize_act(const void *d_a, size_t m, si
 
 /* Configurations: m <= 64: 64 weight rows x 64 tokens per CTA (KW = 2), 8 stages (the weight
  * stream is the cost: 6 chunks in flight); m > 64: 128 tokens, 128 rows (KW = 1) or 64 rows
- * (KW = 2), whichever needs fewer CTA waves x work per CTA (ties to KW = 1, no reduction); device
- * run 8's sweep of all four (TN, KW) pairs chose these at M = 64, 256 and 4096. */
+ * (KW = 2), whichever needs fewer CTA waves x work per CTA (ties to KW = 1, no reduction); a sweep
+ * of all four (TN, KW) pairs on an H200 chose these at M = 64, 256 and 4096. */
 extern "C" lofp_status lofp_cuda_w4a8_gemm_quantized(const lofp_cuda_w4 *w, size_t m, lofp_dtype out_dt,
                                                      void *d_c, const void *d_ws, size_t ws_bytes,
                                                      lofp_cuda_stream stream)

@@ -42,7 +42,8 @@
  * parity-0 ones once per tile in shared memory, in that order. Split launches (KS = 2) give a
  * cluster of KS CTAs one tile, each 1/KS of the chunks, and the partials are summed in rank order
  * through distributed shared memory. Every sum is in a fixed order: results are deterministic.
- * History (wg_kernel: cp.async, one __syncthreads per chunk, two warpgroups) in cuda/NOTES.md.
+ * (A cp.async kernel with one __syncthreads per chunk and two warpgroups measured slower; it is in
+ * git history.)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,8 +134,8 @@ template <int NV, int MT, int TN, int RG> struct WsShape {
  * already holds (the producer's setmaxnreg.dec frees them): the launch gives every warp L
  * registers, L = a quarter of the register file over the NC + 1 warps each scheduler holds
  * (ptxas's own cap for the kernel: 168 at NC = 2, 96 at NC = 4), so the consumers can rise to
- * ((NC + 1) L - PROD) / NC. (Asking for more than that waits forever: device run 13c, NC = 4 at
- * 120 hung.) */
+ * ((NC + 1) L - PROD) / NC. (Asking for more than that makes setmaxnreg wait forever: NC = 4
+ * at 120 hung.) */
 template <int NC> struct WsRegs {
     static constexpr int L = 16384 / (32 * (NC + 1)) / 8 * 8;
     static constexpr int PROD = NC > 2 ? 24 : 40;
@@ -490,7 +491,7 @@ int is_sm90(void)
 static int g_force = -1;
 
 /* The four configurations (MT, TN, stages, K splits, row groups, K parities) and their cost per
- * 128-chunk of one CTA, measured in device run 14 (NVFP4 and MXFP4, 8192^2 and 14336 x 4096, M =
+ * 128-chunk of one CTA, measured on an H200 (NVFP4 and MXFP4, 8192^2 and 14336 x 4096, M =
  * 64 and 256): the (1,64) tiles 128 rows x 64 tokens ~0.9 us per chunk, the (2,128) tiles 256 x
  * 128 ~2.1 us (four times the work for 2.3 times the time: the dequantization is shared by 128
  * tokens and the n128 wgmma runs closer to its peak). Persistent forms first: they win ties. */
@@ -511,8 +512,8 @@ lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st
     int sel = g_force;
     if (sel < 0) {
         /* estimated time: rounds of one CTA per SM (tiles x splits over the SMs) x chunks per
-         * CTA and round x the measured cost per chunk; device run 14's best configuration at
-         * each of its eight shapes is the estimate's choice */
+         * CTA and round x the measured cost per chunk; the best measured configuration at
+         * each of the eight shapes above is the estimate's choice */
         double best = 1e300;
         for (int ci = 0; ci < 4; ci++) {
             const Cfg &x = k_cfg[ci];

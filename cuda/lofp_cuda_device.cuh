@@ -1,6 +1,6 @@
 /* lofp_cuda_device.cuh -- element codecs and per-block rules shared by the CUDA kernels.
  *
- * Everything here is __host__ __device__ so that the host-side unit test (cuda/test_codec_host.cu,
+ * Everything here is __host__ __device__ so that the host-side unit test (tests/cuda/test_codec_host.cu,
  * which runs without a GPU) can check each helper against the CPU library on millions of inputs.
  * The arithmetic is a line-by-line port of src/element.c, src/quant_mx.c, src/quant_nvfp4.c and
  * src/quant_uq.c: every fp32 operation is an explicit round-to-nearest intrinsic on the device
@@ -222,7 +222,7 @@ LHD uint32_t encode_mxint8_32(float x, int mode)
  * grid value by 2^(-126 - emin) (exact) lands the format's subnormals on fp32's, where the bits
  * from bit 23 - mbits up are the code (mf_rne_magic_bits returns that word; the sign of x is
  * ignored). For a huge a, c overflows and a + c - c is NaN, which fminf
- * (IEEE minNum) turns into maxv. cuda/test_codec_host.cu checks it against the integer encoder. */
+ * (IEEE minNum) turns into maxv. tests/cuda/test_codec_host.cu checks it against the integer encoder. */
 LHD uint32_t mf_rne_magic_bits(float x, int emin, int mbits, float maxv)
 {
     const uint32_t lo = (uint32_t)(127 + emin) << 23;
@@ -510,7 +510,7 @@ LHD float e8m0_value(uint32_t b) /* E8M0 as lofp_decode: 0 -> 2^-127, 0xFF -> Na
  * v; v * sv is exact and v = 2^j * {1, 1.5}, so while the two quotients b1 = fl(sv / global) and
  * b3 = fl(1.5 sv / global) stay normal after the scaling by 2^j (j in -1..2), y = 2^j * b1 or
  * 2^j * b3 exactly. nvfp4_dq_bases returns false when that does not hold (the caller divides per
- * element); cuda/test_codec_host.cu checks both against the CPU formula. */
+ * element); tests/cuda/test_codec_host.cu checks both against the CPU formula. */
 LHD bool nvfp4_dq_bases(float sv, float global, float &b1, float &b3)
 {
     b1 = fdiv(sv, global);

@@ -11,21 +11,23 @@
 
 /* W4A16 shape classes (docs/CUDA.md): m >= LOFP_CUDA_LARGE_M_MIN goes to the dequantize +
  * cuBLASLt path of gemm_large.cu where cuBLASLt can be opened; the wgmma kernel below that (and
- * as the fallback). The crossover comes from bench_cuda's w4a16_route_* timings: device run 15
- * (the warp-specialised kernel), large / kernel, NVFP4 8192^2: M = 512 139.3 / 124.2 us, M = 1024
+ * as the fallback). The crossover comes from bench_cuda's w4a16_route_* timings on an H200
+ * (the warp-specialised wgmma kernel), large / kernel, NVFP4 8192^2: M = 512 139.3 / 124.2 us, M = 1024
  * 221.4 / 238.4; 14336 x 4096: 134.7 / 131.8 and 194.9 / 276.0 (MXFP4 alike). Linear between the
  * two the 8192^2 times meet near M = 768 (the 14336 x 4096 ones below it), so the large path
- * from M = 768 (512 with the previous wgmma kernel, device run 8). */
+ * from M = 768. */
 #define LOFP_CUDA_LARGE_M_MIN 768
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 /* Internal entry points for test_cuda and bench_cuda (not part of the public API). */
-enum { LOFP_GEMM_ROUTE_AUTO = 0, LOFP_GEMM_ROUTE_LARGE = 1, LOFP_GEMM_ROUTE_KERNEL = 2 };
+enum { LOFP_GEMM_ROUTE_AUTO = 0, LOFP_GEMM_ROUTE_LARGE = 1, LOFP_GEMM_ROUTE_KERNEL = 2,
+       LOFP_GEMM_ROUTE_NO_WGMMA = 3 };
 /* lofp_cuda_w4a16_gemm with the route forced: AUTO is the public function; LARGE only the
  * dequantize + cuBLASLt path (LOFP_ERR_UNSUPPORTED where it is unavailable or refuses);
- * KERNEL the dispatch without the large path (GEMV / wgmma / mma.sync). */
+ * KERNEL the dispatch without the large path (GEMV / wgmma / mma.sync); NO_WGMMA the dispatch of a
+ * device without wgmma (large path, GEMV, mma.sync), so that one device tests both. */
 lofp_status lofp_cuda_w4a16_gemm_route(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                        lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream,
                                        int route);

@@ -3,7 +3,7 @@
  * library. Built with -fmad=false; every fp32 step is an explicit _rn intrinsic (see
  * lofp_cuda_device.cuh). Scales are written straight into the requested layout.
  *
- * Kernels (docs/CUDA.md has the full story, cuda/NOTES.md the measurements):
+ * Kernels (docs/CUDA.md gives each one's route and the measurements behind it):
  *   amax_kernel      tensor-wide max |x| (uint max of the bit patterns) for two-level NVFP4, plus
  *                    the first non-finite index; one atomicMax per CTA.
  *   nvfp4_kernel     one thread per 16-element block (two 16-byte bf16 loads); the
@@ -428,14 +428,14 @@ __global__ void __launch_bounds__(256) mx_kernel(BQParams p, int lg_log2, int ve
     if (li == 0) p.scales[scale_off(p.L, r, b)] = (uint8_t)sb;
 }
 
-/* ---- Fast RNE kernels (version 3) ----
- * The version-2 kernels were bound by the integer/logic pipe (Nsight Compute: ALU 83 %, DRAM 33 %
+/* ---- Fast RNE kernels ----
+ * The general kernels were bound by the integer/logic pipe (Nsight Compute: ALU 83 %, DRAM 33 %
  * for MXFP4 at 8192^2 bf16; 32.6 instructions per element). These keep their thread mapping and
  * bit-exact results but (1) take the block amax and the non-finite test from one packed
  * 16x2 integer max per two bf16/f16 elements (|x| orders like its magnitude bits, and a block is
  * finite iff its largest magnitude pattern is below the infinity pattern), and (2) encode with
  * the fp32-pipe rounding of mf_mag_rne_magic / mxint8_rne_magic. RNE only; the other modes, and
- * blocks holding a non-finite value, keep the version-2 code. */
+ * blocks holding a non-finite value, keep the general kernels' code. */
 
 /* Output slot k (width W bits) of a code held at bit C: a right shift by C - W*k as the high half
  * of a multiply, or a left shift as the low half, added to acc. */
@@ -567,7 +567,7 @@ __global__ void __launch_bounds__(256) nvfp4_fast_kernel(BQParams p)
             }
             lo -= 0x4A800000u * 0x11111111u;
             hi -= 0x4A800000u * 0x11111111u;
-        } else { /* the version-2 arithmetic, non-finite values included */
+        } else { /* the general kernels' arithmetic, non-finite values included */
             note_nonfinite_raw<DT, 16>(p.ws, raw, 16 * s, p.k, r, j0);
             float g[16], bmax = 0.0f;
 #pragma unroll
@@ -677,7 +677,7 @@ __global__ void __launch_bounds__(256) mx_fast_kernel(BQParams p, int lg_log2)
     if (li == 0) p.scales[scale_off(p.L, r, b)] = (uint8_t)sb;
 }
 
-/* ---- MXFP4 from bf16, RNE, flat (version 4) ----
+/* ---- MXFP4 from bf16, RNE, flat ----
  * Linear scales, no padding, K a multiple of 32: block g is 16-byte input words 4g..4g+3, code
  * word g (16 bytes) and scale byte g, so there is no row/column split. A warp item is 32 blocks:
  * load i of lane l is input word 128 * item + 32 i + l (each load instruction of the warp reads 512
@@ -687,7 +687,7 @@ __global__ void __launch_bounds__(256) mx_fast_kernel(BQParams p, int lg_log2)
  * four lanes. The elements are encoded two per word by e2m1x2_bf16_codes (three fma.rn.bf16x2 and
  * three 16x2 mins per pair, see lofp_cuda_device.cuh) after a byte permute that pairs element j
  * with j + 4, so that four code words combine into the 8-nibble output word by three IMADs.
- * Scale bytes outside 3..248 and non-finite blocks take the fp32 path (the version-3 code). */
+ * Scale bytes outside 3..248 and non-finite blocks take the fp32 path (the fast RNE kernels' code). */
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
 {
     uint32_t d;
@@ -787,8 +787,8 @@ __global__ void __launch_bounds__(256) mxfp4_bf16_flat_kernel(BQParams p)
     }
 }
 
-/* ---- NVFP4 from bf16, RNE, flat (version 6) ----
- * Version 6: the warp's next item is copied by cp.async into one of two shared-memory stages
+/* ---- NVFP4 from bf16, RNE, flat ----
+ * The warp's next item is copied by cp.async into one of two shared-memory stages
  * instead of 16 registers (80 -> 64 registers, 3 -> 4 CTAs of 256 per SM, no spill); 8 CTAs per
  * SM in the grid.
  * No padding: block g is 16-byte input words 2g, 2g+1, code words (4 bytes) 2g, 2g+1 and scale
@@ -799,10 +799,10 @@ __global__ void __launch_bounds__(256) mxfp4_bf16_flat_kernel(BQParams p)
  * i % 2 == l % 2 (two per lane) and hands them (byte, divisor, reciprocal) to its partner.
  * Per element: x * global, Markstein's division, the three E2M1 candidates and their minimum (the
  * same fp32 operations as nvfp4_fast_kernel), one mad.lo into the nibble. Per word of 8 elements
- * (version 5; version 4 spent two instructions per element on the sign and one on the cap at 7):
+ * (per element the sign would cost two instructions and the cap at 7 one):
  * the codes 8 (q in [7, 9)) become 7 by e2m1_fix8_word, and the 8 signs come from the input's
  * high bytes by four byte permutes (nvfp4_signs8). q < 9 holds unless the block scale was clamped
- * at 448 (its byte is then 0x7E; those blocks, and non-finite ones, take the version-2
+ * at 448 (its byte is then 0x7E; those blocks, and non-finite ones, take the general
  * arithmetic, the pair of lanes sharing the block maximum by a two-lane shuffle). Addresses are a
  * base per item plus constant offsets, with the bounds tests only in a partial last item. Items
  * run in reverse order after the amax pass (the L2 holds the tensor's end). */
@@ -932,7 +932,7 @@ __global__ void __launch_bounds__(256, 4) nvfp4_bf16_flat_kernel(BQParams p)
                 }
                 out = e2m1_fix8_word(out - 0x4A800000u * 0x11111111u) |
                       nvfp4_signs8(raw[0], raw[1], raw[2], raw[3]);
-            } else { /* the version-2 arithmetic, non-finite values included */
+            } else { /* the general kernels' arithmetic, non-finite values included */
                 const size_t gid = wb + 32 * i + lane;
                 note_nonfinite_raw<LOFP_DTYPE_BF16, 8>(p.ws, raw, 0, p.k, 0, gid * 8);
                 float g[8], bmax = 0.0f;
@@ -1248,7 +1248,7 @@ __global__ void __launch_bounds__(256) dequant_fast_kernel(DQParams p)
     }
 }
 
-/* Version 6: FP4 -> bf16 by byte lookup. For an E2M1 code with magnitude index m and a block whose
+/* FP4 -> bf16 by byte lookup (fewer instructions per element than the per-element formula). For an E2M1 code with magnitude index m and a block whose
  * two bases b1, b3 (nvfp4_dq_bases; MX: 2^(e-127) and 1.5 * 2^(e-127)) keep every value normal,
  * the bf16 output is 2^j * bf16(b) with b = b3 for m = 3, 5, 7 and b1 otherwise (j = m/2 - 1,
  * m = 1 -> j = -1): the eight magnitudes of a block are bf16(b1), bf16(b3) with the exponent field
@@ -1623,12 +1623,12 @@ static lofp_status quantize_impl(const lofp_scheme *s, lofp_dtype dt, const void
         }
         const unsigned grid = (unsigned)((total + 255) / 256);
         /* the linear scale layout only: for the swizzled and packed layouts the flat kernel's
-         * per-slot scale addressing measured slower than nvfp4_fast_kernel (device run 10,
-         * swizzle-128x4 two-level 8192^2: 107.5 us against 101.3 in run 9), so they stay there */
+         * per-slot scale addressing measured slower than nvfp4_fast_kernel (H200,
+         * swizzle-128x4 two-level 8192^2: 107.5 us against 101.3), so they stay there */
         if (use_fast && dt == LOFP_DTYPE_BF16 && layout == LOFP_LAYOUT_LINEAR) {
             /* warp items of 64 blocks; a grid of 8 CTAs per SM (two waves at the 4 resident CTAs
              * per SM) whose warps loop over the items, each copying its next item while it
-             * encodes one. Device run 9 swept the CTAs per SM at 3 resident (two-level 8192^2,
+             * encodes one. A sweep on an H200 of the CTAs per SM at 3 resident (two-level 8192^2,
              * us): one item per warp 97.4, 1: 106.1, 2: 91.4, 3 (one wave): 90.9, 4: 90.2,
              * 8: 88.7 -- more warps with an item in flight, later CTAs filling SMs whose
              * earlier ones finished first. */

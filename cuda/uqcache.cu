@@ -13,9 +13,10 @@
  *                     cp.async ring in shared memory. QK on fp16 tensor cores (keys as A, the
  *                     G <= 8 query heads as n8, E8M0 key scales applied per 32-element group after
  *                     the MMA), base-2 online softmax, PV on bf16 tensor cores with P split into
- *                     hi + lo parts (see the comment at the kernel). (Version 2, a kernel reading
- *                     global memory directly, and version 4, which moved the V scales into the A
- *                     operand, were removed; see cuda/NOTES.md and git history.)
+ *                     hi + lo parts (see the comment at the kernel). (A kernel reading global
+ *                     memory directly is gone since unaligned caches are refused; one that moved
+ *                     the V scales into the A operand was exact only for V scales up to 2^49
+ *                     for ~1 % speed. Both are in git history.)
  *   uq_merge_kernel   merges the splits and the sink logit (denominator only).
  */
 #include <math.h>
@@ -43,7 +44,7 @@ struct StoreP {
     const int64_t *slot_mapping;
     uint8_t *cache;
     float c;
-    uint32_t rows, hk32, hk_m, hk_s; /* version 7: rows of this launch, hk, its division magic */
+    uint32_t rows, hk32, hk_m, hk_s; /* rows of this launch, hk, its division magic */
     uint32_t cap;                    /* UQ_PAIR_CAP */
     UqThr thr;
 };
@@ -83,11 +84,11 @@ __global__ void __launch_bounds__(256) uq_store_kernel(StoreP p)
     }
 }
 
-/* Version 7: rows of D <= 256 elements as LPR = D / 16 lanes of 16 elements each, 32 / LPR rows
+/* Several rows per warp: rows of D <= 256 elements as LPR = D / 16 lanes of 16 elements each, 32 / LPR rows
  * (token, head) per warp: two 16-byte loads per lane and tensor (all four issued first), the
  * butterfly's first four stages inside the lane and log2(LPR) across lanes (the same operations
  * in the same order as the one-row-per-warp kernel), groups of 32 over two lanes, the codes from
- * uq_encode16 (two elements per 16x2 integer operation, cuda/NOTES.md "store version 7"), 8 code
+ * uq_encode16 (two elements per 16x2 integer operation), 8 code
  * bytes per lane. Rows are 32-bit (the host launches at most 2^27 rows at a time), the
  * (token, head) split a multiply-high by the host's magic number. Rows of skipped tokens
  * (slot < 0) and past the end compute on row 0's data and store nothing. */
@@ -209,7 +210,7 @@ __device__ __forceinline__ void mma_bf16v(float *d, const uint32_t *a, uint32_t 
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-/* ---- attention, version 3: per-warp cp.async ring in shared memory ----
+/* ---- attention: per-warp cp.async ring in shared memory (hides the cache's load latency) ----
  * One CTA (4 warps) per (KV head, split, sequence); grid x = KV head, so the CTAs of all KV heads
  * of a token range run side by side and share the DRAM sectors at the slot boundaries. Warp w
  * takes the 16-token sub-tiles w, w+4, w+8, ... of the split (splits are multiples of 64 tokens).
@@ -634,7 +635,7 @@ __global__ void uq_merge_kernel(AttnP p)
     }
 }
 
-/* version 3: dynamic shared memory per CTA, and the attribute that allows it past 48 KiB */
+/* dynamic shared memory per CTA, and the attribute that allows it past 48 KiB */
 template <int D, bool FLAT> cudaError_t v3_prepare1()
 {
     static volatile int done = 0; /* set once per process (benign race: the call is idempotent) */
@@ -659,7 +660,7 @@ template <int D> int v3_occupancy()
     }
     return occ;
 }
-/* split count of version 3: about two resident waves of equal CTAs, at least 64 tokens each */
+/* split count of the attention kernel: about two resident waves of equal CTAs, at least 64 tokens each */
 int occ_of(size_t d)
 {
     return d == 64 ? v3_occupancy<64>() : d == 128 ? v3_occupancy<128>() : v3_occupancy<256>();

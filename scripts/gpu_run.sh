@@ -59,7 +59,7 @@ if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
   timeout "$T_TORCH" python3 bench/bench_torch.py >"$OUT/bench_torch.jsonl" 2>&1 || echo "   bench_torch failed ($?)"
   grep -v '^{' "$OUT/bench_torch.jsonl" | tail -5
 fi
-[ "$MODE" = all ] || [ "$MODE" = test ] && { run_test gemm; run_test gemm LOFP_CUDA_GEMM_IMPL=mma; run_test w4a8; }
+[ "$MODE" = all ] || [ "$MODE" = test ] && { run_test gemm; run_test gemm LOFP_TEST_GEMM_NO_WGMMA=1; run_test w4a8; }
 [ "$MODE" = all ] || [ "$MODE" = bench ] && run_bench gemm
 [ "$MODE" = all ] || [ "$MODE" = test ] && run_test uq
 [ "$MODE" = all ] || [ "$MODE" = bench ] && run_bench attn

@@ -2,7 +2,7 @@
  * (lofp_cuda_device.cuh) against the CPU library, and emulates the per-block arithmetic of the
  * NVFP4, MX and UltraQuant kernels (including the butterfly's lane formula) on the host, comparing
  * with lofp_quantize byte for byte. This is the cheap half of the bit-exactness proof; the GPU test
- * (test_cuda.c) compares the kernels' own output. Part of the normal ctest suite. */
+ * (cuda_test.c) compares the kernels' own output. Part of the normal ctest suite. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* test_cuda.c -- GPU correctness test of liblofp_cuda through its public C API (`make gpu-test`).
+/* cuda_test.c (the test_cuda program) -- GPU correctness test of liblofp_cuda through its public C API (`make gpu-test`).
  * Exits 0 with a message when no CUDA device is present (CI compiles and links it only).
  *
  *   1. Markstein's division (NVFP4 kernel) vs __fdiv_rn, exhaustive over the divisors and the
@@ -517,6 +517,10 @@ static void test_quantize(void)
 /* ---- 3. W4A16 ---- */
 /* -1: the public lofp_cuda_w4a16_gemm; else the LOFP_GEMM_ROUTE_* of the internal entry point */
 static int g_route = -1;
+/* LOFP_TEST_GEMM_NO_WGMMA=1: the public-API cases take the NO_WGMMA route instead (the paths of
+ * devices without wgmma, tested on one that has it). Read once in main; the library itself reads
+ * no environment variable to choose a route. */
+static int g_no_wgmma = 0;
 
 static double gemm_case(const char *preset, size_t m, size_t n, size_t k, int out_bf16, int print)
 {
@@ -545,7 +549,8 @@ static double gemm_case(const char *preset, size_t m, size_t n, size_t k, int ou
     lofp_cuda_w4 W;
     LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, dglobal, n, k, &W, NULL));
     CU(cudaMemset(dc, 0xFF, ob)); /* NaN poison */
-    if (g_route < 0) LC(lofp_cuda_w4a16_gemm(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL));
+    if (g_route < 0 && g_no_wgmma) LC(lofp_cuda_w4a16_gemm_route(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL, LOFP_GEMM_ROUTE_NO_WGMMA));
+    else if (g_route < 0) LC(lofp_cuda_w4a16_gemm(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL));
     else LC(lofp_cuda_w4a16_gemm_route(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL, g_route));
     CU(cudaDeviceSynchronize());
     void *hc = halloc(ob);
@@ -1401,6 +1406,8 @@ int main(int argc, char **argv)
     CU(cudaGetDeviceProperties(&prop, 0));
     printf("test_cuda on %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
     const char *only = getenv("LOFP_TEST_ONLY");
+    const char *nw = getenv("LOFP_TEST_GEMM_NO_WGMMA");
+    g_no_wgmma = nw && strcmp(nw, "1") == 0;
 
     uint32_t sub[3];
     CU(lofp_test_subnormals(sub) ? cudaErrorUnknown : cudaSuccess);

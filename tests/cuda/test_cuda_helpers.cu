@@ -1,4 +1,4 @@
-/* test_cuda_helpers.cu -- device-side checks used by test_cuda.c that need their own kernels:
+/* test_cuda_helpers.cu -- device-side checks used by cuda_test.c that need their own kernels:
  *   - Markstein's division (the NVFP4 kernel's g / bq) against __fdiv_rn for every UE4M3 divisor
  *     and every fp32 mantissa in the binades whose quotients reach an E2M1 midpoint;
  *   - bf16x2 fma with a subnormal operand (the W4A16 and attention dequantization rely on it);
