@@ -34,7 +34,7 @@ int lofp_conv_format_holds(lofp_ckpt_format f, lofp_scheme_id id)
 static lofp_status no_exact_path(ck_conv *c, const char *in, const char *tensor, const char *from_s, const char *to_s,
                                  const char *why, lofp_io_error *err)
 {
-    return ck_fail(err, LOFP_ERR_UNSUPPORTED,
+    return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                    "%s: tensor '%s': %s %s -> %s %s has no exact path (%s). lofp convert never requantizes a "
                    "quantized checkpoint silently; to requantize, dequantize first: lofp import %s DENSE_DIR, then "
                    "lofp convert --to %s DENSE_DIR OUT",
@@ -82,7 +82,7 @@ static lofp_status plan_cast_outputs(ck_conv *c, ck_item *t, const char *name, c
         /* a lofp tensor file describes tensors of positive dimensions only (lofp/qfile.h) */
         for (size_t d = 0; d < nd; d++)
             if (!shape[d])
-                return ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s' has no elements (dimension %zu is 0): a lofp tensor "
+                return lofp_ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s' has no elements (dimension %zu is 0): a lofp tensor "
                                "file cannot describe it; convert to another format or drop the tensor",
                                t->src ? c->m.shards[t->src->shard].name : "input",
                                name, d);
@@ -98,7 +98,7 @@ static lofp_status plan_cast_outputs(ck_conv *c, ck_item *t, const char *name, c
         lofp_scheme_preset(lofp_scheme_name(tid), &ls);
         t->lofp_key = lofp_conv_strcat2(LOFP_QFILE_KEY_PREFIX, name);
         t->lofp_meta = lofp_meta_value(&ls, shape, nd, t->kp, nv);
-        if (!t->lofp_key || !t->lofp_meta) { free(n0); free(n1); free(n2); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+        if (!t->lofp_key || !t->lofp_meta) { free(n0); free(n1); free(n2); return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
     } else {
         const int mo = c->to == LOFP_CKPT_MODELOPT;
         n0 = lofp_conv_strcat2(t->module, mo ? ".weight" : ".weight_packed");
@@ -150,7 +150,7 @@ static lofp_status cast_pass(ck_conv *c, ck_item *t, cast_chunk_fn fn, void *ctx
         if (st) break;
         size_t rows = a.rows / t->c_ratio;
         if (b.rows != rows * t->s_ratio || a.rows % t->c_ratio) {
-            st = ck_fail(err, LOFP_ERR_FORMAT, "%s: tensors '%s' and '%s' disagree in rows", c->m.shards[t->src->shard].name,
+            st = lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: tensors '%s' and '%s' disagree in rows", c->m.shards[t->src->shard].name,
                          t->src->name, t->src_scales->name);
             break;
         }
@@ -167,7 +167,7 @@ static lofp_status xmax_chunk(ck_conv *c, ck_item *t, size_t row0, size_t rows, 
     (void)row0; (void)ctx;
     int x;
     lofp_status st = lofp_cast_mxfp4_max_exponent(codes, scales, rows, t->kp, &x);
-    if (st) return ck_fail(err, st, "%s: tensor '%s': %s", c->m.shards[t->src->shard].name, t->src->name, lofp_status_name(st));
+    if (st) return lofp_ck_fail(err, st, "%s: tensor '%s': %s", c->m.shards[t->src->shard].name, t->src->name, lofp_status_name(st));
     if (x > t->xmax) t->xmax = x;
     return LOFP_OK;
 }
@@ -220,7 +220,7 @@ lofp_status lofp_conv_plan_cast(ck_conv *c, const char *in, lofp_io_error *err)
     const lofp_ckpt_options *o = c->o;
     size_t n = lofp_ckpt_count(c->rd);
     c->it = calloc(n ? n : 1, sizeof *c->it);
-    if (!c->it) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    if (!c->it) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     c->n_it = n;
     const lofp_scheme_id tid = c->s.id;
     for (size_t i = 0; i < n; i++) {
@@ -230,8 +230,8 @@ lofp_status lofp_conv_plan_cast(ck_conv *c, const char *in, lofp_io_error *err)
         if (st) return st;
         t->ri = i;
         t->group = -1;
-        const ck_tref *r = ck_model_find(&c->m, q.quantized ? q.stored_codes : q.name);
-        if (!r) { lofp_ckpt_tensor_release(&q); return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: tensor '%s' not found", in, q.name); }
+        const ck_tref *r = lofp_ck_model_find(&c->m, q.quantized ? q.stored_codes : q.name);
+        if (!r) { lofp_ckpt_tensor_release(&q); return lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: tensor '%s' not found", in, q.name); }
         t->src = r;
         t->shard = r->shard;
         t->in_bytes = r->ti->nbytes;
@@ -246,7 +246,7 @@ lofp_status lofp_conv_plan_cast(ck_conv *c, const char *in, lofp_io_error *err)
         snprintf(sname, sizeof sname, "%s", lofp_scheme_name(q.scheme.id));
         const lofp_scheme_id sid = q.scheme.id;
         const unsigned sblock = q.scheme.block;
-        t->src_scales = ck_model_find(&c->m, q.stored_scales);
+        t->src_scales = lofp_ck_model_find(&c->m, q.stored_scales);
         t->k = q.k;
         t->kp = q.kp;
         t->rows = q.rows;
@@ -257,22 +257,22 @@ lofp_status lofp_conv_plan_cast(ck_conv *c, const char *in, lofp_io_error *err)
         const float stored = q.stored_scale;
         const lofp_ckpt_direction dir = q.direction;
         const int two = q.scheme.two_level && dir != LOFP_CKPT_SCALE_NONE;
-        char *name = ck_strdup(q.name);
+        char *name = lofp_ck_strdup(q.name);
         lofp_ckpt_tensor_release(&q);
-        if (!name || !t->src_scales) { free(name); return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: the scales of '%s' are missing", in, t->src->name); }
+        if (!name || !t->src_scales) { free(name); return lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: the scales of '%s' are missing", in, t->src->name); }
         /* rows of the stored tensors per logical row */
         size_t cr = t->src->ti->numel / (t->src->ti->shape[t->src->ti->ndim - 1] ? t->src->ti->shape[t->src->ti->ndim - 1] : 1);
         size_t sr = t->src_scales->ti->numel / (t->src_scales->ti->shape[t->src_scales->ti->ndim - 1] ? t->src_scales->ti->shape[t->src_scales->ti->ndim - 1] : 1);
         t->c_ratio = t->rows ? cr / t->rows : 1;
         t->s_ratio = t->rows ? sr / t->rows : 1;
         if (!t->c_ratio || !t->s_ratio || t->c_ratio * t->rows != cr || t->s_ratio * t->rows != sr) {
-            lofp_status e2 = ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': codes and scales do not have whole rows", in, name);
+            lofp_status e2 = lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': codes and scales do not have whole rows", in, name);
             free(name);
             return e2;
         }
         lofp_status st2 = LOFP_OK;
         if (nd < 2 || nd > 5)
-            st2 = ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' has %zu dimensions (a quantized checkpoint tensor has 2 to 5)", in, name, nd);
+            st2 = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' has %zu dimensions (a quantized checkpoint tensor has 2 to 5)", in, name, nd);
         else if (sblock != (sid == LOFP_SCHEME_NVFP4 ? 16u : 32u))
             st2 = no_exact_path(c, in, name, sname, c->scheme_name, "its block is not the format's (16 for NVFP4, 32 for MX)", err);
         else if (sid == tid) t->action = A_CAST_COPY;
@@ -285,24 +285,24 @@ lofp_status lofp_conv_plan_cast(ck_conv *c, const char *in, lofp_io_error *err)
                                 err);
         /* the target's layout of the tensor */
         if (!st2 && c->to == LOFP_CKPT_GPT_OSS &&
-            (nd != 3 || t->k != t->kp || !(ck_ends_with(name, ".experts.gate_up_proj") || ck_ends_with(name, ".experts.down_proj"))))
-            st2 = ck_fail(err, LOFP_ERR_UNSUPPORTED,
+            (nd != 3 || t->k != t->kp || !(lofp_ck_ends_with(name, ".experts.gate_up_proj") || lofp_ck_ends_with(name, ".experts.down_proj"))))
+            st2 = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                           "%s: tensor '%s': gpt-oss holds MXFP4 only as the fused MoE experts <p>.experts.gate_up_proj / "
                           "down_proj [E, N, K] (unpadded); this %zu-D tensor has no place there (convert to lofp or "
                           "compressed-tensors instead)", in, name, nd);
         if (!st2 && (c->to == LOFP_CKPT_MODELOPT || c->to == LOFP_CKPT_COMPRESSED_TENSORS) &&
-            (transposed || !ck_ends_with(name, ".weight")))
-            st2 = ck_fail(err, LOFP_ERR_UNSUPPORTED,
+            (transposed || !lofp_ck_ends_with(name, ".weight")))
+            st2 = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                           "%s: tensor '%s': %s names quantized linears <m>.weight; %s (convert to lofp, which keeps "
                           "the tensor as it is, or import to dense and convert from there)",
                           in, name, lofp_ckpt_format_name(c->to),
                           transposed ? "gpt-oss's fused expert tensors have no layout pinned in that format"
                                      : "this tensor is not one");
         if (st2) { free(name); return st2; }
-        t->module = ck_strdup(name);
-        t->lname = ck_strdup(name);
-        if (ck_ends_with(t->module, ".weight")) t->module[strlen(t->module) - 7] = 0;
-        if (ck_globs_match(o->exclude, o->n_exclude, name))
+        t->module = lofp_ck_strdup(name);
+        t->lname = lofp_ck_strdup(name);
+        if (lofp_ck_ends_with(t->module, ".weight")) t->module[strlen(t->module) - 7] = 0;
+        if (lofp_ck_globs_match(o->exclude, o->n_exclude, name))
             note_line(c, "%s: --exclude does not apply to a tensor that is already quantized (it is carried over)", name);
         if (sid == LOFP_SCHEME_NVFP4) {
             t->from_p = lofp_conv_profile_of(c->from);
@@ -313,21 +313,21 @@ lofp_status lofp_conv_plan_cast(ck_conv *c, const char *in, lofp_io_error *err)
         /* activation scales: ModelOpt input_scale (decode) <-> compressed-tensors input_global_scale (encode) */
         if (tid == LOFP_SCHEME_NVFP4 && (c->from == LOFP_CKPT_MODELOPT || c->from == LOFP_CKPT_COMPRESSED_TENSORS)) {
             char *an = lofp_conv_strcat2(t->module, c->from == LOFP_CKPT_MODELOPT ? ".input_scale" : ".input_global_scale");
-            t->src_act = an ? ck_model_find(&c->m, an) : NULL;
+            t->src_act = an ? lofp_ck_model_find(&c->m, an) : NULL;
             free(an);
-            if (t->src_act && (t->src_act->ti->numel != 1 || !ck_is_float(t->src_act->ti->dtype))) {
-                lofp_status e2 = ck_fail(err, LOFP_ERR_FORMAT, "%s: '%s' is not one floating value", in, t->src_act->name);
+            if (t->src_act && (t->src_act->ti->numel != 1 || !lofp_ck_is_float(t->src_act->ti->dtype))) {
+                lofp_status e2 = lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: '%s' is not one floating value", in, t->src_act->name);
                 free(name);
                 return e2;
             }
             if (t->src_act && c->to == LOFP_CKPT_LOFP)
                 note_line(c, "%s: activation scale '%s' dropped (lofp files hold weights only)", name, t->src_act->name);
             else if (t->src_act) {
-                float v = ck_load(t->src_act->ti->dtype, t->src_act->ti->data, 0);
+                float v = lofp_ck_load(t->src_act->ti->dtype, t->src_act->ti->data, 0);
                 volatile float one = 1.0f;
                 int flip = c->from != c->to;
                 if (!(v > 0.0f) || !isfinite(v)) {
-                    lofp_status e2 = ck_fail(err, LOFP_ERR_MISMATCH, "%s: activation scale '%s' = %g is not a finite positive number", in,
+                    lofp_status e2 = lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: activation scale '%s' = %g is not a finite positive number", in,
                                              t->src_act->name, (double)v);
                     free(name);
                     return e2;
@@ -430,7 +430,7 @@ lofp_status lofp_conv_cast_scales(ck_conv *c, const char *in, lofp_io_error *err
             nm = q.name;
             unfit_why(q.scales[bi], first->gx, why, sizeof why);
         }
-        st = ck_fail(err, LOFP_ERR_UNSUPPORTED,
+        st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                      "%s: %zu MXFP4 block(s) in %zu tensor(s) do not fit NVFP4 exactly; the first: tensor '%s' block %zu "
                      "(row %zu): %s. Nothing written. --requantize-unfit requantizes those blocks alone from their "
                      "decoded values (every other block stays exact; the notes list them)",
@@ -456,7 +456,7 @@ lofp_status lofp_conv_cast_scales(ck_conv *c, const char *in, lofp_io_error *err
         lofp_cast_report rep;
         lofp_profile to_p = lofp_conv_profile_of(c->to);
         lofp_status cs = lofp_cast_nvfp4_global(t->from_p, t->in_val, to_p, vals, nv, &out, &rep);
-        if (cs) { st = ck_fail(err, cs, "%s: tensor '%s': per-tensor scale %g cannot be cast", in, t->src->name, (double)t->in_val); break; }
+        if (cs) { st = lofp_ck_fail(err, cs, "%s: tensor '%s': per-tensor scale %g cannot be cast", in, t->src->name, (double)t->in_val); break; }
         float ov = t->in_val;
         lofp_profile fp = t->from_p;
         for (size_t j = i; j < c->n_it; j++) {
@@ -478,11 +478,11 @@ lofp_status lofp_conv_cast_scales(ck_conv *c, const char *in, lofp_io_error *err
 lofp_status lofp_conv_copy_tensor(ck_conv *c, const ck_tref *r, st_writer *w, size_t idx, lofp_io_error *err)
 {
     if (r->ti->nbytes == 0) return LOFP_OK;
-    if (r->ti->ndim == 0) return st_writer_put_at(w, idx, r->ti->data, r->ti->nbytes, err);
+    if (r->ti->ndim == 0) return lofp_st_writer_put_at(w, idx, r->ti->data, r->ti->nbytes, err);
     lofp_row_reader *rr = NULL;
     lofp_status st = lofp_row_reader_open(c->m.shards[r->shard].f, r->ti, 0, &rr, err);
     lofp_row_chunk ch;
-    while (!st && !(st = lofp_row_reader_next(rr, &ch, err)) && ch.rows) st = st_writer_put_at(w, idx, ch.data, ch.rows * ch.row_bytes, err);
+    while (!st && !(st = lofp_row_reader_next(rr, &ch, err)) && ch.rows) st = lofp_st_writer_put_at(w, idx, ch.data, ch.rows * ch.row_bytes, err);
     lofp_row_reader_close(rr);
     return st;
 }
@@ -495,9 +495,9 @@ static lofp_status mx2nv_chunk(ck_conv *c, ck_item *t, size_t row0, size_t rows,
     (void)row0;
     mx2nv_ctx *m = ctx;
     lofp_status st = lofp_cast_mxfp4_to_nvfp4_with_global(codes, scales, rows, t->kp, t->G, m->nc, m->ns, NULL);
-    if (st) return ck_fail(err, st, "%s: tensor '%s': cast failed (%s)", c->m.shards[t->src->shard].name, t->src->name, lofp_status_name(st));
-    st = st_writer_put_at(m->w, m->base, m->nc, rows * t->kp / 2, err);
-    if (!st) st = st_writer_put_at(m->w, m->base + 1, m->ns, rows * t->kp / 16, err);
+    if (st) return lofp_ck_fail(err, st, "%s: tensor '%s': cast failed (%s)", c->m.shards[t->src->shard].name, t->src->name, lofp_status_name(st));
+    st = lofp_st_writer_put_at(m->w, m->base, m->nc, rows * t->kp / 2, err);
+    if (!st) st = lofp_st_writer_put_at(m->w, m->base + 1, m->ns, rows * t->kp / 16, err);
     return st;
 }
 
@@ -512,7 +512,7 @@ lofp_status lofp_conv_cast_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
         if (R == 0) R = 1;
         if (R > t->rows) R = t->rows;
         mx2nv_ctx m = { w, base, malloc(R * t->kp / 2 + 1), malloc(R * t->kp / 16 + 1) };
-        if (!m.nc || !m.ns) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        if (!m.nc || !m.ns) st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
         if (!st) st = cast_pass(c, t, mx2nv_chunk, &m, err);
         free(m.nc);
         free(m.ns);
@@ -522,8 +522,8 @@ lofp_status lofp_conv_cast_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
          * multiplier, a power of two whose reciprocal (ModelOpt's decode scale) is exact */
         volatile float one = 1.0f;
         float v = t->action == A_CAST_MX2NV && c->to == LOFP_CKPT_MODELOPT ? one / t->G : t->G;
-        st = st_writer_put_at(w, base + 2, &v, 4, err);
-        if (!st && t->have_act && c->to != LOFP_CKPT_LOFP) st = st_writer_put_at(w, base + 3, &t->act_val, 4, err);
+        st = lofp_st_writer_put_at(w, base + 2, &v, 4, err);
+        if (!st && t->have_act && c->to != LOFP_CKPT_LOFP) st = lofp_st_writer_put_at(w, base + 3, &t->act_val, 4, err);
     }
     return st;
 }

@@ -21,8 +21,8 @@ static ckj *exclusion_list(ck_conv *c)
     for (size_t i = 0; ex && i < c->n_it; i++) {
         ck_item *t = &c->it[i];
         const lofp_tensor_info *ti = t->src->ti;
-        if (t->action != A_COPY || !ck_is_float(ti->dtype) || ti->ndim < 2 || !ck_ends_with(ti->name, ".weight")) continue;
-        char *m = ck_strdup(ti->name);
+        if (t->action != A_COPY || !lofp_ck_is_float(ti->dtype) || ti->ndim < 2 || !lofp_ck_ends_with(ti->name, ".weight")) continue;
+        char *m = lofp_ck_strdup(ti->name);
         m[strlen(m) - 7] = 0;
         /* generalise numbers */
         char pat[1024];
@@ -40,21 +40,21 @@ static ckj *exclusion_list(ck_conv *c)
         for (size_t j = 0; ok && j < c->n_it; j++) {
             ck_item *u = &c->it[j];
             if (u->action == A_COPY || u->action == A_SKIP || !u->module) continue;
-            if (ck_glob_match(pat, u->module)) ok = 0;
+            if (lofp_ck_glob_match(pat, u->module)) ok = 0;
             for (size_t q = 0; ok && q < u->n_members; q++) {
                 char mm[1024];
                 snprintf(mm, sizeof mm, "%s", u->members[q]->name);
                 mm[strlen(mm) - 7] = 0;
-                if (ck_glob_match(pat, mm)) ok = 0;
+                if (lofp_ck_glob_match(pat, mm)) ok = 0;
             }
         }
-        ex[n++] = ok ? ck_strdup(pat) : ck_strdup(m);
+        ex[n++] = ok ? lofp_ck_strdup(pat) : lofp_ck_strdup(m);
         free(m);
     }
     qsort(ex, n, sizeof *ex, cmp_cstr);
-    ckj *a = ckj_new_arr();
+    ckj *a = lofp_ckj_new_arr();
     for (size_t i = 0; i < n; i++)
-        if ((i == 0 || strcmp(ex[i], ex[i - 1]) != 0) && a) ckj_push(a, ckj_new_str(ex[i]));
+        if ((i == 0 || strcmp(ex[i], ex[i - 1]) != 0) && a) lofp_ckj_push(a, lofp_ckj_new_str(ex[i]));
     for (size_t i = 0; i < n; i++) free(ex[i]);
     free(ex);
     return a;
@@ -62,20 +62,20 @@ static ckj *exclusion_list(ck_conv *c)
 
 static ckj *ct_args(int nvfp4, int activations)
 {
-    ckj *w = ckj_new_obj();
-    ckj_set(w, "num_bits", ckj_new_int(4));
-    ckj_set(w, "type", ckj_new_str("float"));
-    ckj_set(w, "symmetric", ckj_new_bool(1));
-    ckj_set(w, "group_size", ckj_new_int(nvfp4 ? 16 : 32));
-    ckj_set(w, "strategy", ckj_new_str(nvfp4 ? "tensor_group" : "group"));
-    ckj_set(w, "block_structure", ckj_new_null());
-    if (activations) ckj_set(w, "dynamic", ckj_new_str("local"));
-    else ckj_set(w, "dynamic", ckj_new_bool(0));
-    ckj_set(w, "actorder", ckj_new_null());
-    ckj_set(w, "scale_dtype", ckj_new_str(nvfp4 ? "torch.float8_e4m3fn" : "torch.uint8"));
-    ckj_set(w, "zp_dtype", ckj_new_null());
-    ckj_set(w, "observer", ckj_new_str(activations ? "static_minmax" : "minmax"));
-    ckj_set(w, "observer_kwargs", ckj_new_obj());
+    ckj *w = lofp_ckj_new_obj();
+    lofp_ckj_set(w, "num_bits", lofp_ckj_new_int(4));
+    lofp_ckj_set(w, "type", lofp_ckj_new_str("float"));
+    lofp_ckj_set(w, "symmetric", lofp_ckj_new_bool(1));
+    lofp_ckj_set(w, "group_size", lofp_ckj_new_int(nvfp4 ? 16 : 32));
+    lofp_ckj_set(w, "strategy", lofp_ckj_new_str(nvfp4 ? "tensor_group" : "group"));
+    lofp_ckj_set(w, "block_structure", lofp_ckj_new_null());
+    if (activations) lofp_ckj_set(w, "dynamic", lofp_ckj_new_str("local"));
+    else lofp_ckj_set(w, "dynamic", lofp_ckj_new_bool(0));
+    lofp_ckj_set(w, "actorder", lofp_ckj_new_null());
+    lofp_ckj_set(w, "scale_dtype", lofp_ckj_new_str(nvfp4 ? "torch.float8_e4m3fn" : "torch.uint8"));
+    lofp_ckj_set(w, "zp_dtype", lofp_ckj_new_null());
+    lofp_ckj_set(w, "observer", lofp_ckj_new_str(activations ? "static_minmax" : "minmax"));
+    lofp_ckj_set(w, "observer_kwargs", lofp_ckj_new_obj());
     return w;
 }
 
@@ -85,24 +85,24 @@ static lofp_status write_configs(ck_conv *c, const char *dir, lofp_io_error *err
         /* lofp files say what they hold in their own metadata: config.json without a
          * quantization_config (another format's would make readers take the files for that format) */
         if (!c->m.config) return LOFP_OK;
-        ckj *qc = ckj_get(c->m.config, "quantization_config");
+        ckj *qc = lofp_ckj_get(c->m.config, "quantization_config");
         lofp_sbuf tmp = { 0 };
-        if (qc) ckj_dump(&tmp, qc, -1);
-        ckj_del(c->m.config, "quantization_config");
-        char *p = ck_path(dir, "config.json");
-        lofp_status st = ckj_write(p, c->m.config, err);
+        if (qc) lofp_ckj_dump(&tmp, qc, -1);
+        lofp_ckj_del(c->m.config, "quantization_config");
+        char *p = lofp_ck_path(dir, "config.json");
+        lofp_status st = lofp_ckj_write(p, c->m.config, err);
         free(p);
         if (tmp.p) {
             char msg[64];
-            ckj_set(c->m.config, "quantization_config", ckj_parse(tmp.p, tmp.len, msg, sizeof msg));
+            lofp_ckj_set(c->m.config, "quantization_config", lofp_ckj_parse(tmp.p, tmp.len, msg, sizeof msg));
         }
         lofp_sbuf_free(&tmp);
         return st;
     }
     const int act = c->act != NULL || c->have_act;
-    ckj *cfg = c->m.config ? NULL : ckj_new_obj();
+    ckj *cfg = c->m.config ? NULL : lofp_ckj_new_obj();
     ckj *base = c->m.config ? c->m.config : cfg;
-    ckj *qc = ckj_new_obj();
+    ckj *qc = lofp_ckj_new_obj();
     ckj *excl = exclusion_list(c);
     lofp_status st = LOFP_OK;
     char ver[64];
@@ -110,83 +110,83 @@ static lofp_status write_configs(ck_conv *c, const char *dir, lofp_io_error *err
     if (c->to == LOFP_CKPT_MODELOPT) {
         const char *algo = c->mxfp8 ? "MXFP8" : act ? "NVFP4" : "W4A16_NVFP4";
         int gs = c->mxfp8 ? 32 : 16;
-        ckj *hq = ckj_new_obj(), *prod = ckj_new_obj(), *q = ckj_new_obj();
-        ckj_set(prod, "name", ckj_new_str("modelopt"));
-        ckj_set(prod, "version", ckj_new_str(ver));
-        ckj_set(hq, "producer", prod);
-        ckj_set(q, "quant_algo", ckj_new_str(algo));
-        ckj_set(q, "kv_cache_quant_algo", ckj_new_null());
-        ckj_set(q, "group_size", ckj_new_int(gs));
+        ckj *hq = lofp_ckj_new_obj(), *prod = lofp_ckj_new_obj(), *q = lofp_ckj_new_obj();
+        lofp_ckj_set(prod, "name", lofp_ckj_new_str("modelopt"));
+        lofp_ckj_set(prod, "version", lofp_ckj_new_str(ver));
+        lofp_ckj_set(hq, "producer", prod);
+        lofp_ckj_set(q, "quant_algo", lofp_ckj_new_str(algo));
+        lofp_ckj_set(q, "kv_cache_quant_algo", lofp_ckj_new_null());
+        lofp_ckj_set(q, "group_size", lofp_ckj_new_int(gs));
         lofp_sbuf tmp = { 0 };
-        ckj_dump(&tmp, excl, -1);
+        lofp_ckj_dump(&tmp, excl, -1);
         char msg[64];
-        ckj_set(q, "exclude_modules", ckj_parse(tmp.p, tmp.len, msg, sizeof msg));
+        lofp_ckj_set(q, "exclude_modules", lofp_ckj_parse(tmp.p, tmp.len, msg, sizeof msg));
         lofp_sbuf_free(&tmp);
-        ckj_set(hq, "quantization", q);
-        char *p = ck_path(dir, "hf_quant_config.json");
-        st = ckj_write(p, hq, err);
+        lofp_ckj_set(hq, "quantization", q);
+        char *p = lofp_ck_path(dir, "hf_quant_config.json");
+        st = lofp_ckj_write(p, hq, err);
         free(p);
-        ckj_free(hq);
+        lofp_ckj_free(hq);
         /* config.json: the compressed-tensors-like form ModelOpt embeds */
-        ckj *groups = ckj_new_obj(), *g0 = ckj_new_obj(), *wa = ckj_new_obj();
-        ckj_set(wa, "dynamic", ckj_new_bool(0));
-        ckj_set(wa, "num_bits", ckj_new_int(c->mxfp8 ? 8 : 4));
-        ckj_set(wa, "type", ckj_new_str("float"));
-        ckj_set(wa, "group_size", ckj_new_int(gs));
+        ckj *groups = lofp_ckj_new_obj(), *g0 = lofp_ckj_new_obj(), *wa = lofp_ckj_new_obj();
+        lofp_ckj_set(wa, "dynamic", lofp_ckj_new_bool(0));
+        lofp_ckj_set(wa, "num_bits", lofp_ckj_new_int(c->mxfp8 ? 8 : 4));
+        lofp_ckj_set(wa, "type", lofp_ckj_new_str("float"));
+        lofp_ckj_set(wa, "group_size", lofp_ckj_new_int(gs));
         if (act) {
-            ckj *ia = ckj_new_obj();
-            ckj_set(ia, "dynamic", ckj_new_bool(0));
-            ckj_set(ia, "num_bits", ckj_new_int(4));
-            ckj_set(ia, "type", ckj_new_str("float"));
-            ckj_set(ia, "group_size", ckj_new_int(16));
-            ckj_set(g0, "input_activations", ia);
+            ckj *ia = lofp_ckj_new_obj();
+            lofp_ckj_set(ia, "dynamic", lofp_ckj_new_bool(0));
+            lofp_ckj_set(ia, "num_bits", lofp_ckj_new_int(4));
+            lofp_ckj_set(ia, "type", lofp_ckj_new_str("float"));
+            lofp_ckj_set(ia, "group_size", lofp_ckj_new_int(16));
+            lofp_ckj_set(g0, "input_activations", ia);
         }
-        ckj_set(g0, "weights", wa);
+        lofp_ckj_set(g0, "weights", wa);
         const char *lin[] = { "Linear" };
-        ckj_set(g0, "targets", ckj_str_array(lin, 1));
-        ckj_set(groups, "group_0", g0);
-        ckj_set(qc, "config_groups", groups);
-        ckj_set(qc, "ignore", excl);
+        lofp_ckj_set(g0, "targets", lofp_ckj_str_array(lin, 1));
+        lofp_ckj_set(groups, "group_0", g0);
+        lofp_ckj_set(qc, "config_groups", groups);
+        lofp_ckj_set(qc, "ignore", excl);
         excl = NULL;
-        ckj_set(qc, "quant_algo", ckj_new_str(algo));
-        ckj_set(qc, "kv_cache_scheme", ckj_new_null());
-        ckj *prod2 = ckj_new_obj();
-        ckj_set(prod2, "name", ckj_new_str("modelopt"));
-        ckj_set(prod2, "version", ckj_new_str(ver));
-        ckj_set(qc, "producer", prod2);
-        ckj_set(qc, "quant_method", ckj_new_str("modelopt"));
+        lofp_ckj_set(qc, "quant_algo", lofp_ckj_new_str(algo));
+        lofp_ckj_set(qc, "kv_cache_scheme", lofp_ckj_new_null());
+        ckj *prod2 = lofp_ckj_new_obj();
+        lofp_ckj_set(prod2, "name", lofp_ckj_new_str("modelopt"));
+        lofp_ckj_set(prod2, "version", lofp_ckj_new_str(ver));
+        lofp_ckj_set(qc, "producer", prod2);
+        lofp_ckj_set(qc, "quant_method", lofp_ckj_new_str("modelopt"));
     } else if (c->to == LOFP_CKPT_COMPRESSED_TENSORS) {
         const char *fmt = c->nvfp4 ? "nvfp4-pack-quantized" : "mxfp4-pack-quantized";
-        ckj *groups = ckj_new_obj(), *g0 = ckj_new_obj();
+        ckj *groups = lofp_ckj_new_obj(), *g0 = lofp_ckj_new_obj();
         const char *lin[] = { "Linear" };
-        ckj_set(g0, "targets", ckj_str_array(lin, 1));
-        ckj_set(g0, "weights", ct_args(c->nvfp4, 0));
-        ckj_set(g0, "input_activations", act ? ct_args(1, 1) : ckj_new_null());
-        ckj_set(g0, "output_activations", ckj_new_null());
-        ckj_set(g0, "format", ckj_new_str(fmt));
-        ckj_set(groups, "config_group_0", g0);
-        ckj_set(qc, "config_groups", groups);
-        ckj_set(qc, "quant_method", ckj_new_str("compressed-tensors"));
-        ckj_set(qc, "kv_cache_scheme", ckj_new_null());
-        ckj_set(qc, "format", ckj_new_str(fmt));
-        ckj_set(qc, "quantization_status", ckj_new_str("compressed"));
-        ckj_set(qc, "global_compression_ratio", ckj_new_null());
-        ckj_set(qc, "ignore", excl);
+        lofp_ckj_set(g0, "targets", lofp_ckj_str_array(lin, 1));
+        lofp_ckj_set(g0, "weights", ct_args(c->nvfp4, 0));
+        lofp_ckj_set(g0, "input_activations", act ? ct_args(1, 1) : lofp_ckj_new_null());
+        lofp_ckj_set(g0, "output_activations", lofp_ckj_new_null());
+        lofp_ckj_set(g0, "format", lofp_ckj_new_str(fmt));
+        lofp_ckj_set(groups, "config_group_0", g0);
+        lofp_ckj_set(qc, "config_groups", groups);
+        lofp_ckj_set(qc, "quant_method", lofp_ckj_new_str("compressed-tensors"));
+        lofp_ckj_set(qc, "kv_cache_scheme", lofp_ckj_new_null());
+        lofp_ckj_set(qc, "format", lofp_ckj_new_str(fmt));
+        lofp_ckj_set(qc, "quantization_status", lofp_ckj_new_str("compressed"));
+        lofp_ckj_set(qc, "global_compression_ratio", lofp_ckj_new_null());
+        lofp_ckj_set(qc, "ignore", excl);
         excl = NULL;
     } else {
-        ckj_set(qc, "quant_method", ckj_new_str("mxfp4"));
-        ckj_set(qc, "modules_to_not_convert", excl);
+        lofp_ckj_set(qc, "quant_method", lofp_ckj_new_str("mxfp4"));
+        lofp_ckj_set(qc, "modules_to_not_convert", excl);
         excl = NULL;
     }
-    ckj_set(base, "quantization_config", qc);
+    lofp_ckj_set(base, "quantization_config", qc);
     if (!st) {
-        char *p = ck_path(dir, "config.json");
-        st = ckj_write(p, base, err);
+        char *p = lofp_ck_path(dir, "config.json");
+        st = lofp_ckj_write(p, base, err);
         free(p);
     }
-    ckj_del(base, "quantization_config");
-    ckj_free(cfg);
-    ckj_free(excl);
+    lofp_ckj_del(base, "quantization_config");
+    lofp_ckj_free(cfg);
+    lofp_ckj_free(excl);
     return st;
 }
 
@@ -194,7 +194,7 @@ lofp_status lofp_conv_finalize(ck_conv *c, const char *dir, lofp_io_error *err)
 {
     lofp_status st = write_configs(c, dir, err);
     for (size_t i = 0; !st && i < c->m.n_others; i++) {
-        char *a = ck_path(c->m.dir, c->m.others[i]), *b = ck_path(dir, c->m.others[i]);
+        char *a = lofp_ck_path(c->m.dir, c->m.others[i]), *b = lofp_ck_path(dir, c->m.others[i]);
         st = lofp_ck_copy_other(a, b, err);
         free(a);
         free(b);
@@ -204,20 +204,20 @@ lofp_status lofp_conv_finalize(ck_conv *c, const char *dir, lofp_io_error *err)
         char **paths = calloc(c->m.n_shards, sizeof *paths);
         for (size_t s = 0; names && paths && s < c->m.n_shards; s++) {
             names[s] = c->m.shards[s].name;
-            paths[s] = ck_path(dir, c->m.shards[s].name);
-            if (!ck_exists(paths[s]) && !st)
-                st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: shard '%s' has not been converted yet (run its --shard slice first)", dir,
+            paths[s] = lofp_ck_path(dir, c->m.shards[s].name);
+            if (!lofp_ck_exists(paths[s]) && !st)
+                st = lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: shard '%s' has not been converted yet (run its --shard slice first)", dir,
                              c->m.shards[s].name);
         }
-        char *ip = ck_path(dir, c->m.index_name);
-        if (!st) st = ck_write_index(ip, names, (const char *const *)paths, c->m.n_shards, err);
+        char *ip = lofp_ck_path(dir, c->m.index_name);
+        if (!st) st = lofp_ck_write_index(ip, names, (const char *const *)paths, c->m.n_shards, err);
         free(ip);
         for (size_t s = 0; paths && s < c->m.n_shards; s++) free(paths[s]);
         free(names);
         free(paths);
     } else if (!st && c->o->merge_index) {
-        char *p = ck_path(dir, c->m.shards[0].name);
-        if (!ck_exists(p)) st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: '%s' has not been converted yet", dir, c->m.shards[0].name);
+        char *p = lofp_ck_path(dir, c->m.shards[0].name);
+        if (!lofp_ck_exists(p)) st = lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: '%s' has not been converted yet", dir, c->m.shards[0].name);
         free(p);
     }
     return st;
@@ -247,26 +247,26 @@ static char *record_name(unsigned i, unsigned n)
 {
     char b[64];
     snprintf(b, sizeof b, ".lofp-slice-%u-of-%u.json", i, n);
-    return ck_strdup(b);
+    return lofp_ck_strdup(b);
 }
 
 lofp_status lofp_conv_record_slice(ck_conv *c, const char *dir, lofp_io_error *err)
 {
     lofp_sbuf opts = { 0 };
     slice_options(c, &opts);
-    ckj *r = ckj_new_obj(), *shards = ckj_new_arr();
-    ckj_set(r, "to", ckj_new_str(lofp_ckpt_format_name(c->to)));
-    ckj_set(r, "scheme", ckj_new_str(c->scheme_name));
-    ckj_set(r, "slice", ckj_new_int((long long)c->o->shard_index + 1));
-    ckj_set(r, "of", ckj_new_int((long long)c->o->shard_count));
-    ckj_set(r, "options", ckj_new_str(opts.p ? opts.p : ""));
-    for (size_t k = 0; k < c->n_shard_list; k++) ckj_push(shards, ckj_new_str(c->m.shards[c->shard_list[k]].name));
-    ckj_set(r, "shards", shards);
-    char *name = record_name(c->o->shard_index + 1, c->o->shard_count), *p = name ? ck_path(dir, name) : NULL;
-    lofp_status st = p && r && !opts.failed ? ckj_write(p, r, err) : ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    ckj *r = lofp_ckj_new_obj(), *shards = lofp_ckj_new_arr();
+    lofp_ckj_set(r, "to", lofp_ckj_new_str(lofp_ckpt_format_name(c->to)));
+    lofp_ckj_set(r, "scheme", lofp_ckj_new_str(c->scheme_name));
+    lofp_ckj_set(r, "slice", lofp_ckj_new_int((long long)c->o->shard_index + 1));
+    lofp_ckj_set(r, "of", lofp_ckj_new_int((long long)c->o->shard_count));
+    lofp_ckj_set(r, "options", lofp_ckj_new_str(opts.p ? opts.p : ""));
+    for (size_t k = 0; k < c->n_shard_list; k++) lofp_ckj_push(shards, lofp_ckj_new_str(c->m.shards[c->shard_list[k]].name));
+    lofp_ckj_set(r, "shards", shards);
+    char *name = record_name(c->o->shard_index + 1, c->o->shard_count), *p = name ? lofp_ck_path(dir, name) : NULL;
+    lofp_status st = p && r && !opts.failed ? lofp_ckj_write(p, r, err) : lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     free(p);
     free(name);
-    ckj_free(r);
+    lofp_ckj_free(r);
     lofp_sbuf_free(&opts);
     return st;
 }
@@ -274,63 +274,63 @@ lofp_status lofp_conv_record_slice(ck_conv *c, const char *dir, lofp_io_error *e
 static int is_record(const char *n, unsigned *i, unsigned *of)
 {
     char tail[8];
-    return sscanf(n, ".lofp-slice-%u-of-%u.jso%1s", i, of, tail) == 3 && ck_ends_with(n, ".json");
+    return sscanf(n, ".lofp-slice-%u-of-%u.jso%1s", i, of, tail) == 3 && lofp_ck_ends_with(n, ".json");
 }
 
 lofp_status lofp_conv_check_slices(ck_conv *c, const char *dir, lofp_io_error *err)
 {
-    if (!ck_is_dir(dir))
-        return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no slices to merge (run lofp convert --shard I/N into it first)", dir);
+    if (!lofp_ck_is_dir(dir))
+        return lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no slices to merge (run lofp convert --shard I/N into it first)", dir);
     char *seen = calloc(c->m.n_shards + 1, 1);
     lofp_sbuf opts = { 0 };
     slice_options(c, &opts);
-    lofp_status st = seen && !opts.failed ? LOFP_OK : ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    lofp_status st = seen && !opts.failed ? LOFP_OK : lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     DIR *d = st ? NULL : opendir(dir);
-    if (!st && !d) st = ck_fail(err, LOFP_ERR_IO, "%s: %s", dir, strerror(errno));
+    if (!st && !d) st = lofp_ck_fail(err, LOFP_ERR_IO, "%s: %s", dir, strerror(errno));
     unsigned first_of = 0, first_i = 0;
     struct dirent *e;
     while (!st && (e = readdir(d))) {
         unsigned i, of;
         if (!is_record(e->d_name, &i, &of)) continue;
-        char *p = ck_path(dir, e->d_name);
-        ckj *r = p ? ckj_read(p, err) : NULL;
-        if (!r) { st = p ? (err ? err->status : LOFP_ERR_FORMAT) : ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); free(p); break; }
-        const char *to = ckj_str(ckj_get(r, "to")), *sch = ckj_str(ckj_get(r, "scheme")), *op = ckj_str(ckj_get(r, "options"));
-        const ckj *sh = ckj_get(r, "shards");
+        char *p = lofp_ck_path(dir, e->d_name);
+        ckj *r = p ? lofp_ckj_read(p, err) : NULL;
+        if (!r) { st = p ? (err ? err->status : LOFP_ERR_FORMAT) : lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); free(p); break; }
+        const char *to = lofp_ckj_str(lofp_ckj_get(r, "to")), *sch = lofp_ckj_str(lofp_ckj_get(r, "scheme")), *op = lofp_ckj_str(lofp_ckj_get(r, "options"));
+        const ckj *sh = lofp_ckj_get(r, "shards");
         char names[256] = "";
         for (size_t k = 0, o2 = 0; sh && sh->type == CKJ_ARR && k < sh->n && o2 < sizeof names - 1; k++)
-            if (ckj_str(sh->items[k]))
-                o2 += (size_t)snprintf(names + o2, sizeof names - o2, "%s%s", k ? ", " : "", ckj_str(sh->items[k]));
+            if (lofp_ckj_str(sh->items[k]))
+                o2 += (size_t)snprintf(names + o2, sizeof names - o2, "%s%s", k ? ", " : "", lofp_ckj_str(sh->items[k]));
         if (!to || !sch || !op || !sh || sh->type != CKJ_ARR)
-            st = ck_fail(err, LOFP_ERR_FORMAT, "%s: not a slice record lofp wrote", p);
+            st = lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: not a slice record lofp wrote", p);
         else if (strcmp(to, lofp_ckpt_format_name(c->to)) || strcmp(sch, c->scheme_name))
-            st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: slice %u/%u (%s) was made with --to %s --scheme %s; this merge is --to %s --scheme %s "
+            st = lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: slice %u/%u (%s) was made with --to %s --scheme %s; this merge is --to %s --scheme %s "
                          "(merge with the options the slices were made with, or convert the slices again)",
                          dir, i, of, names, to, sch, lofp_ckpt_format_name(c->to), c->scheme_name);
         else if (strcmp(op, opts.p ? opts.p : ""))
-            st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: slice %u/%u (%s) was made with other options (%s) than this merge (%s)", dir, i, of,
+            st = lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: slice %u/%u (%s) was made with other options (%s) than this merge (%s)", dir, i, of,
                          names, op, opts.p ? opts.p : "");
         else if (first_of && of != first_of)
-            st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: slices of two different splits are here: %u/%u and %u/%u (remove the "
+            st = lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: slices of two different splits are here: %u/%u and %u/%u (remove the "
                          "directory and convert every slice with one N)", dir, first_i, first_of, i, of);
         if (!first_of) { first_of = of; first_i = i; }
         for (size_t k = 0; !st && k < sh->n; k++) {
-            const char *sn = ckj_str(sh->items[k]);
+            const char *sn = lofp_ckj_str(sh->items[k]);
             for (size_t s = 0; sn && s < c->m.n_shards; s++)
                 if (!strcmp(sn, c->m.shards[s].name)) seen[s] = 1;
         }
-        ckj_free(r);
+        lofp_ckj_free(r);
         free(p);
     }
     if (d) closedir(d);
     for (size_t s = 0; !st && s < c->m.n_shards; s++) {
-        char *p = ck_path(dir, c->m.shards[s].name);
-        if (!p) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
-        if (!ck_exists(p))
-            st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: shard '%s' has not been converted yet (run its --shard slice first); "
+        char *p = lofp_ck_path(dir, c->m.shards[s].name);
+        if (!p) { st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
+        if (!lofp_ck_exists(p))
+            st = lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: shard '%s' has not been converted yet (run its --shard slice first); "
                          "nothing written", dir, c->m.shards[s].name);
         else if (!seen[s])
-            st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: shard '%s' is there but no slice record of this directory lists it (it "
+            st = lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: shard '%s' is there but no slice record of this directory lists it (it "
                          "was not written by a --shard run into this directory); nothing written", dir, c->m.shards[s].name);
         free(p);
     }
@@ -347,7 +347,7 @@ void lofp_conv_drop_slice_records(const char *dir)
     while ((e = readdir(d))) {
         unsigned i, of;
         if (!is_record(e->d_name, &i, &of)) continue;
-        char *p = ck_path(dir, e->d_name);
+        char *p = lofp_ck_path(dir, e->d_name);
         if (p) unlink(p);
         free(p);
     }

@@ -20,7 +20,7 @@ static const char *const default_exclude[] = {
 
 static int default_excluded(const char *name)
 {
-    return ck_globs_match(default_exclude, sizeof default_exclude / sizeof default_exclude[0], name);
+    return lofp_ck_globs_match(default_exclude, sizeof default_exclude / sizeof default_exclude[0], name);
 }
 
 /* leaf of a module name: the component after the last dot */
@@ -44,7 +44,7 @@ void lofp_conv_set_out(ck_item *t, size_t j, const char *name, lofp_io_dtype dt,
 {
     /* io refuses tensors of more dimensions when it reads them; every shape planned derives from one */
     if (ndim > LOFP_MAX_NDIM) ndim = LOFP_MAX_NDIM;
-    t->out_name[j] = ck_strdup(name);
+    t->out_name[j] = lofp_ck_strdup(name);
     memcpy(t->out_shape[j], shape, ndim * sizeof *shape);
     t->out[j].name = t->out_name[j];
     t->out[j].dtype = dt;
@@ -115,7 +115,7 @@ static lofp_status pad_message(ck_conv *c, const ck_tref *r, size_t K, lofp_io_e
     size_t o = 0;
     for (size_t d = 0; d < ti->ndim && o < 100; d++)
         o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%zu", d ? ", " : "", ti->shape[d]);
-    return ck_fail(err, LOFP_ERR_SHAPE,
+    return lofp_ck_fail(err, LOFP_ERR_SHAPE,
                    "%s: tensor '%s' [%s]: K = %zu is not a multiple of the %s block (%zu). --pad would store it "
                    "zero-padded to K = %zu, which changes the model: an engine that expects %zu inputs will refuse "
                    "the tensor (lofp import drops the padding again); or keep it unquantized with --exclude '%s'",
@@ -127,7 +127,7 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
 {
     const lofp_ckpt_options *o = c->o;
     c->it = calloc(c->m.n_t ? c->m.n_t : 1, sizeof *c->it);
-    if (!c->it) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    if (!c->it) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     c->n_it = c->m.n_t;
     for (size_t i = 0; i < c->m.n_t; i++) {
         ck_item *t = &c->it[i];
@@ -138,13 +138,13 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
         t->group = -1;
         t->in_bytes = ti->nbytes;
         t->action = A_COPY;
-        int eligible = ck_is_float(ti->dtype) && ti->ndim >= 2 && ck_ends_with(ti->name, ".weight");
+        int eligible = lofp_ck_is_float(ti->dtype) && ti->ndim >= 2 && lofp_ck_ends_with(ti->name, ".weight");
         int want = 0;
         /* the safetensors formats name a quantized linear's tensors after its "<m>.weight"; a tensor
          * named otherwise has no names to be written under (an --include would be ignored) */
-        if (!eligible && ck_is_float(ti->dtype) && ti->ndim >= 2 && c->to != LOFP_CKPT_GPT_OSS &&
-            ck_globs_match(o->include, o->n_include, ti->name) && !ck_globs_match(o->exclude, o->n_exclude, ti->name))
-            return ck_fail(err, LOFP_ERR_INVALID_ARG,
+        if (!eligible && lofp_ck_is_float(ti->dtype) && ti->ndim >= 2 && c->to != LOFP_CKPT_GPT_OSS &&
+            lofp_ck_globs_match(o->include, o->n_include, ti->name) && !lofp_ck_globs_match(o->exclude, o->n_exclude, ti->name))
+            return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG,
                            "%s: tensor '%s': --include names a tensor that is not '<module>.weight'; %s writes a quantized "
                            "linear as <module>.weight and its scales beside it, so this one has no names to go under "
                            "(narrow the --include, or --exclude it)",
@@ -152,22 +152,22 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
         if (eligible) {
             if (c->to == LOFP_CKPT_GPT_OSS) want = strstr(ti->name, ".experts.") != NULL && !default_excluded(ti->name);
             else want = !default_excluded(ti->name);
-            if (ck_globs_match(o->include, o->n_include, ti->name)) want = 1;
-            if (ck_globs_match(o->exclude, o->n_exclude, ti->name)) want = 0;
+            if (lofp_ck_globs_match(o->include, o->n_include, ti->name)) want = 1;
+            if (lofp_ck_globs_match(o->exclude, o->n_exclude, ti->name)) want = 0;
         }
         /* gpt-oss: the transformers bf16 layout, experts fused in 3-D tensors */
-        if (c->to == LOFP_CKPT_GPT_OSS && ck_is_float(ti->dtype) && ti->ndim == 3 &&
-            (ck_ends_with(ti->name, ".experts.gate_up_proj") || ck_ends_with(ti->name, ".experts.down_proj")) &&
-            !ck_globs_match(o->exclude, o->n_exclude, ti->name)) {
+        if (c->to == LOFP_CKPT_GPT_OSS && lofp_ck_is_float(ti->dtype) && ti->ndim == 3 &&
+            (lofp_ck_ends_with(ti->name, ".experts.gate_up_proj") || lofp_ck_ends_with(ti->name, ".experts.down_proj")) &&
+            !lofp_ck_globs_match(o->exclude, o->n_exclude, ti->name)) {
             t->action = A_MOE_FUSED;
             t->E = ti->shape[0];
             t->K = ti->shape[1];
             t->N = ti->shape[2]; /* stored [E, in, out]: quantized along `in` after a transpose */
-            t->module = ck_strdup(ti->name);
+            t->module = lofp_ck_strdup(ti->name);
             continue;
         }
         if (!want) continue;
-        t->module = ck_strdup(ti->name);
+        t->module = lofp_ck_strdup(ti->name);
         t->module[strlen(t->module) - 7] = 0;
         if (c->to == LOFP_CKPT_GPT_OSS) {
             int role;
@@ -198,12 +198,12 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
                 char nm[1024];
                 const char *g = role == 2 ? (strstr(t->module, ".w2") ? "w2" : "down_proj") : (strstr(t->module, ".w1") || strstr(t->module, ".w3") ? "w1" : "gate_proj");
                 snprintf(nm, sizeof nm, "%.*s.experts.%zu.%s.weight", (int)plen, t->module, E, g);
-                if (!ck_model_find(&c->m, nm)) break;
+                if (!lofp_ck_model_find(&c->m, nm)) break;
             }
-            if (E == 0) return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': experts are not numbered from 0", c->m.dir, t->src->name);
+            if (E == 0) return lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': experts are not numbered from 0", c->m.dir, t->src->name);
             size_t per = role == 2 ? 1 : 2;
             const ck_tref **mem = calloc(E * per, sizeof *mem);
-            if (!mem) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            if (!mem) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
             int w_style = strstr(t->module, ".w1") || strstr(t->module, ".w2") || strstr(t->module, ".w3");
             ck_item *owner = NULL;
             for (size_t e = 0; e < E; e++)
@@ -212,14 +212,14 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
                                                  : p == 0 ? (w_style ? "w1" : "gate_proj") : (w_style ? "w3" : "up_proj");
                     char nm[1024];
                     snprintf(nm, sizeof nm, "%.*s.experts.%zu.%s.weight", (int)plen, t->module, e, leaf);
-                    const ck_tref *r = ck_model_find(&c->m, nm);
-                    if (!r) { free(mem); return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: tensor '%s' is missing (its siblings are there)", c->m.dir, nm); }
+                    const ck_tref *r = lofp_ck_model_find(&c->m, nm);
+                    if (!r) { free(mem); return lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: tensor '%s' is missing (its siblings are there)", c->m.dir, nm); }
                     ck_item *mi = &c->it[r - c->m.t];
-                    if (mi->action != A_MOE_SPLIT) { free(mem); return ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: tensor '%s' is excluded but its fused siblings are not", c->m.dir, nm); }
+                    if (mi->action != A_MOE_SPLIT) { free(mem); return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: tensor '%s' is excluded but its fused siblings are not", c->m.dir, nm); }
                     if (r->ti->ndim != 2 || (e + p > 0 && (r->ti->shape[0] != mem[0]->ti->shape[0] ||
                                                            r->ti->shape[1] != mem[0]->ti->shape[1]))) {
                         free(mem);
-                        return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' is not 2-D with expert 0's shape", c->m.dir, nm);
+                        return lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' is not 2-D with expert 0's shape", c->m.dir, nm);
                     }
                     mem[e * per + p] = r;
                     if (!owner) owner = mi;
@@ -238,7 +238,7 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
             char base[1024];
             snprintf(base, sizeof base, "%.*s.experts.%s", (int)plen, t->module, role == 2 ? "down_proj" : "gate_up_proj");
             free(owner->module);
-            owner->module = ck_strdup(base);
+            owner->module = lofp_ck_strdup(base);
         }
     }
     /* gpt-oss outputs (both layouts) and block checks */
@@ -247,7 +247,7 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
         if (t->action != A_MOE_SPLIT && t->action != A_MOE_FUSED) continue;
         if (t->K % 32) {
             const ck_tref *r = t->action == A_MOE_SPLIT ? t->members[0] : t->src;
-            return ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s': K = %zu is not a multiple of the mxfp4 block (32); gpt-oss "
+            return lofp_ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s': K = %zu is not a multiple of the mxfp4 block (32); gpt-oss "
                            "checkpoints cannot be padded (the engines read K from the config); exclude it with --exclude '%s'",
                            c->m.shards[r->shard].name, r->name, t->K, r->name);
         }
@@ -294,15 +294,15 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
             ck_item *t = &c->it[i];
             if (t->action != A_QUANT) continue;
             double a;
-            const ckj *v = ckj_get(c->act, t->module);
-            if (!ckj_num(v, &a))
-                return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no activation amax (a JSON number) for module '%s'",
+            const ckj *v = lofp_ckj_get(c->act, t->module);
+            if (!lofp_ckj_num(v, &a))
+                return lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no activation amax (a JSON number) for module '%s'",
                                o->input_scales, t->module);
             /* the amax is stored as a float32 and both scales derived from it (ModelOpt's
              * amax / 2688, compressed-tensors' 2688 / amax) must be finite positive float32s */
             float af = (float)a, dec = af / 2688.0f, enc = 2688.0f / af;
             if (!(a > 0) || !isfinite(af) || !(dec > 0) || !isfinite(enc))
-                return ck_fail(err, LOFP_ERR_INVALID_ARG,
+                return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG,
                                "%s: module '%s': activation amax %s is out of range: it must be a number above "
                                "%g and at most %g (FLT_MAX), so that its float32 scales amax/2688 and 2688/amax are "
                                "finite and non-zero",

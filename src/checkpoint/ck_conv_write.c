@@ -21,7 +21,7 @@ static const void *quant_input(const lofp_tensor_info *ti, lofp_dtype *dt, float
         return ti->data;
     float *f = malloc((ti->numel ? ti->numel : 1) * sizeof *f);
     if (!f) return NULL;
-    for (size_t i = 0; i < ti->numel; i++) f[i] = ck_load(ti->dtype, ti->data, i);
+    for (size_t i = 0; i < ti->numel; i++) f[i] = lofp_ck_load(ti->dtype, ti->data, i);
     *owned = f;
     *dt = LOFP_DTYPE_F32;
     return f;
@@ -40,7 +40,7 @@ static const void *chunk_input(lofp_io_dtype dt, const lofp_row_chunk *ch, size_
         *tmp = nb;
         *tmp_cap = n;
     }
-    for (size_t i = 0; i < n; i++) (*tmp)[i] = ck_load(dt, ch->data, i);
+    for (size_t i = 0; i < n; i++) (*tmp)[i] = lofp_ck_load(dt, ch->data, i);
     *ldt = LOFP_DTYPE_F32;
     return *tmp;
 }
@@ -52,8 +52,8 @@ static lofp_status nonfinite(ck_conv *c, const ck_tref *r, size_t flat, lofp_io_
     const lofp_tensor_info *ti = r->ti;
     size_t k = ti->ndim ? ti->shape[ti->ndim - 1] : 1;
     if (!k) k = 1;
-    float v = flat < ti->numel ? ck_load(ti->dtype, ti->data, flat) : NAN;
-    return ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s' holds %s at flat index %zu (row %zu, column %zu)",
+    float v = flat < ti->numel ? lofp_ck_load(ti->dtype, ti->data, flat) : NAN;
+    return lofp_ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s' holds %s at flat index %zu (row %zu, column %zu)",
                    c->m.shards[r->shard].name, r->name, v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf", flat, flat / k, flat % k);
 }
 
@@ -62,7 +62,7 @@ static size_t first_nonfinite(lofp_dtype dt, const void *x, size_t n)
 {
     lofp_io_dtype idt = dt == LOFP_DTYPE_BF16 ? LOFP_IO_BF16 : dt == LOFP_DTYPE_F16 ? LOFP_IO_F16 : LOFP_IO_F32;
     for (size_t i = 0; i < n; i++)
-        if (!isfinite(ck_load(idt, x, i))) return i;
+        if (!isfinite(lofp_ck_load(idt, x, i))) return i;
     return n;
 }
 
@@ -82,7 +82,7 @@ static lofp_status tensor_global(ck_conv *c, const ck_tref *r, float *G, lofp_io
     lofp_row_chunk ch;
     while (!st && !(st = lofp_row_reader_next(rr, &ch, err)) && ch.rows) {
         const void *x = chunk_input(r->ti->dtype, &ch, k, &ldt, &tmp, &cap);
-        if (!x) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
+        if (!x) { st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
         float cg = prof ? lofp_ck_amax(ldt, x, ch.rows * k, NULL) : lofp_nvfp4_global_scale(ldt, x, ch.rows * k);
         if (!(cg == cg)) {
             st = nonfinite(c, r, ch.row0 * k + first_nonfinite(ldt, x, ch.rows * k), err);
@@ -107,7 +107,7 @@ lofp_status lofp_conv_group_scales(ck_conv *c, lofp_io_error *err)
     if (ng < 0) return LOFP_OK;
     int *need = calloc((size_t)ng + 1, sizeof *need);
     float *gmin = malloc(((size_t)ng + 1) * sizeof *gmin);
-    if (!need || !gmin) { free(need); free(gmin); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    if (!need || !gmin) { free(need); free(gmin); return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
     for (size_t i = 0; i < c->n_it; i++)
         if (c->it[i].group >= 0 && lofp_conv_shard_in_slice(c, c->it[i].shard)) need[c->it[i].group] = 1;
     /* the group's scale is the one of its largest amax: the smallest encode multiplier, or the
@@ -143,14 +143,14 @@ static lofp_status quantize_rows(ck_conv *c, const ck_tref *r, lofp_dtype dt, co
     if (have_G && g_out) *g_out = G;
     if (st == LOFP_ERR_NONFINITE)
         return nonfinite(c, r, rep.first_bad_index, err);
-    if (st) return ck_fail(err, st, "%s: tensor '%s': quantize failed (%s)", c->m.shards[r->shard].name, r->name,
+    if (st) return lofp_ck_fail(err, st, "%s: tensor '%s': quantize failed (%s)", c->m.shards[r->shard].name, r->name,
                            lofp_status_name(st));
     return LOFP_OK;
 }
 
 static lofp_status put(st_writer *w, size_t idx, const void *d, size_t n, lofp_io_error *err)
 {
-    return st_writer_put_at(w, idx, d, n, err);
+    return lofp_st_writer_put_at(w, idx, d, n, err);
 }
 
 static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t base, lofp_io_error *err)
@@ -164,7 +164,7 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
         const ck_tref *r = t->src;
         const lofp_tensor_info *ti = r->ti;
         if (ti->ndim == 0 || ti->ndim > LOFP_MAX_NDIM)
-            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' has %zu dimensions", c->m.shards[r->shard].name, r->name, ti->ndim);
+            return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' has %zu dimensions", c->m.shards[r->shard].name, r->name, ti->ndim);
         lofp_qtensor q;
         memset(&q, 0, sizeof q);
         q.name = r->name;
@@ -205,7 +205,7 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
     uint8_t *sc = malloc(sub_rows * rb), *ss = malloc(sub_rows * rs);
     float *tr = t->action == A_MOE_FUSED ? malloc(N * K * sizeof *tr) : NULL;
     if (!codes || !scales || !sc || !ss || (t->action == A_MOE_FUSED && !tr)) {
-        st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
         goto moe_done;
     }
     for (size_t e = 0; !st && e < t->E; e++) {
@@ -215,7 +215,7 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
                 lofp_dtype dt;
                 float *owned;
                 const void *x = quant_input(r->ti, &dt, &owned);
-                if (!x) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
+                if (!x) { st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); break; }
                 st = quantize_rows(c, r, dt, x, sub_rows, K, 0, 0, sc, ss, NULL, err);
                 free(owned);
                 /* interleave: gate row i -> 2i, up row i -> 2i+1 (gpt-oss swiglu reads x[..., ::2]) */
@@ -229,7 +229,7 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
             const lofp_tensor_info *ti = t->src->ti;
             /* stored [E, K, N]: transpose expert e to [N, K] */
             for (size_t kk = 0; kk < K; kk++)
-                for (size_t n = 0; n < N; n++) tr[n * K + kk] = ck_load(ti->dtype, ti->data, (e * K + kk) * N + n);
+                for (size_t n = 0; n < N; n++) tr[n * K + kk] = lofp_ck_load(ti->dtype, ti->data, (e * K + kk) * N + n);
             /* a bad value is reported at its index in the stored [E, K, N] tensor, not the transposed copy */
             size_t bad = first_nonfinite(LOFP_DTYPE_F32, tr, N * K);
             if (bad < N * K) { st = nonfinite(c, t->src, (e * K + bad % K) * N + bad / K, err); break; }
@@ -254,7 +254,7 @@ static lofp_status convert_shard(ck_conv *c, size_t s, lofp_io_error *err)
         if (c->it[i].shard == s && c->it[i].action != A_SKIP) { n += c->it[i].n_out; total_in += c->it[i].in_bytes; }
     lofp_tensor_desc *d = calloc(n ? n : 1, sizeof *d);
     size_t *base = calloc(c->n_it, sizeof *base);
-    if (!d || !base) { free(d); free(base); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    if (!d || !base) { free(d); free(base); return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
     size_t k = 0;
     lofp_sbuf padded = { 0 };
     for (size_t i = 0; i < c->n_it; i++) {
@@ -278,10 +278,10 @@ static lofp_status convert_shard(ck_conv *c, size_t s, lofp_io_error *err)
         for (size_t i = 0; i < c->n_it; i++)
             if (c->it[i].shard == s && c->it[i].lofp_key) meta[nm++] = (lofp_metadata_entry){ c->it[i].lofp_key, c->it[i].lofp_meta };
     }
-    char *path = ck_path(c->out_dir, c->m.shards[s].name);
+    char *path = lofp_ck_path(c->out_dir, c->m.shards[s].name);
     st_writer *w = NULL;
-    lofp_status st = path && meta ? st_writer_open(path, d, n, meta, nm, &w, err)
-                                  : ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    lofp_status st = path && meta ? lofp_st_writer_open(path, d, n, meta, nm, &w, err)
+                                  : lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     size_t done = 0;
     const lofp_ckpt_options *o = c->o;
     if (!st && o->progress) o->progress(o->ctx, c->m.shards[s].name, s, c->m.n_shards, 0, total_in);
@@ -291,13 +291,13 @@ static lofp_status convert_shard(ck_conv *c, size_t s, lofp_io_error *err)
         pthread_mutex_lock(&c->mu);
         int stop = c->st != LOFP_OK;
         pthread_mutex_unlock(&c->mu);
-        if (stop) { st = LOFP_ERR_IO; ck_fail(err, st, "stopped"); break; }
+        if (stop) { st = LOFP_ERR_IO; lofp_ck_fail(err, st, "stopped"); break; }
         st = convert_item(c, t, w, base[i], err);
         done += t->in_bytes;
         if (!st && o->progress) o->progress(o->ctx, c->m.shards[s].name, s, c->m.n_shards, done, total_in);
     }
-    if (!st) st = st_writer_finish(w, err);
-    else st_writer_abort(w);
+    if (!st) st = lofp_st_writer_finish(w, err);
+    else lofp_st_writer_abort(w);
     lofp_sbuf_free(&padded);
     free(meta);
     free(path);
@@ -316,7 +316,7 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&c->mu);
         if (stop) break;
         lofp_io_error e;
-        ck_ok(&e);
+        lofp_ck_ok(&e);
         lofp_status st = convert_shard(c, c->shard_list[j], &e);
         if (st) {
             pthread_mutex_lock(&c->mu);
@@ -330,7 +330,7 @@ static void *worker(void *arg)
 lofp_status lofp_conv_run_shards(ck_conv *c, lofp_io_error *err)
 {
     c->shard_list = malloc((c->m.n_shards + 1) * sizeof *c->shard_list);
-    if (!c->shard_list) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    if (!c->shard_list) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     for (size_t s = 0; s < c->m.n_shards; s++)
         if (lofp_conv_shard_in_slice(c, s)) c->shard_list[c->n_shard_list++] = s;
     unsigned jobs = c->o->jobs > 1 ? c->o->jobs : 1;

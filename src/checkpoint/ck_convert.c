@@ -11,7 +11,7 @@
 
 static int is_gguf_file(const char *path)
 {
-    if (ck_is_dir(path)) return 0;
+    if (lofp_ck_is_dir(path)) return 0;
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     char m[4] = { 0 };
@@ -22,14 +22,14 @@ static int is_gguf_file(const char *path)
 
 lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
 {
-    if (!in || !out || !o) return ck_fail(err, LOFP_ERR_INVALID_ARG, "convert: NULL argument");
+    if (!in || !out || !o) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "convert: NULL argument");
     { lofp_status pf = lofp_ck_preflight(in, out, o, 0, err); if (pf) return pf; }
     if (o->shard_count && o->shard_index >= o->shard_count)
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "--shard %u/%u: the slice must be 1..%u", o->shard_index + 1, o->shard_count, o->shard_count);
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "--shard %u/%u: the slice must be 1..%u", o->shard_index + 1, o->shard_count, o->shard_count);
     const int in_gguf = is_gguf_file(in);
-    if (o->to == LOFP_CKPT_GGUF && in_gguf) return ck_convert_gguf(in, out, o, err);
+    if (o->to == LOFP_CKPT_GGUF && in_gguf) return lofp_ck_convert_gguf(in, out, o, err);
     if (in_gguf)
-        return ck_fail(err, LOFP_ERR_UNSUPPORTED,
+        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                        "%s is a GGUF: lofp convert writes %s from safetensors model directories; GGUF -> %s has no exact "
                        "path here (GGUF names and keys do not map back to a Hugging Face directory). Dequantize first: "
                        "lofp import %s DENSE_DIR, then lofp convert --to %s DENSE_DIR OUT",
@@ -41,21 +41,21 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
     c.to = o->to;
     if (o->to != LOFP_CKPT_MODELOPT && o->to != LOFP_CKPT_COMPRESSED_TENSORS && o->to != LOFP_CKPT_GPT_OSS &&
         o->to != LOFP_CKPT_LOFP && o->to != LOFP_CKPT_GGUF)
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "convert: the target must be modelopt, compressed-tensors, gpt-oss, lofp or gguf");
-    lofp_status st = ck_model_open(in, &c.m, err);
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "convert: the target must be modelopt, compressed-tensors, gpt-oss, lofp or gguf");
+    lofp_status st = lofp_ck_model_open(in, &c.m, err);
     if (st) return st;
     if ((st = lofp_ck_model_checks(&c.m, o, 0, err)) != LOFP_OK) goto done;
     char why[256];
-    c.from = ck_detect(&c.m, why, sizeof why);
+    c.from = lofp_ck_detect(&c.m, why, sizeof why);
     const char *sch = o->scheme;
     if (c.from == LOFP_CKPT_DENSE && o->to == LOFP_CKPT_GGUF) {
-        ck_model_close(&c.m);
-        return ck_convert_gguf(in, out, o, err);
+        lofp_ck_model_close(&c.m);
+        return lofp_ck_convert_gguf(in, out, o, err);
     }
     if (c.from != LOFP_CKPT_DENSE) {
         /* an already-quantized input: exact casts only (docs/CHECKPOINTS.md "Exact casts") */
         if (o->to == LOFP_CKPT_GGUF) {
-            st = ck_fail(err, LOFP_ERR_UNSUPPORTED,
+            st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                          "%s is already a %s checkpoint (%s): %s -> gguf has no exact path in lofp (lofp writes GGUF from a "
                          "dense llama directory or by requantizing a GGUF). Dequantize first: lofp import %s DENSE_DIR, then "
                          "lofp convert --to gguf DENSE_DIR OUT.gguf",
@@ -63,7 +63,7 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
             goto done;
         }
         if (o->input_scales || o->pad || o->n_include) {
-            st = ck_fail(err, LOFP_ERR_INVALID_ARG, "%s is already a %s checkpoint: %s applies to quantizing a dense model, not to a cast",
+            st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s is already a %s checkpoint: %s applies to quantizing a dense model, not to a cast",
                          in, lofp_ckpt_format_name(c.from), o->input_scales ? "--input-scales" : o->pad ? "--pad" : "--include");
             goto done;
         }
@@ -82,7 +82,7 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
             if (lofp_conv_format_holds(o->to, in_id)) sch = lofp_scheme_name(in_id);
             else if (in_id == LOFP_SCHEME_MXFP4 && lofp_conv_format_holds(o->to, LOFP_SCHEME_NVFP4)) sch = "nvfp4";
             else {
-                st = ck_fail(err, LOFP_ERR_UNSUPPORTED,
+                st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                              "%s is a %s %s checkpoint; %s holds no %s and %s -> %s has no exact path. Dequantize first: "
                              "lofp import %s DENSE_DIR, then lofp convert --to %s DENSE_DIR OUT",
                              in, lofp_ckpt_format_name(c.from), lofp_scheme_name(in_id), lofp_ckpt_format_name(o->to),
@@ -92,7 +92,7 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
             }
         }
     } else if (o->to == LOFP_CKPT_LOFP) {
-        st = ck_fail(err, LOFP_ERR_UNSUPPORTED, "convert --to lofp takes an already-quantized checkpoint; %s is dense (%s): "
+        st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "convert --to lofp takes an already-quantized checkpoint; %s is dense (%s): "
                      "lofp quantize writes lofp files from dense tensors", in, why);
         goto done;
     }
@@ -119,13 +119,13 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
         o->note(o->ctx, line);
     }
     if (o->input_scales && !c.nvfp4) {
-        st = ck_fail(err, LOFP_ERR_INVALID_ARG, "--input-scales: activation scales belong to NVFP4 only");
+        st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "--input-scales: activation scales belong to NVFP4 only");
         goto done;
     }
     if (o->input_scales) {
-        c.act = ckj_read(o->input_scales, err);
+        c.act = lofp_ckj_read(o->input_scales, err);
         if (!c.act) { st = err ? err->status : LOFP_ERR_FORMAT; goto done; }
-        if (c.act->type != CKJ_OBJ) { st = ck_fail(err, LOFP_ERR_FORMAT, "%s: not a JSON object {module: amax}", o->input_scales); goto done; }
+        if (c.act->type != CKJ_OBJ) { st = lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: not a JSON object {module: amax}", o->input_scales); goto done; }
     }
     st = c.rd ? lofp_conv_plan_cast(&c, in, err) : lofp_conv_plan(&c, err);
     size_t nq = 0, n_exact = 0, n_mx2nv = 0, n_mismatch = 0;
@@ -135,7 +135,7 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
         n_mx2nv += c.it[i].action == A_CAST_MX2NV;
     }
     if (!st && nq == 0)
-        st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no tensor to quantize for %s (the defaults leave embeddings, norms, lm_head, routers and 1-D tensors; gpt-oss takes MoE experts only)",
+        st = lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no tensor to quantize for %s (the defaults leave embeddings, norms, lm_head, routers and 1-D tensors; gpt-oss takes MoE experts only)",
                      in, lofp_ckpt_format_name(o->to));
     if (st) goto done;
     char *stage = NULL;
@@ -147,11 +147,11 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
         goto done;
     }
     if (o->shard_count) {
-        st = ck_mkdirs(out, err);
+        st = lofp_ck_mkdirs(out, err);
         if (st) goto done;
-        c.out_dir = ck_strdup(out);
+        c.out_dir = lofp_ck_strdup(out);
     } else {
-        st = ck_stage_dir(out, &stage, err);
+        st = lofp_ck_stage_dir(out, &stage, err);
         if (st) goto done;
         c.out_dir = stage;
     }
@@ -161,8 +161,8 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
     if (!st && o->shard_count) st = lofp_conv_record_slice(&c, c.out_dir, err);
     if (!st && !o->shard_count) st = lofp_conv_finalize(&c, c.out_dir, err);
     if (!o->shard_count) {
-        if (!st) st = ck_stage_commit(stage, out, err);
-        else ck_rmtree(stage);
+        if (!st) st = lofp_ck_stage_commit(stage, out, err);
+        else lofp_ck_rmtree(stage);
         c.out_dir = NULL;
         free(stage);
     }
@@ -194,15 +194,15 @@ done:
     free(c.it);
     free(c.out_dir);
     free(c.shard_list);
-    ckj_free(c.act);
-    ck_model_close(&c.m);
+    lofp_ckj_free(c.act);
+    lofp_ck_model_close(&c.m);
     lofp_ckpt_close(c.rd);
-    if (!st) ck_ok(err);
+    if (!st) lofp_ck_ok(err);
     return st;
 bad_scheme:
-    ck_model_close(&c.m);
+    lofp_ck_model_close(&c.m);
     lofp_ckpt_close(c.rd);
-    return ck_fail(err, LOFP_ERR_UNSUPPORTED, "convert --to %s: scheme '%s' is not one this format holds (%s)",
+    return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "convert --to %s: scheme '%s' is not one this format holds (%s)",
                    lofp_ckpt_format_name(o->to), sch,
                    o->to == LOFP_CKPT_MODELOPT ? "nvfp4, mxfp8" : o->to == LOFP_CKPT_COMPRESSED_TENSORS ? "nvfp4, mxfp4"
                    : o->to == LOFP_CKPT_LOFP ? "nvfp4, mxfp4, mxfp8" : "mxfp4");

@@ -26,7 +26,7 @@ static const struct { uint32_t type; const char *name; uint32_t blck, bytes; } g
     { 40, "NVFP4", 64, 36 },  { 41, "Q1_0", 128, 18 },
 };
 
-int gg_type_info(uint32_t type, uint32_t *blck, uint32_t *bytes)
+int lofp_gg_type_info(uint32_t type, uint32_t *blck, uint32_t *bytes)
 {
     for (size_t i = 0; i < sizeof gg_types / sizeof gg_types[0]; i++)
         if (gg_types[i].type == type) {
@@ -37,7 +37,7 @@ int gg_type_info(uint32_t type, uint32_t *blck, uint32_t *bytes)
     return 0;
 }
 
-const char *gg_type_name(uint32_t type)
+const char *lofp_gg_type_name(uint32_t type)
 {
     for (size_t i = 0; i < sizeof gg_types / sizeof gg_types[0]; i++)
         if (gg_types[i].type == type) return gg_types[i].name;
@@ -65,7 +65,7 @@ static int rfail(rd *r, lofp_status st, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(m, sizeof m, fmt, ap);
         va_end(ap);
-        ck_fail(r->err, st, "%s: %s", r->name, m);
+        lofp_ck_fail(r->err, st, "%s: %s", r->name, m);
     }
     return 0;
 }
@@ -160,14 +160,14 @@ static int cmp_kv(const void *a, const void *b)
     return strcmp((*(const gg_kv *const *)a)->key, (*(const gg_kv *const *)b)->key);
 }
 
-lofp_status gg_parse(const uint8_t *buf, size_t len, const char *name, gg_file *g, lofp_io_error *err)
+lofp_status lofp_gg_parse(const uint8_t *buf, size_t len, const char *name, gg_file *g, lofp_io_error *err)
 {
     memset(g, 0, sizeof *g);
     rd r = { buf, len, 0, name ? name : "gguf", err, LOFP_OK };
-    g->display = ck_strdup(r.name);
+    g->display = lofp_ck_strdup(r.name);
     g->base = buf;
     g->size = len;
-    if (!g->display) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    if (!g->display) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     uint32_t magic = 0, version = 0;
     uint64_t n_t = 0, n_kv = 0;
     if (!rd_u32(&r, &magic, "magic")) goto fail;
@@ -226,20 +226,20 @@ lofp_status gg_parse(const uint8_t *buf, size_t len, const char *name, gg_file *
             if (!rd_u64(&r, &t->ne[d], t->name)) goto fail;
         if (!rd_u32(&r, &t->type, t->name) || !rd_u64(&r, &t->offset, t->name)) goto fail;
         uint32_t blck, bytes;
-        if (!gg_type_info(t->type, &blck, &bytes)) {
+        if (!lofp_gg_type_info(t->type, &blck, &bytes)) {
             rfail(&r, LOFP_ERR_UNSUPPORTED, "tensor '%s': unknown ggml tensor type %u", t->name, t->type);
             goto fail;
         }
         if (t->ne[0] % blck) {
             rfail(&r, LOFP_ERR_FORMAT, "tensor '%s': ne[0] = %llu is not a multiple of the %s block (%u)", t->name,
-                  (unsigned long long)t->ne[0], gg_type_name(t->type), blck);
+                  (unsigned long long)t->ne[0], lofp_gg_type_name(t->type), blck);
             goto fail;
         }
         if (t->ne[0] == 0 && blck > 1) {
             /* a row of a block type holds at least one block; ne[0] = 0 would make every row
              * and block count a division by zero downstream */
             rfail(&r, LOFP_ERR_FORMAT, "tensor '%s': ne[0] = 0 (rows of %s hold whole blocks of %u, at least one)", t->name,
-                  gg_type_name(t->type), blck);
+                  lofp_gg_type_name(t->type), blck);
             goto fail;
         }
         /* every dimension and the element count (of the non-zero dimensions, so that no order of
@@ -284,7 +284,7 @@ lofp_status gg_parse(const uint8_t *buf, size_t len, const char *name, gg_file *
                 free(ord);
                 goto fail;
             }
-        /* the name order is kept for gg_find_tensor's binary search: a file of many tensors
+        /* the name order is kept for lofp_gg_find_tensor's binary search: a file of many tensors
          * looked up by name once each (every .scale's weight) stays O(n log n) */
         g->t_by_name = malloc(g->n_t * sizeof *g->t_by_name);
         if (!g->t_by_name) { rfail(&r, LOFP_ERR_NOMEM, "out of memory"); free(ord); goto fail; }
@@ -320,36 +320,36 @@ lofp_status gg_parse(const uint8_t *buf, size_t len, const char *name, gg_file *
             }
         g->kv_by_key = o;
     }
-    ck_ok(err);
+    lofp_ck_ok(err);
     return LOFP_OK;
 fail:;
     lofp_status st = r.st ? r.st : LOFP_ERR_FORMAT;
-    gg_close(g);
+    lofp_gg_close(g);
     return st;
 }
 
-lofp_status gg_open(const char *path, gg_file *g, lofp_io_error *err)
+lofp_status lofp_gg_open(const char *path, gg_file *g, lofp_io_error *err)
 {
     memset(g, 0, sizeof *g);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ck_fail(err, errno == ENOENT ? LOFP_ERR_NOT_FOUND : LOFP_ERR_IO, "%s: %s", path, strerror(errno));
+    if (fd < 0) return lofp_ck_fail(err, errno == ENOENT ? LOFP_ERR_NOT_FOUND : LOFP_ERR_IO, "%s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); return ck_fail(err, LOFP_ERR_IO, "%s: not a regular file", path); }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); return lofp_ck_fail(err, LOFP_ERR_IO, "%s: not a regular file", path); }
     size_t n = (size_t)st.st_size;
     void *m = NULL;
     if (n) {
         m = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) { close(fd); return ck_fail(err, LOFP_ERR_IO, "%s: mmap: %s", path, strerror(errno)); }
+        if (m == MAP_FAILED) { close(fd); return lofp_ck_fail(err, LOFP_ERR_IO, "%s: mmap: %s", path, strerror(errno)); }
     }
     close(fd);
-    lofp_status s = gg_parse(m ? m : (const void *)"", n, path, g, err);
+    lofp_status s = lofp_gg_parse(m ? m : (const void *)"", n, path, g, err);
     if (s) { if (m) munmap(m, n); return s; }
     g->map = m;
     g->map_len = n;
     return LOFP_OK;
 }
 
-void gg_close(gg_file *g)
+void lofp_gg_close(gg_file *g)
 {
     if (!g) return;
     for (size_t i = 0; i < g->n_kv; i++) free(g->kv[i].key);
@@ -363,7 +363,7 @@ void gg_close(gg_file *g)
     memset(g, 0, sizeof *g);
 }
 
-const gg_kv *gg_find_kv(const gg_file *g, const char *key)
+const gg_kv *lofp_gg_find_kv(const gg_file *g, const char *key)
 {
     if (!g->kv_by_key) return g->n_kv == 1 && strcmp(g->kv[0].key, key) == 0 ? &g->kv[0] : NULL;
     size_t lo = 0, hi = g->n_kv;
@@ -377,7 +377,7 @@ const gg_kv *gg_find_kv(const gg_file *g, const char *key)
     return NULL;
 }
 
-const gg_tensor *gg_find_tensor(const gg_file *g, const char *name)
+const gg_tensor *lofp_gg_find_tensor(const gg_file *g, const char *name)
 {
     size_t lo = 0, hi = g->t_by_name ? g->n_t : 0;
     while (lo < hi) {
@@ -397,7 +397,7 @@ static uint64_t le(const uint8_t *p, int n)
     return v;
 }
 
-int gg_kv_num(const gg_kv *kv, double *out)
+int lofp_gg_kv_num(const gg_kv *kv, double *out)
 {
     if (!kv) return 0;
     const uint8_t *p = kv->raw;
@@ -416,7 +416,7 @@ int gg_kv_num(const gg_kv *kv, double *out)
     }
 }
 
-int gg_kv_str(const gg_kv *kv, const char **s, size_t *len)
+int lofp_gg_kv_str(const gg_kv *kv, const char **s, size_t *len)
 {
     if (!kv || kv->type != GGV_STRING) return 0;
     *len = (size_t)le(kv->raw, 8);
@@ -446,7 +446,7 @@ static float ue4m3_half(uint8_t d)
     return lofp_decode(LOFP_ELEM_E4M3, d & 0x7F) * 0.5f;
 }
 
-int gg_can_decode(uint32_t type)
+int lofp_gg_can_decode(uint32_t type)
 {
     switch (type) {
     case GG_F32: case GG_F16: case GG_BF16: case GG_Q4_0: case GG_Q4_1: case GG_Q5_0: case GG_Q5_1:
@@ -455,10 +455,10 @@ int gg_can_decode(uint32_t type)
     }
 }
 
-lofp_status gg_decode(const gg_tensor *t, float *out)
+lofp_status lofp_gg_decode(const gg_tensor *t, float *out)
 {
     uint32_t blck, bytes;
-    if (!gg_can_decode(t->type) || !gg_type_info(t->type, &blck, &bytes)) return LOFP_ERR_UNSUPPORTED;
+    if (!lofp_gg_can_decode(t->type) || !lofp_gg_type_info(t->type, &blck, &bytes)) return LOFP_ERR_UNSUPPORTED;
     size_t nblocks = t->nbytes / bytes;
     const uint8_t *p = t->data;
     for (size_t b = 0; b < nblocks; b++, p += bytes) {
@@ -573,7 +573,7 @@ static int gw_pad(gg_writer *w)
     return 1;
 }
 
-void gg_put_string(lofp_sbuf *b, const char *s, size_t n)
+void lofp_gg_put_string(lofp_sbuf *b, const char *s, size_t n)
 {
     uint8_t l[8];
     for (int i = 0; i < 8; i++) l[i] = (uint8_t)((uint64_t)n >> (8 * i));
@@ -588,59 +588,59 @@ static void put_u32(lofp_sbuf *b, uint32_t v)
     lofp_sbuf_put(b, l, 4);
 }
 
-void gg_put_kv_raw(lofp_sbuf *b, const gg_kv *kv)
+void lofp_gg_put_kv_raw(lofp_sbuf *b, const gg_kv *kv)
 {
-    gg_put_string(b, kv->key, strlen(kv->key));
+    lofp_gg_put_string(b, kv->key, strlen(kv->key));
     put_u32(b, kv->type);
     lofp_sbuf_put(b, kv->raw, kv->raw_len);
 }
 
-void gg_put_kv_u32(lofp_sbuf *b, const char *key, uint32_t v)
+void lofp_gg_put_kv_u32(lofp_sbuf *b, const char *key, uint32_t v)
 {
-    gg_put_string(b, key, strlen(key));
+    lofp_gg_put_string(b, key, strlen(key));
     put_u32(b, GGV_U32);
     put_u32(b, v);
 }
 
-void gg_put_kv_bool(lofp_sbuf *b, const char *key, int v)
+void lofp_gg_put_kv_bool(lofp_sbuf *b, const char *key, int v)
 {
     uint8_t u = v ? 1 : 0;
-    gg_put_string(b, key, strlen(key));
+    lofp_gg_put_string(b, key, strlen(key));
     put_u32(b, GGV_BOOL);
     lofp_sbuf_put(b, &u, 1);
 }
 
-void gg_put_kv_f32(lofp_sbuf *b, const char *key, float v)
+void lofp_gg_put_kv_f32(lofp_sbuf *b, const char *key, float v)
 {
     uint32_t u;
     memcpy(&u, &v, 4);
-    gg_put_string(b, key, strlen(key));
+    lofp_gg_put_string(b, key, strlen(key));
     put_u32(b, GGV_F32);
     put_u32(b, u);
 }
 
-void gg_put_kv_str(lofp_sbuf *b, const char *key, const char *s)
+void lofp_gg_put_kv_str(lofp_sbuf *b, const char *key, const char *s)
 {
-    gg_put_string(b, key, strlen(key));
+    lofp_gg_put_string(b, key, strlen(key));
     put_u32(b, GGV_STRING);
-    gg_put_string(b, s, strlen(s));
+    lofp_gg_put_string(b, s, strlen(s));
 }
 
-lofp_status gg_writer_open(const char *path, uint32_t alignment, const void *kv_blob, size_t kv_len,
+lofp_status lofp_gg_writer_open(const char *path, uint32_t alignment, const void *kv_blob, size_t kv_len,
                            uint64_t n_kv, const gg_out_tensor *t, size_t n_t, gg_writer **out,
                            lofp_io_error *err)
 {
     *out = NULL;
     gg_writer *w = calloc(1, sizeof *w);
-    if (!w) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    if (!w) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     w->at.fd = w->at.dirfd = -1;
     w->alignment = alignment ? alignment : 32;
-    w->path = ck_strdup(path);
+    w->path = lofp_ck_strdup(path);
     w->buf = malloc(GGW_BUF);
-    if (!w->path || !w->buf) { gg_writer_abort(w); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    if (!w->path || !w->buf) { lofp_gg_writer_abort(w); return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
     lofp_status ost = lofp_ck_atomic_open(&w->at, path, err);
     if (ost) {
-        gg_writer_abort(w);
+        lofp_gg_writer_abort(w);
         return ost;
     }
     lofp_sbuf h = { 0 };
@@ -654,7 +654,7 @@ lofp_status gg_writer_open(const char *path, uint32_t alignment, const void *kv_
     lofp_sbuf_put(&h, kv_blob, kv_len);
     uint64_t off = 0;
     for (size_t i = 0; i < n_t; i++) {
-        gg_put_string(&h, t[i].name, strlen(t[i].name));
+        lofp_gg_put_string(&h, t[i].name, strlen(t[i].name));
         put_u32(&h, t[i].n_dims);
         for (uint32_t d = 0; d < t[i].n_dims; d++) {
             for (int k = 0; k < 8; k++) l[k] = (uint8_t)(t[i].ne[d] >> (8 * k));
@@ -669,39 +669,39 @@ lofp_status gg_writer_open(const char *path, uint32_t alignment, const void *kv_
     int ok = !h.failed && gw_put(w, h.p, h.len) && gw_pad(w);
     lofp_sbuf_free(&h);
     if (!ok) {
-        lofp_status s = ck_fail(err, LOFP_ERR_IO, "%s: write failed", path);
-        gg_writer_abort(w);
+        lofp_status s = lofp_ck_fail(err, LOFP_ERR_IO, "%s: write failed", path);
+        lofp_gg_writer_abort(w);
         return s;
     }
     *out = w;
     return LOFP_OK;
 }
 
-lofp_status gg_writer_put(gg_writer *w, const void *data, size_t n, lofp_io_error *err)
+lofp_status lofp_gg_writer_put(gg_writer *w, const void *data, size_t n, lofp_io_error *err)
 {
-    if (!gw_put(w, data, n)) return ck_fail(err, LOFP_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
+    if (!gw_put(w, data, n)) return lofp_ck_fail(err, LOFP_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
     return LOFP_OK;
 }
 
-lofp_status gg_writer_end_tensor(gg_writer *w, lofp_io_error *err)
+lofp_status lofp_gg_writer_end_tensor(gg_writer *w, lofp_io_error *err)
 {
-    if (!gw_pad(w)) return ck_fail(err, LOFP_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
+    if (!gw_pad(w)) return lofp_ck_fail(err, LOFP_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
     return LOFP_OK;
 }
 
-lofp_status gg_writer_finish(gg_writer *w, lofp_io_error *err)
+lofp_status lofp_gg_writer_finish(gg_writer *w, lofp_io_error *err)
 {
     if (!gw_flush(w)) {
-        lofp_status s = ck_fail(err, LOFP_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
-        gg_writer_abort(w);
+        lofp_status s = lofp_ck_fail(err, LOFP_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
+        lofp_gg_writer_abort(w);
         return s;
     }
     lofp_status s = lofp_ck_atomic_commit(&w->at, err);
-    gg_writer_abort(w);
+    lofp_gg_writer_abort(w);
     return s;
 }
 
-void gg_writer_abort(gg_writer *w)
+void lofp_gg_writer_abort(gg_writer *w)
 {
     if (!w) return;
     lofp_ck_atomic_abort(&w->at);

@@ -26,14 +26,14 @@ typedef struct {
     float scale_value;
 } gplan;
 
-lofp_status ck_convert_llama_dir(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err);
+lofp_status lofp_ck_convert_llama_dir(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err);
 
 /* The name of the .scale tensor of NVFP4 tensor `name`, as the reader (ck_read.c) looks it up:
  * "<name minus .weight>.scale", or "<name>.scale" for a tensor not named *.weight. 0 when it
  * would pass GGUF's 63 bytes. */
 static int gguf_excluded(const char *name)
 {
-    return ck_globs_match(gguf_default_exclude, sizeof gguf_default_exclude / sizeof gguf_default_exclude[0], name);
+    return lofp_ck_globs_match(gguf_default_exclude, sizeof gguf_default_exclude / sizeof gguf_default_exclude[0], name);
 }
 
 /* The per-tensor scale tensor of NVFP4 tensor `name`: "<m>.scale" for "<m>.weight", else
@@ -42,7 +42,7 @@ static int gguf_excluded(const char *name)
 static int scale_name_of(const char *name, char *out, size_t cap)
 {
     size_t n = strlen(name);
-    if (ck_ends_with(name, ".weight")) n -= 7;
+    if (lofp_ck_ends_with(name, ".weight")) n -= 7;
     int k = snprintf(out, cap, "%.*s.scale", (int)n, name);
     return k > 0 && (size_t)k < cap && k <= 63;
 }
@@ -50,11 +50,11 @@ static int scale_name_of(const char *name, char *out, size_t cap)
 /* Whether the options ask for tensor t to be requantized (before the type and block checks). */
 static int wanted(const gg_tensor *t, const lofp_ckpt_options *o)
 {
-    int want = ck_ends_with(t->name, ".weight") && t->n_dims >= 2 && !gguf_excluded(t->name);
-    if (ck_globs_match(o->include, o->n_include, t->name) && t->n_dims >= 2) want = 1;
+    int want = lofp_ck_ends_with(t->name, ".weight") && t->n_dims >= 2 && !gguf_excluded(t->name);
+    if (lofp_ck_globs_match(o->include, o->n_include, t->name) && t->n_dims >= 2) want = 1;
     /* a tensor of no elements has nothing to quantize: kept as it is */
     if (!t->ne[0] || !t->ne[1] || !t->ne[2] || !t->ne[3]) want = 0;
-    return want && !ck_globs_match(o->exclude, o->n_exclude, t->name);
+    return want && !lofp_ck_globs_match(o->exclude, o->n_exclude, t->name);
 }
 
 static int cmp_out_name(const void *a, const void *b)
@@ -62,13 +62,13 @@ static int cmp_out_name(const void *a, const void *b)
     return strcmp((*(const gg_out_tensor *const *)a)->name, (*(const gg_out_tensor *const *)b)->name);
 }
 
-lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
+lofp_status lofp_ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
 {
-    if (ck_is_dir(in)) return ck_convert_llama_dir(in, out, o, err);
+    if (lofp_ck_is_dir(in)) return lofp_ck_convert_llama_dir(in, out, o, err);
     const char *sch = o->scheme ? o->scheme : "mxfp4";
     lofp_scheme s;
     if ((strcmp(sch, "mxfp4") && strcmp(sch, "nvfp4")) || lofp_scheme_preset(sch, &s))
-        return ck_fail(err, LOFP_ERR_UNSUPPORTED, "convert --to gguf: scheme '%s' (GGUF holds mxfp4 = type 39 and nvfp4 = type 40)", sch);
+        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "convert --to gguf: scheme '%s' (GGUF holds mxfp4 = type 39 and nvfp4 = type 40)", sch);
     int nv = s.id == LOFP_SCHEME_NVFP4;
     s.threads = o->threads;
     uint32_t gblk = nv ? 64 : 32, gtype = nv ? GG_NVFP4 : GG_MXFP4, gbytes = nv ? 36 : 17;
@@ -76,32 +76,32 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
     if (st) return st;
     const int two = nv && s.two_level; /* --profile ggml: one level, no .scale (llama.cpp's quantizer) */
     gg_file g;
-    st = gg_open(in, &g, err);
+    st = lofp_gg_open(in, &g, err);
     if (st) return st;
     gplan *p = calloc(2 * g.n_t + 1, sizeof *p);
     gg_out_tensor *ot = calloc(2 * g.n_t + 1, sizeof *ot);
     size_t np = 0, nq = 0, nkeep_k = 0, nkeep_type = 0, nsame = 0, ncast = 0, unfit_total = 0;
-    if (!p || !ot) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
+    if (!p || !ot) { st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
     for (size_t i = 0; i < g.n_t; i++) {
         const gg_tensor *t = &g.t[i];
         int want = wanted(t, o);
         /* a .scale / .input_scale of an NVFP4 weight that is requantized is replaced: the weight is
          * "<m>.weight" or (a .scale only, see scale_name_of) "<m>" itself */
-        if (ck_ends_with(t->name, ".scale") || ck_ends_with(t->name, ".input_scale")) {
+        if (lofp_ck_ends_with(t->name, ".scale") || lofp_ck_ends_with(t->name, ".input_scale")) {
             char base[96];
             int cut = (int)(strrchr(t->name, '.') - t->name), replaced = 0;
             for (int form = 0; form < 2 && !replaced; form++) {
-                if (form == 1 && !ck_ends_with(t->name, ".scale")) break;
+                if (form == 1 && !lofp_ck_ends_with(t->name, ".scale")) break;
                 snprintf(base, sizeof base, form ? "%.*s" : "%.*s.weight", cut, t->name);
-                const gg_tensor *w = gg_find_tensor(&g, base);
-                replaced = w && wanted(w, o) && gg_can_decode(w->type) && w->ne[0] % gblk == 0 && w->type != gtype;
+                const gg_tensor *w = lofp_gg_find_tensor(&g, base);
+                replaced = w && wanted(w, o) && lofp_gg_can_decode(w->type) && w->ne[0] % gblk == 0 && w->type != gtype;
             }
             if (replaced) continue;
         }
-        if (want && !gg_can_decode(t->type)) {
+        if (want && !lofp_gg_can_decode(t->type)) {
             if (o->note) {
                 char line[200];
-                snprintf(line, sizeof line, "%s: left as %s (lofp does not decode that type)", t->name, gg_type_name(t->type));
+                snprintf(line, sizeof line, "%s: left as %s (lofp does not decode that type)", t->name, lofp_gg_type_name(t->type));
                 o->note(o->ctx, line);
             }
             nkeep_type++;
@@ -111,7 +111,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             if (o->note) {
                 char line[200];
                 snprintf(line, sizeof line, "%s: left as %s (its rows of %llu values are not whole %s blocks of %u)", t->name,
-                         gg_type_name(t->type), (unsigned long long)t->ne[0], sch, gblk);
+                         lofp_gg_type_name(t->type), (unsigned long long)t->ne[0], sch, gblk);
                 o->note(o->ctx, line);
             }
             nkeep_k++;
@@ -139,7 +139,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             u->nbytes = rows * (size_t)(t->ne[0] / gblk) * gbytes;
             if (t->type == GG_NVFP4) {
                 char sn[96];
-                q->src_scale = scale_name_of(t->name, sn, sizeof sn) ? gg_find_tensor(&g, sn) : NULL;
+                q->src_scale = scale_name_of(t->name, sn, sizeof sn) ? lofp_gg_find_tensor(&g, sn) : NULL;
             }
             nq++;
         } else {
@@ -151,7 +151,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             gplan *sc = &p[np];
             sc->quant = 2;
             if (!scale_name_of(t->name, sc->name, sizeof sc->name)) {
-                st = ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': the name of its .scale tensor would pass GGUF's 63 bytes", in, t->name);
+                st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': the name of its .scale tensor would pass GGUF's 63 bytes", in, t->name);
                 goto done;
             }
             gg_out_tensor *v = &ot[np];
@@ -168,7 +168,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
      * "<m>.weight" and "<m>"): refused before anything is written, naming where each comes from */
     if (np > 1) {
         const gg_out_tensor **by = malloc(np * sizeof *by);
-        if (!by) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
+        if (!by) { st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
         for (size_t i = 0; i < np; i++) by[i] = &ot[i];
         qsort(by, np, sizeof *by, cmp_out_name);
         for (size_t i = 1; i < np && !st; i++) {
@@ -176,7 +176,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             size_t a = (size_t)(by[i - 1] - ot), b = (size_t)(by[i] - ot);
             const char *from_a = p[a].quant == 2 ? p[a - 1].src->name : p[a].src->name;
             const char *from_b = p[b].quant == 2 ? p[b - 1].src->name : p[b].src->name;
-            st = ck_fail(err, LOFP_ERR_INVALID_ARG,
+            st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG,
                          "%s: two output tensors would be named '%s': %s of '%s' and %s of '%s' (the per-tensor scale of "
                          "an NVFP4 tensor '<m>.weight' or '<m>' is '<m>.scale'); leave one out with --exclude",
                          in, by[i]->name, p[a].quant == 2 ? "the scale" : "the tensor", from_a,
@@ -195,9 +195,9 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
         uint8_t *codes = malloc(n / 2), *e8 = malloc(n / 32), *nc = malloc(n / 2), *ns = malloc(n / 16);
         lofp_cast_report rep;
         float G;
-        if (!codes || !e8 || !nc || !ns) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
-        if (!st && lofp_gguf_to_mxfp4(t->data, rows, K, codes, e8)) st = ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': bad MXFP4 blocks", in, t->name);
-        if (!st && lofp_cast_mxfp4_to_nvfp4(codes, e8, rows, K, nc, ns, &G, &rep)) st = ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: tensor '%s': cast failed", in, t->name);
+        if (!codes || !e8 || !nc || !ns) st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        if (!st && lofp_gguf_to_mxfp4(t->data, rows, K, codes, e8)) st = lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': bad MXFP4 blocks", in, t->name);
+        if (!st && lofp_cast_mxfp4_to_nvfp4(codes, e8, rows, K, nc, ns, &G, &rep)) st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: tensor '%s': cast failed", in, t->name);
         if (!st && rep.unfit_blocks) {
             int xmax = 0;
             lofp_cast_mxfp4_max_exponent(codes, e8, rows, K, &xmax);
@@ -214,7 +214,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
             }
             if (o->note) o->note(o->ctx, line);
             if (!o->requantize_unfit)
-                st = ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': %zu MXFP4 block(s) do not fit NVFP4 exactly (first: block %zu). "
+                st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': %zu MXFP4 block(s) do not fit NVFP4 exactly (first: block %zu). "
                              "Nothing written. --requantize-unfit requantizes those blocks alone from their decoded values",
                              in, t->name, rep.unfit_blocks, rep.first_unfit[0]);
         }
@@ -222,7 +222,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
     }
     if (st) goto done;
     if (nq == 0 && nsame == 0) {
-        st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no tensor to requantize to %s (2-D+ .weight tensors other than token_embd, output and norms, rows a multiple of %u)",
+        st = lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no tensor to requantize to %s (2-D+ .weight tensors other than token_embd, output and norms, rows a multiple of %u)",
                      in, sch, gblk);
         goto done;
     }
@@ -232,41 +232,41 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
         uint64_t nkv = 0;
         int have_qv = 0;
         for (size_t i = 0; i < g.n_kv; i++) {
-            if (!strcmp(g.kv[i].key, "general.file_type")) { gg_put_kv_u32(&kv, "general.file_type", nv ? 39u : 38u); nkv++; continue; }
+            if (!strcmp(g.kv[i].key, "general.file_type")) { lofp_gg_put_kv_u32(&kv, "general.file_type", nv ? 39u : 38u); nkv++; continue; }
             if (!strcmp(g.kv[i].key, "general.quantization_version")) have_qv = 1;
-            gg_put_kv_raw(&kv, &g.kv[i]);
+            lofp_gg_put_kv_raw(&kv, &g.kv[i]);
             nkv++;
         }
-        if (!have_qv) { gg_put_kv_u32(&kv, "general.quantization_version", 2); nkv++; }
-        if (kv.failed) { lofp_sbuf_free(&kv); st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
+        if (!have_qv) { lofp_gg_put_kv_u32(&kv, "general.quantization_version", 2); nkv++; }
+        if (kv.failed) { lofp_sbuf_free(&kv); st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
         gg_writer *w = NULL;
-        st = gg_writer_open(out, g.alignment, kv.p, kv.len, nkv, ot, np, &w, err);
+        st = lofp_gg_writer_open(out, g.alignment, kv.p, kv.len, nkv, ot, np, &w, err);
         lofp_sbuf_free(&kv);
         if (st) goto done;
         float G = 1.0f;
         for (size_t i = 0; !st && i < np; i++) {
             gplan *q = &p[i];
-            if (q->quant == 0) st = gg_writer_put(w, q->src->data, q->src->nbytes, err);
+            if (q->quant == 0) st = lofp_gg_writer_put(w, q->src->data, q->src->nbytes, err);
             else if (q->quant == 2) {
                 float dscale = lofp_nvfp4_decode_from_encode(G);
-                st = gg_writer_put(w, &dscale, 4, err);
+                st = lofp_gg_writer_put(w, &dscale, 4, err);
             } else {
                 const gg_tensor *t = q->src;
                 size_t K = (size_t)t->ne[0], rows = (size_t)(t->ne[1] * t->ne[2] * t->ne[3]), n = K * rows;
                 float *x = malloc(n * sizeof *x);
                 size_t cb = n / 2, sb = n / s.block;
                 uint8_t *codes = malloc(cb), *split = malloc(cb), *scales = malloc(sb), *blk = malloc(rows * (K / gblk) * gbytes);
-                if (!x || !codes || !split || !scales || !blk) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+                if (!x || !codes || !split || !scales || !blk) st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
                 if (!st && q->cast) {
                     /* exact: codes copied, scales 2^(x+g) (lofp/cast.h) */
                     uint8_t *e8 = malloc(n / 32);
-                    if (!e8) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
-                    if (!st && lofp_gguf_to_mxfp4(t->data, rows, K, codes, e8)) st = ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': bad MXFP4 blocks", in, t->name);
+                    if (!e8) st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+                    if (!st && lofp_gguf_to_mxfp4(t->data, rows, K, codes, e8)) st = lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': bad MXFP4 blocks", in, t->name);
                     if (!st && lofp_cast_mxfp4_to_nvfp4(codes, e8, rows, K, codes, scales, &G, NULL))
-                        st = ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: tensor '%s': cast failed", in, t->name);
+                        st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: tensor '%s': cast failed", in, t->name);
                     free(e8);
                 }
-                if (!st && !q->cast) st = gg_decode(t, x) ? ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': cannot decode", in, t->name) : LOFP_OK;
+                if (!st && !q->cast) st = lofp_gg_decode(t, x) ? lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': cannot decode", in, t->name) : LOFP_OK;
                 if (!st && !q->cast && q->src_scale && q->src_scale->type == GG_F32) {
                     float f;
                     memcpy(&f, q->src_scale->data, 4);
@@ -276,12 +276,12 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
                 if (!st && !q->cast) {
                     lofp_status qs = lofp_quantize(&s, LOFP_DTYPE_F32, x, rows, K, codes, scales, &G, &rep);
                     if (qs == LOFP_ERR_NONFINITE)
-                        st = ck_fail(err, qs, "%s: tensor '%s': NaN or Inf at flat index %zu (row %zu, column %zu)", in, t->name,
+                        st = lofp_ck_fail(err, qs, "%s: tensor '%s': NaN or Inf at flat index %zu (row %zu, column %zu)", in, t->name,
                                      rep.first_bad_index, rep.first_bad_index / K, rep.first_bad_index % K);
-                    else if (qs) st = ck_fail(err, qs, "%s: tensor '%s': quantize failed (%s)", in, t->name, lofp_status_name(qs));
+                    else if (qs) st = lofp_ck_fail(err, qs, "%s: tensor '%s': quantize failed (%s)", in, t->name, lofp_status_name(qs));
                 }
                 if (!st) st = lofp_fp4_repack(codes, split, rows, K, nv ? 16 : 32, LOFP_NIBBLE_STANDARD, LOFP_NIBBLE_GGUF)
-                                  ? ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: repack failed", t->name) : LOFP_OK;
+                                  ? lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: repack failed", t->name) : LOFP_OK;
                 if (!st) {
                     size_t nb = n / gblk;
                     for (size_t b = 0; b < nb; b++) {
@@ -294,15 +294,15 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
                             memcpy(o2 + 1, split + 16 * b, 16);
                         }
                     }
-                    st = gg_writer_put(w, blk, nb * gbytes, err);
+                    st = lofp_gg_writer_put(w, blk, nb * gbytes, err);
                 }
                 free(x); free(codes); free(split); free(scales); free(blk);
             }
-            if (!st) st = gg_writer_end_tensor(w, err);
+            if (!st) st = lofp_gg_writer_end_tensor(w, err);
             if (!st && o->progress) o->progress(o->ctx, out, 0, 1, i + 1, np);
         }
-        if (!st) st = gg_writer_finish(w, err);
-        else gg_writer_abort(w);
+        if (!st) st = lofp_gg_writer_finish(w, err);
+        else lofp_gg_writer_abort(w);
     }
     if (!st && o->note) {
         char line[400], cast_part[120] = "", same_part[80] = "";
@@ -316,7 +316,7 @@ lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_opt
 done:
     free(p);
     free(ot);
-    gg_close(&g);
-    if (!st) ck_ok(err);
+    lofp_gg_close(&g);
+    if (!st) lofp_ck_ok(err);
     return st;
 }

@@ -17,28 +17,28 @@
 /* ---- errors and small utilities (ck_util.c) ------------------------------------------------ */
 
 /* Fills err (may be NULL) with status and the formatted message; returns status. */
-LOFP_INTERNAL lofp_status ck_fail(lofp_io_error *err, lofp_status st, const char *fmt, ...)
+LOFP_INTERNAL lofp_status lofp_ck_fail(lofp_io_error *err, lofp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-LOFP_INTERNAL void ck_ok(lofp_io_error *err);
+LOFP_INTERNAL void lofp_ck_ok(lofp_io_error *err);
 
 
-LOFP_INTERNAL char *ck_strdup(const char *s);
-LOFP_INTERNAL char *ck_path(const char *dir, const char *name); /* dir/name, malloc'ed */
-LOFP_INTERNAL int ck_ends_with(const char *s, const char *suffix);
-LOFP_INTERNAL int ck_is_dir(const char *path);
-LOFP_INTERNAL int ck_exists(const char *path);
+LOFP_INTERNAL char *lofp_ck_strdup(const char *s);
+LOFP_INTERNAL char *lofp_ck_path(const char *dir, const char *name); /* dir/name, malloc'ed */
+LOFP_INTERNAL int lofp_ck_ends_with(const char *s, const char *suffix);
+LOFP_INTERNAL int lofp_ck_is_dir(const char *path);
+LOFP_INTERNAL int lofp_ck_exists(const char *path);
 /* Reads a whole file into a malloc'ed, NUL-terminated buffer. */
-LOFP_INTERNAL lofp_status ck_read_file(const char *path, char **out, size_t *len, lofp_io_error *err);
+LOFP_INTERNAL lofp_status lofp_ck_read_file(const char *path, char **out, size_t *len, lofp_io_error *err);
 /* Atomic writes are io's (io/atomic.h: lofp_write_bytes_atomic, lofp_atomic_open/commit). */
 /* mkdir -p */
-LOFP_INTERNAL lofp_status ck_mkdirs(const char *path, lofp_io_error *err);
+LOFP_INTERNAL lofp_status lofp_ck_mkdirs(const char *path, lofp_io_error *err);
 /* rm -rf of a directory lofp created */
-LOFP_INTERNAL void ck_rmtree(const char *path);
-LOFP_INTERNAL int ck_glob_match(const char *pattern, const char *name);
-LOFP_INTERNAL int ck_globs_match(const char *const *globs, size_t n, const char *name);
+LOFP_INTERNAL void lofp_ck_rmtree(const char *path);
+LOFP_INTERNAL int lofp_ck_glob_match(const char *pattern, const char *name);
+LOFP_INTERNAL int lofp_ck_globs_match(const char *const *globs, size_t n, const char *name);
 /* bf16/f16/f32/f64 element i as fp32 */
-LOFP_INTERNAL float ck_load(lofp_io_dtype dt, const void *p, size_t i);
-LOFP_INTERNAL int ck_is_float(lofp_io_dtype dt);
+LOFP_INTERNAL float lofp_ck_load(lofp_io_dtype dt, const void *p, size_t i);
+LOFP_INTERNAL int lofp_ck_is_float(lofp_io_dtype dt);
 
 /* ---- JSON tree (ck_json.c) -------------------------------------------------------------- */
 
@@ -56,28 +56,28 @@ typedef struct ckj {
 
 /* Parses text with io's lenient JSON mode (io/json.h: duplicate keys refused) into a new tree;
  * NULL with a message "JSON error at byte N: ..." in msg. */
-LOFP_INTERNAL ckj *ckj_parse(const char *text, size_t len, char *msg, size_t msg_cap);
-LOFP_INTERNAL void ckj_free(ckj *j);
-LOFP_INTERNAL ckj *ckj_get(const ckj *obj, const char *key);
-LOFP_INTERNAL const char *ckj_str(const ckj *j);
-LOFP_INTERNAL int ckj_num(const ckj *j, double *out);
-LOFP_INTERNAL int ckj_int(const ckj *j, long long *out);
-LOFP_INTERNAL ckj *ckj_new_obj(void);
-LOFP_INTERNAL ckj *ckj_new_arr(void);
-LOFP_INTERNAL ckj *ckj_new_null(void);
-LOFP_INTERNAL ckj *ckj_new_bool(int b);
-LOFP_INTERNAL ckj *ckj_new_str(const char *s);
-LOFP_INTERNAL ckj *ckj_new_int(long long v);
-LOFP_INTERNAL ckj *ckj_new_f32(float v);
-LOFP_INTERNAL ckj *ckj_new_raw_num(const char *text);
-LOFP_INTERNAL ckj *ckj_str_array(const char *const *s, size_t n);
-LOFP_INTERNAL int ckj_push(ckj *arr, ckj *v);           /* takes v (freed on failure) */
-LOFP_INTERNAL int ckj_set(ckj *obj, const char *key, ckj *v); /* replaces or appends; takes v */
-LOFP_INTERNAL void ckj_del(ckj *obj, const char *key);
-LOFP_INTERNAL int ckj_append(ckj *obj, const char *key, ckj *v); /* no duplicate check */
-LOFP_INTERNAL int ckj_dump(lofp_sbuf *b, const ckj *j, int indent); /* indent < 0: one line */
-LOFP_INTERNAL ckj *ckj_read(const char *path, lofp_io_error *err);
-LOFP_INTERNAL lofp_status ckj_write(const char *path, const ckj *j, lofp_io_error *err);
+LOFP_INTERNAL ckj *lofp_ckj_parse(const char *text, size_t len, char *msg, size_t msg_cap);
+LOFP_INTERNAL void lofp_ckj_free(ckj *j);
+LOFP_INTERNAL ckj *lofp_ckj_get(const ckj *obj, const char *key);
+LOFP_INTERNAL const char *lofp_ckj_str(const ckj *j);
+LOFP_INTERNAL int lofp_ckj_num(const ckj *j, double *out);
+LOFP_INTERNAL int lofp_ckj_int(const ckj *j, long long *out);
+LOFP_INTERNAL ckj *lofp_ckj_new_obj(void);
+LOFP_INTERNAL ckj *lofp_ckj_new_arr(void);
+LOFP_INTERNAL ckj *lofp_ckj_new_null(void);
+LOFP_INTERNAL ckj *lofp_ckj_new_bool(int b);
+LOFP_INTERNAL ckj *lofp_ckj_new_str(const char *s);
+LOFP_INTERNAL ckj *lofp_ckj_new_int(long long v);
+LOFP_INTERNAL ckj *lofp_ckj_new_f32(float v);
+LOFP_INTERNAL ckj *lofp_ckj_new_raw_num(const char *text);
+LOFP_INTERNAL ckj *lofp_ckj_str_array(const char *const *s, size_t n);
+LOFP_INTERNAL int lofp_ckj_push(ckj *arr, ckj *v);           /* takes v (freed on failure) */
+LOFP_INTERNAL int lofp_ckj_set(ckj *obj, const char *key, ckj *v); /* replaces or appends; takes v */
+LOFP_INTERNAL void lofp_ckj_del(ckj *obj, const char *key);
+LOFP_INTERNAL int lofp_ckj_append(ckj *obj, const char *key, ckj *v); /* no duplicate check */
+LOFP_INTERNAL int lofp_ckj_dump(lofp_sbuf *b, const ckj *j, int indent); /* indent < 0: one line */
+LOFP_INTERNAL ckj *lofp_ckj_read(const char *path, lofp_io_error *err);
+LOFP_INTERNAL lofp_status lofp_ckj_write(const char *path, const ckj *j, lofp_io_error *err);
 
 /* ---- GGUF (ck_gguf.c) ------------------------------------------------------------------- */
 
@@ -120,30 +120,30 @@ typedef struct gg_file {
     void *map;
     size_t map_len;
     char *display;
-    gg_tensor **t_by_name; /* the tensors in name order (gg_find_tensor) */
-    gg_kv **kv_by_key;     /* the pairs in key order (gg_find_kv); NULL with fewer than two */
+    gg_tensor **t_by_name; /* the tensors in name order (lofp_gg_find_tensor) */
+    gg_kv **kv_by_key;     /* the pairs in key order (lofp_gg_find_kv); NULL with fewer than two */
 } gg_file;
 
 /* Block size and bytes per block of a ggml type; 0 when unknown. Name ("Q4_1") or NULL. */
-LOFP_INTERNAL int gg_type_info(uint32_t type, uint32_t *blck, uint32_t *bytes);
-LOFP_INTERNAL const char *gg_type_name(uint32_t type);
+LOFP_INTERNAL int lofp_gg_type_info(uint32_t type, uint32_t *blck, uint32_t *bytes);
+LOFP_INTERNAL const char *lofp_gg_type_name(uint32_t type);
 /* Parses a GGUF held in memory (no copy; names are copied). `name` is used in messages. */
-LOFP_INTERNAL lofp_status gg_parse(const uint8_t *buf, size_t len, const char *name, gg_file *g,
+LOFP_INTERNAL lofp_status lofp_gg_parse(const uint8_t *buf, size_t len, const char *name, gg_file *g,
                                    lofp_io_error *err);
-LOFP_INTERNAL lofp_status gg_open(const char *path, gg_file *g, lofp_io_error *err);
-LOFP_INTERNAL void gg_close(gg_file *g);
-/* Lookups by exact name, O(log n) (binary search over the orders gg_parse keeps); NULL when absent. */
-LOFP_INTERNAL const gg_kv *gg_find_kv(const gg_file *g, const char *key);
-LOFP_INTERNAL const gg_tensor *gg_find_tensor(const gg_file *g, const char *name);
+LOFP_INTERNAL lofp_status lofp_gg_open(const char *path, gg_file *g, lofp_io_error *err);
+LOFP_INTERNAL void lofp_gg_close(gg_file *g);
+/* Lookups by exact name, O(log n) (binary search over the orders lofp_gg_parse keeps); NULL when absent. */
+LOFP_INTERNAL const gg_kv *lofp_gg_find_kv(const gg_file *g, const char *key);
+LOFP_INTERNAL const gg_tensor *lofp_gg_find_tensor(const gg_file *g, const char *name);
 /* Scalar KV as a number (integer and float types); 0 when not a scalar number. */
-LOFP_INTERNAL int gg_kv_num(const gg_kv *kv, double *out);
+LOFP_INTERNAL int lofp_gg_kv_num(const gg_kv *kv, double *out);
 /* String KV: pointer/len into the file; 0 when not a string. */
-LOFP_INTERNAL int gg_kv_str(const gg_kv *kv, const char **s, size_t *len);
+LOFP_INTERNAL int lofp_gg_kv_str(const gg_kv *kv, const char **s, size_t *len);
 /* Rows of `ne[0]` values each: decodes a tensor of a type lofp reads (F32, F16, BF16, Q4_0,
  * Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, NVFP4 without its .scale) to fp32. LOFP_ERR_UNSUPPORTED for
  * other types. */
-LOFP_INTERNAL lofp_status gg_decode(const gg_tensor *t, float *out);
-LOFP_INTERNAL int gg_can_decode(uint32_t type);
+LOFP_INTERNAL lofp_status lofp_gg_decode(const gg_tensor *t, float *out);
+LOFP_INTERNAL int lofp_gg_can_decode(uint32_t type);
 
 /* A GGUF writer: KV pairs as raw records, tensor infos, then the data streamed in order. */
 typedef struct gg_out_tensor {
@@ -155,36 +155,36 @@ typedef struct gg_out_tensor {
 } gg_out_tensor;
 typedef struct gg_writer gg_writer;
 /* kv_blob holds the KV records (key, type, value) back to back, n_kv of them. */
-LOFP_INTERNAL lofp_status gg_writer_open(const char *path, uint32_t alignment, const void *kv_blob,
+LOFP_INTERNAL lofp_status lofp_gg_writer_open(const char *path, uint32_t alignment, const void *kv_blob,
                                          size_t kv_len, uint64_t n_kv, const gg_out_tensor *t,
                                          size_t n_t, gg_writer **out, lofp_io_error *err);
-LOFP_INTERNAL lofp_status gg_writer_put(gg_writer *w, const void *data, size_t n, lofp_io_error *err);
+LOFP_INTERNAL lofp_status lofp_gg_writer_put(gg_writer *w, const void *data, size_t n, lofp_io_error *err);
 /* Pads after a tensor's data (call after each tensor's bytes are all put). */
-LOFP_INTERNAL lofp_status gg_writer_end_tensor(gg_writer *w, lofp_io_error *err);
-LOFP_INTERNAL lofp_status gg_writer_finish(gg_writer *w, lofp_io_error *err);
-LOFP_INTERNAL void gg_writer_abort(gg_writer *w);
+LOFP_INTERNAL lofp_status lofp_gg_writer_end_tensor(gg_writer *w, lofp_io_error *err);
+LOFP_INTERNAL lofp_status lofp_gg_writer_finish(gg_writer *w, lofp_io_error *err);
+LOFP_INTERNAL void lofp_gg_writer_abort(gg_writer *w);
 /* KV record builders appended to a buffer */
-LOFP_INTERNAL void gg_put_kv_raw(lofp_sbuf *b, const gg_kv *kv);
-LOFP_INTERNAL void gg_put_kv_u32(lofp_sbuf *b, const char *key, uint32_t v);
-LOFP_INTERNAL void gg_put_kv_f32(lofp_sbuf *b, const char *key, float v);
-LOFP_INTERNAL void gg_put_kv_bool(lofp_sbuf *b, const char *key, int v);
-LOFP_INTERNAL void gg_put_kv_str(lofp_sbuf *b, const char *key, const char *s);
-LOFP_INTERNAL void gg_put_string(lofp_sbuf *b, const char *s, size_t n);
+LOFP_INTERNAL void lofp_gg_put_kv_raw(lofp_sbuf *b, const gg_kv *kv);
+LOFP_INTERNAL void lofp_gg_put_kv_u32(lofp_sbuf *b, const char *key, uint32_t v);
+LOFP_INTERNAL void lofp_gg_put_kv_f32(lofp_sbuf *b, const char *key, float v);
+LOFP_INTERNAL void lofp_gg_put_kv_bool(lofp_sbuf *b, const char *key, int v);
+LOFP_INTERNAL void lofp_gg_put_kv_str(lofp_sbuf *b, const char *key, const char *s);
+LOFP_INTERNAL void lofp_gg_put_string(lofp_sbuf *b, const char *s, size_t n);
 
 /* ---- streaming safetensors writer (ck_writer.c) -------------------------------------------- */
 
 /* The shard writer: the header is written from the descriptions first (their data pointers are
  * ignored), then each tensor's bytes in the same order with st_writer_put(), then
- * st_writer_finish() syncs and renames. Any failure removes the temporary file. */
+ * lofp_st_writer_finish() syncs and renames. Any failure removes the temporary file. */
 typedef struct st_writer st_writer;
-LOFP_INTERNAL lofp_status st_writer_open(const char *path, const lofp_tensor_desc *t, size_t n,
+LOFP_INTERNAL lofp_status lofp_st_writer_open(const char *path, const lofp_tensor_desc *t, size_t n,
                                          const lofp_metadata_entry *meta, size_t n_meta,
                                          st_writer **out, lofp_io_error *err);
 /* Appends n bytes to tensor i's data (its bytes must be put in order, in one or more calls). */
-LOFP_INTERNAL lofp_status st_writer_put_at(st_writer *w, size_t i, const void *data, size_t n,
+LOFP_INTERNAL lofp_status lofp_st_writer_put_at(st_writer *w, size_t i, const void *data, size_t n,
                                            lofp_io_error *err);
-LOFP_INTERNAL lofp_status st_writer_finish(st_writer *w, lofp_io_error *err);
-LOFP_INTERNAL void st_writer_abort(st_writer *w);
+LOFP_INTERNAL lofp_status lofp_st_writer_finish(st_writer *w, lofp_io_error *err);
+LOFP_INTERNAL void lofp_st_writer_abort(st_writer *w);
 
 /* ---- model directories (ck_model.c) -------------------------------------------------------- */
 
@@ -219,19 +219,19 @@ typedef struct ck_model {
     size_t n_unlisted;
 } ck_model;
 
-LOFP_INTERNAL lofp_status ck_model_open(const char *path, ck_model *m, lofp_io_error *err);
-LOFP_INTERNAL void ck_model_close(ck_model *m);
-LOFP_INTERNAL const ck_tref *ck_model_find(const ck_model *m, const char *name);
+LOFP_INTERNAL lofp_status lofp_ck_model_open(const char *path, ck_model *m, lofp_io_error *err);
+LOFP_INTERNAL void lofp_ck_model_close(ck_model *m);
+LOFP_INTERNAL const ck_tref *lofp_ck_model_find(const ck_model *m, const char *name);
 /* Writes OUT/<index_name> from the shards' tensors (name -> shard) with metadata.total_size. */
-LOFP_INTERNAL lofp_status ck_write_index(const char *path, const char *const *shard_names,
+LOFP_INTERNAL lofp_status lofp_ck_write_index(const char *path, const char *const *shard_names,
                                          const char *const *shard_paths, size_t n,
                                          lofp_io_error *err);
 
 /* Staging of a model directory: `out` must not exist or be empty; the work goes to a hidden
- * sibling directory that ck_stage_commit renames over `out` (ck_stage.c). */
-LOFP_INTERNAL lofp_status ck_stage_dir(const char *out, char **stage, lofp_io_error *err);
-LOFP_INTERNAL lofp_status ck_stage_commit(char *stage, const char *out, lofp_io_error *err);
-LOFP_INTERNAL lofp_status ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_options *o,
+ * sibling directory that lofp_ck_stage_commit renames over `out` (ck_stage.c). */
+LOFP_INTERNAL lofp_status lofp_ck_stage_dir(const char *out, char **stage, lofp_io_error *err);
+LOFP_INTERNAL lofp_status lofp_ck_stage_commit(char *stage, const char *out, lofp_io_error *err);
+LOFP_INTERNAL lofp_status lofp_ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_options *o,
                                           lofp_io_error *err);
 
 /* ---- profiles on convert (ck_profile.c) ---------------------------------------------------- */
@@ -290,6 +290,6 @@ LOFP_INTERNAL void lofp_ck_atomic_abort(struct lofp_atomic_file *a);
 
 /* ---- the reader of quantized formats (ck_read.c) ------------------------------------------ */
 
-LOFP_INTERNAL lofp_ckpt_format ck_detect(const ck_model *m, char *why, size_t cap);
+LOFP_INTERNAL lofp_ckpt_format lofp_ck_detect(const ck_model *m, char *why, size_t cap);
 
 #endif

@@ -19,10 +19,10 @@ static ckj *jnew(int type)
     return j;
 }
 
-void ckj_free(ckj *j)
+void lofp_ckj_free(ckj *j)
 {
     if (!j) return;
-    for (size_t i = 0; i < j->n; i++) ckj_free(j->items[i]);
+    for (size_t i = 0; i < j->n; i++) lofp_ckj_free(j->items[i]);
     free(j->items);
     free(j->s);
     free(j->key);
@@ -76,16 +76,16 @@ static ckj *from_doc(const lofp_json_doc *d, uint32_t i)
         for (uint32_t c = n->first; c; c = d->nodes[c].next) {
             ckj *v = from_doc(d, c);
             if (v && j->type == CKJ_OBJ && !(v->key = jdup(d->strings + d->nodes[c].key, d->nodes[c].key_len))) {
-                ckj_free(v);
+                lofp_ckj_free(v);
                 v = NULL;
             }
-            if (!v || !jpush(j, v)) { ckj_free(v); ckj_free(j); return NULL; }
+            if (!v || !jpush(j, v)) { lofp_ckj_free(v); lofp_ckj_free(j); return NULL; }
         }
         return j;
     }
 }
 
-ckj *ckj_parse(const char *text, size_t len, char *msg, size_t msg_cap)
+ckj *lofp_ckj_parse(const char *text, size_t len, char *msg, size_t msg_cap)
 {
     lofp_json_doc d;
     if (lofp_json_parse_ex(text, len, LOFP_JSON_LENIENT, &d, msg, msg_cap)) return NULL;
@@ -95,7 +95,7 @@ ckj *ckj_parse(const char *text, size_t len, char *msg, size_t msg_cap)
     return j;
 }
 
-ckj *ckj_get(const ckj *o, const char *key)
+ckj *lofp_ckj_get(const ckj *o, const char *key)
 {
     if (!o || o->type != CKJ_OBJ) return NULL;
     for (size_t i = 0; i < o->n; i++)
@@ -103,16 +103,16 @@ ckj *ckj_get(const ckj *o, const char *key)
     return NULL;
 }
 
-const char *ckj_str(const ckj *j) { return j && j->type == CKJ_STR ? j->s : NULL; }
+const char *lofp_ckj_str(const ckj *j) { return j && j->type == CKJ_STR ? j->s : NULL; }
 
-int ckj_num(const ckj *j, double *out)
+int lofp_ckj_num(const ckj *j, double *out)
 {
     if (!j || j->type != CKJ_NUM) return 0;
     *out = j->d;
     return 1;
 }
 
-int ckj_int(const ckj *j, long long *out)
+int lofp_ckj_int(const ckj *j, long long *out)
 {
     if (!j || j->type != CKJ_NUM) return 0;
     if (strpbrk(j->s, ".eENI")) {
@@ -131,12 +131,12 @@ int ckj_int(const ckj *j, long long *out)
     return 1;
 }
 
-ckj *ckj_new_obj(void) { return jnew(CKJ_OBJ); }
-ckj *ckj_new_arr(void) { return jnew(CKJ_ARR); }
-ckj *ckj_new_null(void) { return jnew(CKJ_NULL); }
-ckj *ckj_new_bool(int b) { ckj *j = jnew(CKJ_BOOL); if (j) j->b = !!b; return j; }
+ckj *lofp_ckj_new_obj(void) { return jnew(CKJ_OBJ); }
+ckj *lofp_ckj_new_arr(void) { return jnew(CKJ_ARR); }
+ckj *lofp_ckj_new_null(void) { return jnew(CKJ_NULL); }
+ckj *lofp_ckj_new_bool(int b) { ckj *j = jnew(CKJ_BOOL); if (j) j->b = !!b; return j; }
 
-ckj *ckj_new_str(const char *s)
+ckj *lofp_ckj_new_str(const char *s)
 {
     ckj *j = jnew(CKJ_STR);
     if (!j) return NULL;
@@ -147,9 +147,9 @@ ckj *ckj_new_str(const char *s)
     return j;
 }
 
-ckj *ckj_new_raw_num(const char *text)
+ckj *lofp_ckj_new_raw_num(const char *text)
 {
-    ckj *j = ckj_new_str(text);
+    ckj *j = lofp_ckj_new_str(text);
     if (!j) return NULL;
     j->type = CKJ_NUM;
     if (strcmp(text, "NaN") == 0) j->d = NAN;
@@ -159,79 +159,79 @@ ckj *ckj_new_raw_num(const char *text)
     return j;
 }
 
-ckj *ckj_new_int(long long v)
+ckj *lofp_ckj_new_int(long long v)
 {
     char b[32];
     snprintf(b, sizeof b, "%lld", v);
-    return ckj_new_raw_num(b);
+    return lofp_ckj_new_raw_num(b);
 }
 
-ckj *ckj_new_f32(float v)
+ckj *lofp_ckj_new_f32(float v)
 {
     /* the shortest text that reads back as the same float */
     char b[48];
     /* Python's json writes the non-finite values as these words; %g would write nan/inf */
-    if (v != v) return ckj_new_raw_num("NaN");
-    if (v == INFINITY || v == -INFINITY) return ckj_new_raw_num(v > 0 ? "Infinity" : "-Infinity");
+    if (v != v) return lofp_ckj_new_raw_num("NaN");
+    if (v == INFINITY || v == -INFINITY) return lofp_ckj_new_raw_num(v > 0 ? "Infinity" : "-Infinity");
     for (int prec = 6; prec <= 9; prec++) {
         snprintf(b, sizeof b, "%.*g", prec, (double)v);
         if ((float)strtod(b, NULL) == v) break;
     }
     if (!strpbrk(b, ".eEn")) strcat(b, ".0");
-    return ckj_new_raw_num(b);
+    return lofp_ckj_new_raw_num(b);
 }
 
-int ckj_push(ckj *arr, ckj *v)
+int lofp_ckj_push(ckj *arr, ckj *v)
 {
-    if (!arr || !v) { ckj_free(v); return 0; }
-    if (!jpush(arr, v)) { ckj_free(v); return 0; }
+    if (!arr || !v) { lofp_ckj_free(v); return 0; }
+    if (!jpush(arr, v)) { lofp_ckj_free(v); return 0; }
     return 1;
 }
 
-int ckj_set(ckj *obj, const char *key, ckj *v)
+int lofp_ckj_set(ckj *obj, const char *key, ckj *v)
 {
-    if (!obj || !v || obj->type != CKJ_OBJ) { ckj_free(v); return 0; }
+    if (!obj || !v || obj->type != CKJ_OBJ) { lofp_ckj_free(v); return 0; }
     char *k = malloc(strlen(key) + 1);
-    if (!k) { ckj_free(v); return 0; }
+    if (!k) { lofp_ckj_free(v); return 0; }
     strcpy(k, key);
     free(v->key);
     v->key = k;
     for (size_t i = 0; i < obj->n; i++)
         if (strcmp(obj->items[i]->key, key) == 0) {
-            ckj_free(obj->items[i]);
+            lofp_ckj_free(obj->items[i]);
             obj->items[i] = v;
             return 1;
         }
-    if (!jpush(obj, v)) { ckj_free(v); return 0; }
+    if (!jpush(obj, v)) { lofp_ckj_free(v); return 0; }
     return 1;
 }
 
-int ckj_append(ckj *obj, const char *key, ckj *v)
+int lofp_ckj_append(ckj *obj, const char *key, ckj *v)
 {
-    if (!obj || !v || obj->type != CKJ_OBJ) { ckj_free(v); return 0; }
+    if (!obj || !v || obj->type != CKJ_OBJ) { lofp_ckj_free(v); return 0; }
     free(v->key);
-    v->key = ck_strdup(key);
-    if (!v->key || !jpush(obj, v)) { ckj_free(v); return 0; }
+    v->key = lofp_ck_strdup(key);
+    if (!v->key || !jpush(obj, v)) { lofp_ckj_free(v); return 0; }
     return 1;
 }
 
-void ckj_del(ckj *obj, const char *key)
+void lofp_ckj_del(ckj *obj, const char *key)
 {
     if (!obj || obj->type != CKJ_OBJ) return;
     for (size_t i = 0; i < obj->n; i++)
         if (strcmp(obj->items[i]->key, key) == 0) {
-            ckj_free(obj->items[i]);
+            lofp_ckj_free(obj->items[i]);
             memmove(obj->items + i, obj->items + i + 1, (obj->n - i - 1) * sizeof *obj->items);
             obj->n--;
             return;
         }
 }
 
-ckj *ckj_str_array(const char *const *s, size_t n)
+ckj *lofp_ckj_str_array(const char *const *s, size_t n)
 {
-    ckj *a = ckj_new_arr();
+    ckj *a = lofp_ckj_new_arr();
     for (size_t i = 0; a && i < n; i++)
-        if (!ckj_push(a, ckj_new_str(s[i]))) { ckj_free(a); return NULL; }
+        if (!lofp_ckj_push(a, lofp_ckj_new_str(s[i]))) { lofp_ckj_free(a); return NULL; }
     return a;
 }
 
@@ -290,30 +290,30 @@ static void dump(lofp_sbuf *b, const ckj *j, int indent, int level)
     }
 }
 
-int ckj_dump(lofp_sbuf *b, const ckj *j, int indent)
+int lofp_ckj_dump(lofp_sbuf *b, const ckj *j, int indent)
 {
     dump(b, j, indent, 0);
     return !b->failed;
 }
 
-ckj *ckj_read(const char *path, lofp_io_error *err)
+ckj *lofp_ckj_read(const char *path, lofp_io_error *err)
 {
     char *text;
     size_t len;
-    if (ck_read_file(path, &text, &len, err)) return NULL;
+    if (lofp_ck_read_file(path, &text, &len, err)) return NULL;
     char msg[200];
-    ckj *j = ckj_parse(text, len, msg, sizeof msg);
+    ckj *j = lofp_ckj_parse(text, len, msg, sizeof msg);
     free(text);
-    if (!j) ck_fail(err, LOFP_ERR_FORMAT, "%s: %s", path, msg);
+    if (!j) lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: %s", path, msg);
     return j;
 }
 
-lofp_status ckj_write(const char *path, const ckj *j, lofp_io_error *err)
+lofp_status lofp_ckj_write(const char *path, const ckj *j, lofp_io_error *err)
 {
     lofp_sbuf b = { 0 };
-    ckj_dump(&b, j, 2);
+    lofp_ckj_dump(&b, j, 2);
     lofp_sbuf_putc(&b, '\n');
-    if (b.failed) { lofp_sbuf_free(&b); return ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", path); }
+    if (b.failed) { lofp_sbuf_free(&b); return lofp_ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", path); }
     lofp_status s = lofp_write_bytes_atomic(path, b.p, b.len, err);
     lofp_sbuf_free(&b);
     return s;

@@ -35,12 +35,12 @@
 
 lofp_status lofp_ck_check_input(const char *path, lofp_io_error *err)
 {
-    if (!path || !*path) return ck_fail(err, LOFP_ERR_INVALID_ARG, "the input path is empty");
+    if (!path || !*path) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "the input path is empty");
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return ck_fail(err, errno == ENOENT ? LOFP_ERR_NOT_FOUND : LOFP_ERR_IO, "%s: %s", path, strerror(errno));
+        return lofp_ck_fail(err, errno == ENOENT ? LOFP_ERR_NOT_FOUND : LOFP_ERR_IO, "%s: %s", path, strerror(errno));
     if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode))
-        return ck_fail(err, LOFP_ERR_IO, "%s is %s: the input must be a model directory or a regular file", path,
+        return lofp_ck_fail(err, LOFP_ERR_IO, "%s is %s: the input must be a model directory or a regular file", path,
                        lofp_ck_kind_of(sb.st_mode));
     return LOFP_OK;
 }
@@ -52,19 +52,19 @@ static lofp_status copy_file(const char *src, const char *dst, lofp_io_error *er
     int in = lofp_ck_open_regular(src, err);
     if (in < 0) return err ? err->status : LOFP_ERR_IO;
     struct stat sb;
-    if (fstat(in, &sb) != 0) { close(in); return ck_fail(err, LOFP_ERR_IO, "%s: %s", src, strerror(errno)); }
+    if (fstat(in, &sb) != 0) { close(in); return lofp_ck_fail(err, LOFP_ERR_IO, "%s: %s", src, strerror(errno)); }
     lofp_atomic_file at;
     lofp_status st = lofp_ck_atomic_open(&at, dst, err);
     if (st) { close(in); return st; }
     static const size_t CH = 1 << 20;
     char *b = malloc(CH);
-    if (!b) st = ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", dst);
+    if (!b) st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", dst);
     size_t left = (size_t)sb.st_size;
     while (!st && left) {
         ssize_t r = read(in, b, left < CH ? left : CH);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
-            st = ck_fail(err, LOFP_ERR_IO, "%s: copy to %s failed%s", src, dst, r == 0 ? " (the file shrank while read)" : "");
+            st = lofp_ck_fail(err, LOFP_ERR_IO, "%s: copy to %s failed%s", src, dst, r == 0 ? " (the file shrank while read)" : "");
             break;
         }
         st = lofp_atomic_write(&at, b, (size_t)r, err);
@@ -80,37 +80,37 @@ static lofp_status copy_file(const char *src, const char *dst, lofp_io_error *er
 static lofp_status copy_entry(const char *src, const char *dst, int depth, lofp_io_error *err)
 {
     struct stat ls;
-    if (lstat(src, &ls) != 0) return ck_fail(err, LOFP_ERR_IO, "%s: %s", src, strerror(errno));
+    if (lstat(src, &ls) != 0) return lofp_ck_fail(err, LOFP_ERR_IO, "%s: %s", src, strerror(errno));
     if (S_ISLNK(ls.st_mode)) {
         struct stat ts;
         char target[PATH_MAX];
         ssize_t tl = readlink(src, target, sizeof target - 1);
         target[tl > 0 ? tl : 0] = 0;
         if (stat(src, &ts) != 0)
-            return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s is a symbolic link to '%s', which does not resolve (%s)", src,
+            return lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s is a symbolic link to '%s', which does not resolve (%s)", src,
                            target, strerror(errno));
         if (S_ISDIR(ts.st_mode))
-            return ck_fail(err, LOFP_ERR_UNSUPPORTED,
+            return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                            "%s is a symbolic link to the directory '%s': lofp follows links to regular files only "
                            "(a linked tree could hold anything, loops included); copy the folder in or remove the link",
                            src, target);
         if (!S_ISREG(ts.st_mode))
-            return ck_fail(err, LOFP_ERR_IO, "%s is a symbolic link to '%s', which is %s: lofp copies only regular files",
+            return lofp_ck_fail(err, LOFP_ERR_IO, "%s is a symbolic link to '%s', which is %s: lofp copies only regular files",
                            src, target, lofp_ck_kind_of(ts.st_mode));
         return dst ? copy_file(src, dst, err) : LOFP_OK;
     }
     if (S_ISDIR(ls.st_mode)) {
-        if (depth >= 64) return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: folders nested deeper than 64 levels", src);
-        lofp_status s = dst ? ck_mkdirs(dst, err) : LOFP_OK;
+        if (depth >= 64) return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: folders nested deeper than 64 levels", src);
+        lofp_status s = dst ? lofp_ck_mkdirs(dst, err) : LOFP_OK;
         if (s) return s;
         DIR *d = opendir(src);
-        if (!d) return ck_fail(err, LOFP_ERR_IO, "%s: %s", src, strerror(errno));
+        if (!d) return lofp_ck_fail(err, LOFP_ERR_IO, "%s: %s", src, strerror(errno));
         struct dirent *e;
         lofp_status r = LOFP_OK;
         while (!r && (e = readdir(d))) {
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char *a = ck_path(src, e->d_name), *b = dst ? ck_path(dst, e->d_name) : NULL;
-            r = a && (b || !dst) ? copy_entry(a, b, depth + 1, err) : ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            char *a = lofp_ck_path(src, e->d_name), *b = dst ? lofp_ck_path(dst, e->d_name) : NULL;
+            r = a && (b || !dst) ? copy_entry(a, b, depth + 1, err) : lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
             free(a);
             free(b);
         }
@@ -118,7 +118,7 @@ static lofp_status copy_entry(const char *src, const char *dst, int depth, lofp_
         return r;
     }
     if (!S_ISREG(ls.st_mode))
-        return ck_fail(err, LOFP_ERR_IO, "%s is %s: lofp copies only regular files (remove it from the model directory)",
+        return lofp_ck_fail(err, LOFP_ERR_IO, "%s is %s: lofp copies only regular files (remove it from the model directory)",
                        src, lofp_ck_kind_of(ls.st_mode));
     return dst ? copy_file(src, dst, err) : LOFP_OK;
 }
@@ -138,7 +138,7 @@ static int same_node(const struct stat *a, const struct stat *b)
 /* 1 when the resolved path `real` or one of its ancestors is the node `t`. */
 static int at_or_under(const char *real, const struct stat *t)
 {
-    char *p = ck_strdup(real);
+    char *p = lofp_ck_strdup(real);
     if (!p) return 0;
     int hit = 0;
     for (;;) {
@@ -156,7 +156,7 @@ static int at_or_under(const char *real, const struct stat *t)
 /* The resolved path of `path`'s deepest existing ancestor (itself when it exists), malloc'ed. */
 static char *real_existing(const char *path)
 {
-    char *p = ck_strdup(path);
+    char *p = lofp_ck_strdup(path);
     if (!p) return NULL;
     for (;;) {
         char *r = realpath(p, NULL);
@@ -186,7 +186,7 @@ static void remember_dir(const char *dir)
 {
     /* OUT of --shard may not exist yet (it is created later): kept as spelled */
     char *r = realpath(dir, NULL);
-    if (!r) r = ck_strdup(dir);
+    if (!r) r = lofp_ck_strdup(dir);
     if (!r) return;
     pthread_mutex_lock(&reg_mu);
     for (size_t i = 0; i < n_sweep; i++)
@@ -201,7 +201,7 @@ static void remember_dir(const char *dir)
 static void remember_out(const char *out)
 {
     remember_dir(out);
-    char *p = ck_strdup(out);
+    char *p = lofp_ck_strdup(out);
     if (!p) return;
     size_t n = strlen(p);
     while (n > 1 && p[n - 1] == '/') p[--n] = 0;
@@ -241,7 +241,7 @@ lofp_status lofp_ck_open_writer(const char *path, const lofp_tensor_desc *t, siz
         if (__atomic_load_n(&dying, __ATOMIC_SEQ_CST)) {
             lofp_writer_abort(*out);
             *out = NULL;
-            st = ck_fail(err, LOFP_ERR_IO, "%s: interrupted by a signal: nothing written", path);
+            st = lofp_ck_fail(err, LOFP_ERR_IO, "%s: interrupted by a signal: nothing written", path);
         } else {
             size_t i;
             for (i = 0; i < MAX_WRITERS; i++) {
@@ -251,7 +251,7 @@ lofp_status lofp_ck_open_writer(const char *path, const lofp_tensor_desc *t, siz
             if (i == MAX_WRITERS) {
                 lofp_writer_abort(*out);
                 *out = NULL;
-                st = ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: more than %d shard writers at once", path, MAX_WRITERS);
+                st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: more than %d shard writers at once", path, MAX_WRITERS);
             }
         }
     }
@@ -282,7 +282,7 @@ lofp_status lofp_ck_finish_writer(lofp_writer *w, lofp_io_error *err)
     lofp_status st;
     if (__atomic_load_n(&dying, __ATOMIC_SEQ_CST)) {
         lofp_writer_abort(w);
-        st = ck_fail(err, LOFP_ERR_IO, "interrupted by a signal: nothing written");
+        st = lofp_ck_fail(err, LOFP_ERR_IO, "interrupted by a signal: nothing written");
     } else
         st = lofp_writer_finish(w, err);
     clear_slot(w);
@@ -324,7 +324,7 @@ lofp_status lofp_ck_atomic_open(lofp_atomic_file *a, const char *path, lofp_io_e
             }
         if (i == MAX_WRITERS) {
             lofp_atomic_abort(a);
-            st = ck_fail(err, LOFP_ERR_IO, "%s: %s", path,
+            st = lofp_ck_fail(err, LOFP_ERR_IO, "%s: %s", path,
                          __atomic_load_n(&dying, __ATOMIC_SEQ_CST) ? "interrupted by a signal: nothing written"
                                                                    : "too many files being written at once");
         }
@@ -340,7 +340,7 @@ lofp_status lofp_ck_atomic_commit(lofp_atomic_file *a, lofp_io_error *err)
     lofp_status st;
     if (__atomic_load_n(&dying, __ATOMIC_SEQ_CST)) {
         lofp_atomic_abort(a);
-        st = ck_fail(err, LOFP_ERR_IO, "interrupted by a signal: nothing written");
+        st = lofp_ck_fail(err, LOFP_ERR_IO, "interrupted by a signal: nothing written");
     } else
         st = lofp_atomic_commit(a, 0, err);
     pthread_rwlock_unlock(&fin_lock);
@@ -389,19 +389,19 @@ void lofp_ckpt_remove_temps(void)
         struct dirent *e;
         while ((e = readdir(d))) {
             if (!ours(e->d_name, pid)) continue;
-            char *p = ck_path(sweep_dirs[i], e->d_name);
+            char *p = lofp_ck_path(sweep_dirs[i], e->d_name);
             if (!p) continue;
             struct stat sb;
             if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) {
                 /* out of the writers' way first: what they create under the old name fails */
-                char *q = ck_path(sweep_dirs[i], ".lofp-removing");
+                char *q = lofp_ck_path(sweep_dirs[i], ".lofp-removing");
                 size_t ql = q ? strlen(q) + 40 : 0;
                 char *r = q ? malloc(ql) : NULL;
                 if (r) {
                     snprintf(r, ql, "%s-%s", q, pid);
-                    if (rename(p, r) == 0) ck_rmtree(r);
-                    else ck_rmtree(p);
-                } else ck_rmtree(p);
+                    if (rename(p, r) == 0) lofp_ck_rmtree(r);
+                    else lofp_ck_rmtree(p);
+                } else lofp_ck_rmtree(p);
                 free(q);
                 free(r);
             } else
@@ -420,41 +420,41 @@ lofp_status lofp_ck_preflight(const char *in, const char *out, const lofp_ckpt_o
                               lofp_io_error *err)
 {
     if (!out || !*out)
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "the output path is empty (give the directory%s to write)",
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "the output path is empty (give the directory%s to write)",
                        import ? "" : " or .gguf file");
     lofp_status st = lofp_ck_check_input(in, err);
     if (st) return st;
     if (o) {
         if (o->jobs > LOFP_CKPT_MAX_JOBS)
-            return ck_fail(err, LOFP_ERR_INVALID_ARG, "jobs %u is out of range (1..%d)", o->jobs, LOFP_CKPT_MAX_JOBS);
+            return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "jobs %u is out of range (1..%d)", o->jobs, LOFP_CKPT_MAX_JOBS);
         if (o->threads > LOFP_CKPT_MAX_THREADS)
-            return ck_fail(err, LOFP_ERR_INVALID_ARG, "threads %u is out of range (1..%d)", o->threads,
+            return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "threads %u is out of range (1..%d)", o->threads,
                            LOFP_CKPT_MAX_THREADS);
         if (!import && o->shard_count && o->shard_index >= o->shard_count)
-            return ck_fail(err, LOFP_ERR_INVALID_ARG, "--shard %u/%u: the slice must be 1..%u", o->shard_index + 1,
+            return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "--shard %u/%u: the slice must be 1..%u", o->shard_index + 1,
                            o->shard_count, o->shard_count);
         if (!import && o->shard_count && o->merge_index)
-            return ck_fail(err, LOFP_ERR_INVALID_ARG,
+            return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG,
                            "--shard and --merge-index are separate steps: convert every slice with --shard I/N, then "
                            "run --merge-index once");
         if (!import && o->to == LOFP_CKPT_GGUF && (o->shard_count || o->merge_index))
-            return ck_fail(err, LOFP_ERR_INVALID_ARG,
+            return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG,
                            "convert --to gguf: %s slices the shards of a safetensors directory; a GGUF is written whole",
                            o->shard_count ? "--shard" : "--merge-index");
     }
     struct stat si, so, lo;
-    if (stat(in, &si) != 0) return ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: %s", in, strerror(errno));
+    if (stat(in, &si) != 0) return lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: %s", in, strerror(errno));
     char *rin = realpath(in, NULL);
-    if (!rin) return ck_fail(err, LOFP_ERR_IO, "%s: %s", in, strerror(errno));
+    if (!rin) return lofp_ck_fail(err, LOFP_ERR_IO, "%s: %s", in, strerror(errno));
     /* "link/" would make lstat follow the link: the last component without its slashes */
-    char *bare = ck_strdup(out);
-    if (!bare) { free(rin); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    char *bare = lofp_ck_strdup(out);
+    if (!bare) { free(rin); return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
     for (size_t n = strlen(bare); n > 1 && bare[n - 1] == '/';) bare[--n] = 0;
     int is_link = lstat(bare, &lo) == 0 && S_ISLNK(lo.st_mode);
     free(bare);
     if (is_link) {
         char *t = realpath(out, NULL);
-        st = ck_fail(err, LOFP_ERR_INVALID_ARG,
+        st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG,
                      "the output %s is a symbolic link%s%s: lofp publishes OUT by renaming a finished temporary over "
                      "it, which would replace the link, not its target; give the target's path or remove the link",
                      out, t ? " to " : "", t ? t : "");
@@ -463,19 +463,19 @@ lofp_status lofp_ck_preflight(const char *in, const char *out, const lofp_ckpt_o
         return st;
     }
     char *rout = real_existing(out);
-    if (!rout) { free(rin); return ck_fail(err, LOFP_ERR_IO, "%s: cannot resolve the path: %s", out, strerror(errno)); }
+    if (!rout) { free(rin); return lofp_ck_fail(err, LOFP_ERR_IO, "%s: cannot resolve the path: %s", out, strerror(errno)); }
     int out_exists = stat(out, &so) == 0;
     if (out_exists && same_node(&si, &so))
-        st = ck_fail(err, LOFP_ERR_INVALID_ARG,
+        st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG,
                      "the output %s is the input %s (the same %s, also through a hard link or another spelling of "
                      "the path); lofp never overwrites its input: write to another path",
                      out, in, S_ISDIR(si.st_mode) ? "directory" : "file");
     else if (S_ISDIR(si.st_mode) && at_or_under(rout, &si))
-        st = ck_fail(err, LOFP_ERR_INVALID_ARG,
+        st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG,
                      "the output %s lies inside the input directory %s (%s); write outside the model directory",
                      out, in, rin);
     else if (out_exists && S_ISDIR(so.st_mode) && at_or_under(rin, &so))
-        st = ck_fail(err, LOFP_ERR_INVALID_ARG,
+        st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG,
                      "the input %s lies inside the output directory %s; the output would overwrite or mix with it: "
                      "write to another path", in, out);
     free(rin);
@@ -488,7 +488,7 @@ lofp_status lofp_ck_preflight(const char *in, const char *out, const lofp_ckpt_o
 static int has_suffix_tensor(const ck_model *m, const char *suffix)
 {
     for (size_t i = 0; i < m->n_t; i++)
-        if (ck_ends_with(m->t[i].name, suffix)) return 1;
+        if (lofp_ck_ends_with(m->t[i].name, suffix)) return 1;
     return 0;
 }
 
@@ -498,14 +498,14 @@ static int has_suffix_tensor(const ck_model *m, const char *suffix)
  * at all (a stale config over dense weights: which one is right is the user's call). */
 static lofp_status check_claims(const ck_model *m, lofp_io_error *err)
 {
-    const ckj *qc = ckj_get(m->config, "quantization_config");
-    const ckj *hq = ckj_get(m->hf_quant, "quantization");
+    const ckj *qc = lofp_ckj_get(m->config, "quantization_config");
+    const ckj *hq = lofp_ckj_get(m->hf_quant, "quantization");
     if (!qc && !hq) return LOFP_OK;
-    const char *qm = ckj_str(ckj_get(qc, "quant_method"));
+    const char *qm = lofp_ckj_str(lofp_ckj_get(qc, "quant_method"));
     int known = hq || (qm && (!strncmp(qm, "modelopt", 8) || !strcmp(qm, "compressed-tensors") || !strcmp(qm, "mxfp4")));
     const char *where = hq ? "hf_quant_config.json" : "config.json";
     if (!known)
-        return ck_fail(err, LOFP_ERR_UNSUPPORTED,
+        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                        "%s: config.json's quantization_config says quant_method '%s', a format lofp does not read "
                        "(lofp reads dense models, modelopt, compressed-tensors, gpt-oss mxfp4 and lofp files): its "
                        "tensors would be taken for dense weights. If the weights are dense, remove quantization_config",
@@ -513,7 +513,7 @@ static lofp_status check_claims(const ck_model *m, lofp_io_error *err)
     if (has_suffix_tensor(m, ".weight_packed") || has_suffix_tensor(m, ".weight_scale") ||
         has_suffix_tensor(m, "_blocks"))
         return LOFP_OK;
-    return ck_fail(err, LOFP_ERR_FORMAT,
+    return lofp_ck_fail(err, LOFP_ERR_FORMAT,
                    "%s: %s says the model is quantized (%s%s) but no shard holds a quantized tensor (no *.weight_packed, "
                    "*.weight_scale or *_blocks): the config and the weights disagree. If the weights are dense, remove "
                    "quantization_config from config.json%s and run again",
@@ -526,13 +526,13 @@ lofp_status lofp_ck_model_checks(const ck_model *m, const lofp_ckpt_options *o, 
     lofp_status cs = check_claims(m, err);
     if (cs) return cs;
     if (!import && o && o->shard_count && o->shard_count > m->n_shards)
-        return ck_fail(err, LOFP_ERR_INVALID_ARG,
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG,
                        "--shard %u/%u: %s has %zu shard file(s), so N must be at most %zu (every slice holds at least "
                        "one shard)", o->shard_index + 1, o->shard_count, m->path, m->n_shards, m->n_shards);
     /* the files to carry over, checked before hours of converting rather than at the end */
     for (size_t i = 0; i < m->n_others; i++) {
-        char *p = ck_path(m->dir, m->others[i]);
-        lofp_status st = p ? copy_entry(p, NULL, 0, err) : ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        char *p = lofp_ck_path(m->dir, m->others[i]);
+        lofp_status st = p ? copy_entry(p, NULL, 0, err) : lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
         free(p);
         if (st) return st;
     }

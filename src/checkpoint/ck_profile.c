@@ -25,20 +25,20 @@ lofp_status lofp_ck_profile_scheme(const lofp_ckpt_options *o, lofp_ckpt_format 
     const lofp_profile p = o->profile;
     if (p == LOFP_PROFILE_LOFP) return LOFP_OK;
     const char *pn = lofp_profile_name(p), *tn = lofp_ckpt_format_name(to);
-    if (!pn) return ck_fail(err, LOFP_ERR_INVALID_ARG, "convert: unknown profile %d", (int)p);
+    if (!pn) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "convert: unknown profile %d", (int)p);
     if (!tn) tn = "?";
     if (p == LOFP_PROFILE_TORCHAO)
-        return ck_fail(err, LOFP_ERR_UNSUPPORTED,
+        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                        "convert --profile torchao: torchao writes none of the checkpoint formats convert writes "
                        "(lofp quantize --profile torchao gives its tensors)");
     if (profile_format(p) != to)
-        return ck_fail(err, LOFP_ERR_UNSUPPORTED,
+        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                        "convert --to %s --profile %s: the %s profile is the numerics of the tool that writes %s "
                        "checkpoints; use it with --to %s (or --profile lofp for --to %s)",
                        tn, pn, pn, lofp_ckpt_format_name(profile_format(p)), lofp_ckpt_format_name(profile_format(p)), tn);
     const char *sn = lofp_scheme_name(s->id);
     if (p == LOFP_PROFILE_COMPRESSED_TENSORS && s->id != LOFP_SCHEME_NVFP4)
-        return ck_fail(err, LOFP_ERR_UNSUPPORTED,
+        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                        "convert --to compressed-tensors --profile compressed-tensors --scheme %s: lofp reproduces "
                        "compressed-tensors' NVFP4 only (preset NVFP4A16: strategy tensor_group, group_size 16, with "
                        "weight_global_scale); --profile lofp writes %s with lofp's rules",
@@ -47,7 +47,7 @@ lofp_status lofp_ck_profile_scheme(const lofp_ckpt_options *o, lofp_ckpt_format 
         s->two_level = 0; /* llama.cpp's quantizer writes NVFP4 with no per-tensor scale */
     s->profile = p;
     if (lofp_scheme_validate(s) != LOFP_OK)
-        return ck_fail(err, LOFP_ERR_UNSUPPORTED, "convert --to %s --profile %s: the %s profile has no scheme %s", tn, pn, pn,
+        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "convert --to %s --profile %s: the %s profile has no scheme %s", tn, pn, pn,
                        sn ? sn : "?");
     return LOFP_OK;
 }

@@ -55,16 +55,16 @@ lofp_status lofp_ckpt_format_from_name(const char *name, lofp_ckpt_format *out)
 
 static int any_suffix(const ck_model *m, const char *suf)
 {
-    for (size_t i = 0; i < m->n_t; i++) if (ck_ends_with(m->t[i].name, suf)) return 1;
+    for (size_t i = 0; i < m->n_t; i++) if (lofp_ck_ends_with(m->t[i].name, suf)) return 1;
     return 0;
 }
 
 /* Recognises the format from the config files, then lofp metadata, then tensor names. */
-lofp_ckpt_format ck_detect(const ck_model *m, char *why, size_t cap)
+lofp_ckpt_format lofp_ck_detect(const ck_model *m, char *why, size_t cap)
 {
-    const ckj *qc = ckj_get(m->config, "quantization_config");
-    const char *qm = ckj_str(ckj_get(qc, "quant_method"));
-    const ckj *hq = ckj_get(m->hf_quant, "quantization");
+    const ckj *qc = lofp_ckj_get(m->config, "quantization_config");
+    const char *qm = lofp_ckj_str(lofp_ckj_get(qc, "quant_method"));
+    const ckj *hq = lofp_ckj_get(m->hf_quant, "quantization");
     if (hq || (qm && strncmp(qm, "modelopt", 8) == 0)) {
         snprintf(why, cap, "%s", hq ? "hf_quant_config.json" : "quant_method modelopt");
         return LOFP_CKPT_MODELOPT;
@@ -96,7 +96,7 @@ static char *cat(const char *a, const char *b)
 static const lofp_tensor_info *find_ti(const ck_model *m, const char *base, const char *suffix)
 {
     char *n = cat(base, suffix);
-    const ck_tref *r = n ? ck_model_find(m, n) : NULL;
+    const ck_tref *r = n ? lofp_ck_model_find(m, n) : NULL;
     free(n);
     return r ? r->ti : NULL;
 }
@@ -115,12 +115,12 @@ static int is_consumed(const char *name, const ck_model *m, lofp_ckpt_format f)
     static const char *const mo[] = { ".weight_scale", ".weight_scale_2", ".input_scale" };
     static const char *const ct[] = { ".weight_packed", ".weight_scale", ".weight_global_scale", ".input_global_scale" };
     if (f == LOFP_CKPT_MODELOPT) {
-        for (int i = 0; i < 3; i++) if (ck_ends_with(name, mo[i])) return 1;
+        for (int i = 0; i < 3; i++) if (lofp_ck_ends_with(name, mo[i])) return 1;
         /* k_scale / v_scale of KV caches are not weights */
     }
     if (f == LOFP_CKPT_COMPRESSED_TENSORS)
-        for (int i = 0; i < 4; i++) if (ck_ends_with(name, ct[i])) return 1;
-    if (f == LOFP_CKPT_GPT_OSS) return ck_ends_with(name, "_blocks") || ck_ends_with(name, "_scales");
+        for (int i = 0; i < 4; i++) if (lofp_ck_ends_with(name, ct[i])) return 1;
+    if (f == LOFP_CKPT_GPT_OSS) return lofp_ck_ends_with(name, "_blocks") || lofp_ck_ends_with(name, "_scales");
     (void)m;
     return 0;
 }
@@ -130,10 +130,10 @@ static size_t padded_k_of(const ck_model *m, size_t shard, const char *module)
     const char *v = lofp_file_metadata_get(m->shards[shard].f, "lofp.logical_k");
     if (!v) return 0;
     char msg[64];
-    ckj *j = ckj_parse(v, strlen(v), msg, sizeof msg);
+    ckj *j = lofp_ckj_parse(v, strlen(v), msg, sizeof msg);
     long long k = 0;
-    if (j && ckj_int(ckj_get(j, module), &k) && k > 0) { ckj_free(j); return (size_t)k; }
-    ckj_free(j);
+    if (j && lofp_ckj_int(lofp_ckj_get(j, module), &k) && k > 0) { lofp_ckj_free(j); return (size_t)k; }
+    lofp_ckj_free(j);
     return 0;
 }
 
@@ -146,7 +146,7 @@ static lofp_status check_dtype(const char *file, const lofp_tensor_info *ti, con
                                lofp_io_dtype also, const char *fmt, lofp_io_error *err)
 {
     if (ti->dtype == want || (also && ti->dtype == also)) return LOFP_OK;
-    return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' (%s) is %s; %s stores it as %s%s%s (lofp reads no other dtype "
+    return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' (%s) is %s; %s stores it as %s%s%s (lofp reads no other dtype "
                    "there and does not convert it)", file, ti->name, role, lofp_io_dtype_name(ti->dtype), fmt,
                    lofp_io_dtype_name(want), also ? " or " : "", also ? lofp_io_dtype_name(also) : "");
 }
@@ -168,12 +168,12 @@ static void json_shown(const ckj *j, char *buf, size_t cap)
 static lofp_status config_str(const char *dir, const char *file, const ckj *obj, const char *section, const char *key,
                               const char **out, lofp_io_error *err)
 {
-    const ckj *v = ckj_get(obj, key);
+    const ckj *v = lofp_ckj_get(obj, key);
     *out = v && v->type == CKJ_STR ? v->s : NULL;
     if (!v || v->type == CKJ_NULL || v->type == CKJ_STR) return LOFP_OK;
     char b[80];
     json_shown(v, b, sizeof b);
-    return ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: %s.%s is %s, not a string", dir, file, section, key, b);
+    return lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s/%s: %s.%s is %s, not a string", dir, file, section, key, b);
 }
 
 /* obj.key when stated must be the integer `want` (what the tensors of the format hold): a config
@@ -182,16 +182,16 @@ static lofp_status config_str(const char *dir, const char *file, const ckj *obj,
 static lofp_status config_int(const char *dir, const char *file, const ckj *obj, const char *keypath, const char *key,
                               long long want, const char *what, lofp_io_error *err)
 {
-    const ckj *v = ckj_get(obj, key);
+    const ckj *v = lofp_ckj_get(obj, key);
     long long x;
-    if (!v || v->type == CKJ_NULL || (ckj_int(v, &x) && x == want)) return LOFP_OK;
+    if (!v || v->type == CKJ_NULL || (lofp_ckj_int(v, &x) && x == want)) return LOFP_OK;
     char b[80];
     json_shown(v, b, sizeof b);
-    return ck_fail(err, LOFP_ERR_MISMATCH, "%s/%s: %s is %s, but %s: the config and the weights disagree "
+    return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s/%s: %s is %s, but %s: the config and the weights disagree "
                    "(lofp reads no other value there)", dir, file, keypath, b, what);
 }
 
-/* The format the tensor names alone point to (the same evidence ck_detect falls back on). */
+/* The format the tensor names alone point to (the same evidence lofp_ck_detect falls back on). */
 static lofp_ckpt_format tensor_family(const ck_model *m, const char **example)
 {
     static const char *const suf[] = { ".weight_packed", "_blocks", ".weight_scale" };
@@ -204,7 +204,7 @@ static lofp_ckpt_format tensor_family(const ck_model *m, const char **example)
             }
     for (int k = 0; k < 3; k++)
         for (size_t i = 0; i < m->n_t; i++)
-            if (ck_ends_with(m->t[i].name, suf[k])) { *example = m->t[i].name; return fam[k]; }
+            if (lofp_ck_ends_with(m->t[i].name, suf[k])) { *example = m->t[i].name; return fam[k]; }
     *example = NULL;
     return LOFP_CKPT_DENSE;
 }
@@ -213,8 +213,8 @@ static lofp_ckpt_format tensor_family(const ck_model *m, const char **example)
  * hf_quant_config.json and config.json must not name different formats or algorithms. */
 static lofp_status check_config_keys(const ck_model *m, lofp_io_error *err)
 {
-    const ckj *qc = ckj_get(m->config, "quantization_config");
-    const ckj *hq = ckj_get(m->hf_quant, "quantization");
+    const ckj *qc = lofp_ckj_get(m->config, "quantization_config");
+    const ckj *hq = lofp_ckj_get(m->hf_quant, "quantization");
     const char *qm, *qalgo, *qfmt, *halgo;
     lofp_status st;
     if ((st = config_str(m->dir, "config.json", qc, "quantization_config", "quant_method", &qm, err)) ||
@@ -224,11 +224,11 @@ static lofp_status check_config_keys(const ck_model *m, lofp_io_error *err)
         return st;
     if (!hq || !qc) return LOFP_OK;
     if (qm && strncmp(qm, "modelopt", 8))
-        return ck_fail(err, LOFP_ERR_MISMATCH, "%s/hf_quant_config.json says the model is ModelOpt (quant_algo '%s') but "
+        return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s/hf_quant_config.json says the model is ModelOpt (quant_algo '%s') but "
                        "%s/config.json's quantization_config says quant_method '%s': the two configs disagree on the "
                        "format (remove the stale one)", m->dir, halgo ? halgo : "(none)", m->dir, qm);
     if (halgo && qalgo && strcmp(halgo, qalgo))
-        return ck_fail(err, LOFP_ERR_MISMATCH, "%s/hf_quant_config.json says quant_algo '%s' but %s/config.json's "
+        return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s/hf_quant_config.json says quant_algo '%s' but %s/config.json's "
                        "quantization_config says quant_algo '%s': the two configs disagree on the algorithm (remove "
                        "the stale one)", m->dir, halgo, m->dir, qalgo);
     return LOFP_OK;
@@ -240,8 +240,8 @@ static lofp_status check_config_keys(const ck_model *m, lofp_io_error *err)
 static lofp_status check_config_family(const ck_model *m, lofp_ckpt_format fmt, lofp_io_error *err)
 {
     if (fmt != LOFP_CKPT_MODELOPT && fmt != LOFP_CKPT_COMPRESSED_TENSORS && fmt != LOFP_CKPT_GPT_OSS) return LOFP_OK;
-    const ckj *hq = ckj_get(m->hf_quant, "quantization");
-    const char *qm = ckj_str(ckj_get(ckj_get(m->config, "quantization_config"), "quant_method"));
+    const ckj *hq = lofp_ckj_get(m->hf_quant, "quantization");
+    const char *qm = lofp_ckj_str(lofp_ckj_get(lofp_ckj_get(m->config, "quantization_config"), "quant_method"));
     if (!hq && !qm) return LOFP_OK; /* the format came from the tensor names */
     const char *file = hq ? "hf_quant_config.json" : "config.json";
     char claim[128];
@@ -251,11 +251,11 @@ static lofp_status check_config_family(const ck_model *m, lofp_ckpt_format fmt, 
     lofp_ckpt_format fam = tensor_family(m, &ex);
     if (fam == fmt) return LOFP_OK;
     if (fam == LOFP_CKPT_DENSE)
-        return ck_fail(err, LOFP_ERR_FORMAT, "%s/%s says the model is %s but no shard holds a quantized tensor (no "
+        return lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s/%s says the model is %s but no shard holds a quantized tensor (no "
                        "*.weight_packed, *.weight_scale or *_blocks): the config and the weights disagree. If the "
                        "weights are dense, remove quantization_config from config.json%s", m->dir, file, claim,
                        m->hf_quant ? " and hf_quant_config.json" : "");
-    return ck_fail(err, LOFP_ERR_MISMATCH, "%s/%s says the model is %s but the shards hold %s tensors (%s '%s'): the "
+    return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s/%s says the model is %s but the shards hold %s tensors (%s '%s'): the "
                    "config and the weights disagree", m->dir, file, claim, lofp_ckpt_format_name(fam),
                    fam == LOFP_CKPT_LOFP ? "metadata" : "e.g.", ex);
 }
@@ -274,26 +274,26 @@ static lofp_status check_config_blocks(const ck_model *m, lofp_ckpt_format fmt, 
              nvfp4 ? "NVFP4" : bits == 8 ? "MXFP8" : "MXFP4", g);
     snprintf(bname, sizeof bname, "the tensors hold %lld-bit codes (%s)", bits, bits == 8 ? "E4M3" : "E2M1");
     lofp_status st;
-    const ckj *hq = ckj_get(m->hf_quant, "quantization");
+    const ckj *hq = lofp_ckj_get(m->hf_quant, "quantization");
     if ((st = config_int(m->dir, "hf_quant_config.json", hq, "quantization.group_size", "group_size", g, name, err))) return st;
-    const ckj *qc = ckj_get(m->config, "quantization_config");
+    const ckj *qc = lofp_ckj_get(m->config, "quantization_config");
     if (!qc) return LOFP_OK;
     if ((st = config_int(m->dir, "config.json", qc, "quantization_config.group_size", "group_size", g, name, err))) return st;
-    const ckj *cg = ckj_get(qc, "config_groups");
+    const ckj *cg = lofp_ckj_get(qc, "config_groups");
     if (!cg || cg->type == CKJ_NULL) return LOFP_OK;
     if (cg->type != CKJ_OBJ) {
         char b[80];
         json_shown(cg, b, sizeof b);
-        return ck_fail(err, LOFP_ERR_FORMAT, "%s/config.json: quantization_config.config_groups is %s, not an object", m->dir, b);
+        return lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s/config.json: quantization_config.config_groups is %s, not an object", m->dir, b);
     }
     for (size_t i = 0; i < cg->n; i++) {
         const ckj *grp = cg->items[i];
-        const ckj *w = grp->type == CKJ_OBJ ? ckj_get(grp, "weights") : NULL;
+        const ckj *w = grp->type == CKJ_OBJ ? lofp_ckj_get(grp, "weights") : NULL;
         char kp[200];
         if (grp->type != CKJ_OBJ || (w && w->type != CKJ_OBJ && w->type != CKJ_NULL)) {
             char b[80];
             json_shown(grp->type != CKJ_OBJ ? grp : w, b, sizeof b);
-            return ck_fail(err, LOFP_ERR_FORMAT, "%s/config.json: quantization_config.config_groups.%.60s%s is %s, not an object",
+            return lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s/config.json: quantization_config.config_groups.%.60s%s is %s, not an object",
                            m->dir, grp->key ? grp->key : "?", grp->type != CKJ_OBJ ? "" : ".weights", b);
         }
         if (!w || w->type != CKJ_OBJ) continue;
@@ -301,11 +301,11 @@ static lofp_status check_config_blocks(const ck_model *m, lofp_ckpt_format fmt, 
         if ((st = config_int(m->dir, "config.json", w, kp, "num_bits", bits, bname, err))) return st;
         snprintf(kp, sizeof kp, "quantization_config.config_groups.%.60s.weights.group_size", grp->key ? grp->key : "?");
         if ((st = config_int(m->dir, "config.json", w, kp, "group_size", g, name, err))) return st;
-        const ckj *ty = ckj_get(w, "type");
+        const ckj *ty = lofp_ckj_get(w, "type");
         if (ty && ty->type != CKJ_NULL && !(ty->type == CKJ_STR && !strcmp(ty->s, "float"))) {
             char b[80];
             json_shown(ty, b, sizeof b);
-            return ck_fail(err, LOFP_ERR_MISMATCH, "%s/config.json: quantization_config.config_groups.%.60s.weights.type is %s, "
+            return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s/config.json: quantization_config.config_groups.%.60s.weights.type is %s, "
                            "but the tensors hold float codes ('float'): the config and the weights disagree",
                            m->dir, grp->key ? grp->key : "?", b);
         }
@@ -319,28 +319,28 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
     char why[128];
     lofp_status cst = check_config_keys(m, err);
     if (cst) return cst;
-    c->fmt = ck_detect(m, why, sizeof why);
+    c->fmt = lofp_ck_detect(m, why, sizeof why);
     const char *algo = NULL;
     int nvfp4 = 1;
     if (c->fmt == LOFP_CKPT_MODELOPT) {
-        const ckj *hq = ckj_get(m->hf_quant, "quantization");
-        algo = ckj_str(ckj_get(hq, "quant_algo"));
-        if (!algo) algo = ckj_str(ckj_get(ckj_get(m->config, "quantization_config"), "quant_algo"));
+        const ckj *hq = lofp_ckj_get(m->hf_quant, "quantization");
+        algo = lofp_ckj_str(lofp_ckj_get(hq, "quant_algo"));
+        if (!algo) algo = lofp_ckj_str(lofp_ckj_get(lofp_ckj_get(m->config, "quantization_config"), "quant_algo"));
         if (!algo) algo = "NVFP4";
         if (!strcmp(algo, "MXFP8")) nvfp4 = 0;
         else if (strcmp(algo, "NVFP4") && strcmp(algo, "W4A16_NVFP4"))
-            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: ModelOpt quant_algo '%s' (lofp reads NVFP4, W4A16_NVFP4, MXFP8)", m->path, algo);
+            return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: ModelOpt quant_algo '%s' (lofp reads NVFP4, W4A16_NVFP4, MXFP8)", m->path, algo);
     } else if (c->fmt == LOFP_CKPT_COMPRESSED_TENSORS) {
-        const ckj *qc = ckj_get(m->config, "quantization_config");
-        const char *f = ckj_str(ckj_get(qc, "format"));
+        const ckj *qc = lofp_ckj_get(m->config, "quantization_config");
+        const char *f = lofp_ckj_str(lofp_ckj_get(qc, "format"));
         if (!f) {
-            const ckj *g = ckj_get(qc, "config_groups");
-            if (g && g->n) f = ckj_str(ckj_get(g->items[0], "format"));
+            const ckj *g = lofp_ckj_get(qc, "config_groups");
+            if (g && g->n) f = lofp_ckj_str(lofp_ckj_get(g->items[0], "format"));
         }
         if (!f) f = any_suffix(m, ".weight_global_scale") ? "nvfp4-pack-quantized" : "mxfp4-pack-quantized";
         if (!strcmp(f, "mxfp4-pack-quantized")) nvfp4 = 0;
         else if (strcmp(f, "nvfp4-pack-quantized"))
-            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: compressed-tensors format '%s' (lofp reads nvfp4-pack-quantized, mxfp4-pack-quantized)", m->path, f);
+            return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: compressed-tensors format '%s' (lofp reads nvfp4-pack-quantized, mxfp4-pack-quantized)", m->path, f);
         algo = f;
     }
     if ((cst = check_config_family(m, c->fmt, err)) || (cst = check_config_blocks(m, c->fmt, nvfp4, err))) return cst;
@@ -355,7 +355,7 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
             int have = kc && lofp_file_find(m->shards[s].f, kc) != NULL;
             free(kc);
             if (!have)
-                return ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its metadata 'lofp:%s' describes codes '%s.codes', which are missing",
+                return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its metadata 'lofp:%s' describes codes '%s.codes', which are missing",
                                m->shards[s].name, qn, qn, qn);
         }
     for (size_t i = 0; i < m->n_t; i++) {
@@ -365,8 +365,8 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
         memset(&x, 0, sizeof x);
         x.shard = r->shard;
         if (c->fmt == LOFP_CKPT_LOFP) {
-            if (ck_ends_with(nm, ".codes")) {
-                char *base = ck_strdup(nm);
+            if (lofp_ck_ends_with(nm, ".codes")) {
+                char *base = lofp_ck_strdup(nm);
                 base[strlen(base) - 6] = 0;
                 char *key = cat(LOFP_QFILE_KEY_PREFIX, base);
                 const char *meta = lofp_file_metadata_get(m->shards[r->shard].f, key);
@@ -378,11 +378,11 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                     x.s = find_ti(m, base, ".scales");
                     x.g = find_ti(m, base, ".global_scale");
                     if (!x.s) {
-                        lofp_status st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its scales '%s.scales' are missing", m->shards[r->shard].name, nm, base);
+                        lofp_status st = lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its scales '%s.scales' are missing", m->shards[r->shard].name, nm, base);
                         free(base);
                         return st;
                     }
-                    if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+                    if (!push_lt(c, &x)) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
                     nq++;
                     continue;
                 }
@@ -390,7 +390,7 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                    shard does: the format is lofp): not dense tensors to copy as U8 / E8M0 */
                 const lofp_tensor_info *sc = find_ti(m, base, ".scales");
                 if (sc) {
-                    lofp_status st = ck_fail(err, LOFP_ERR_FORMAT,
+                    lofp_status st = lofp_ck_fail(err, LOFP_ERR_FORMAT,
                                              "%s: tensors '%s' and '%s' are a lofp quantized tensor's codes and scales, but "
                                              "this shard holds no '%s%s' metadata describing them (other shards of the "
                                              "model do); lofp reads no quantized tensor without its description",
@@ -400,8 +400,8 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                 }
                 free(base);
             }
-            if (ck_ends_with(nm, ".scales") || ck_ends_with(nm, ".global_scale")) {
-                char *base = ck_strdup(nm);
+            if (lofp_ck_ends_with(nm, ".scales") || lofp_ck_ends_with(nm, ".global_scale")) {
+                char *base = lofp_ck_strdup(nm);
                 *strrchr(base, '.') = 0;
                 char *key = cat(LOFP_QFILE_KEY_PREFIX, base);
                 int q = lofp_file_metadata_get(m->shards[r->shard].f, key) != NULL;
@@ -409,15 +409,15 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                 free(base);
                 if (q) continue;
             }
-        } else if (c->fmt == LOFP_CKPT_MODELOPT && ck_ends_with(nm, ".weight") &&
+        } else if (c->fmt == LOFP_CKPT_MODELOPT && lofp_ck_ends_with(nm, ".weight") &&
                    (r->ti->dtype == LOFP_IO_U8 || (r->ti->dtype == LOFP_IO_F8_E4M3 && !nvfp4))) {
-            char *base = ck_strdup(nm);
+            char *base = lofp_ck_strdup(nm);
             base[strlen(base) - 7] = 0;
             x.w = r->ti;
             x.s = find_ti(m, base, ".weight_scale");
             x.g = find_ti(m, base, ".weight_scale_2");
             if (!x.s) {
-                lofp_status st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s' is %s (quantized) but its block scales '%s.weight_scale' are missing",
+                lofp_status st = lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s' is %s (quantized) but its block scales '%s.weight_scale' are missing",
                                          m->shards[r->shard].name, nm, lofp_io_dtype_name(r->ti->dtype), base);
                 free(base);
                 return st;
@@ -431,17 +431,17 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
             x.name = cat(base, ".weight");
             x.logical_k = padded_k_of(m, r->shard, base);
             free(base);
-            if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            if (!push_lt(c, &x)) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
             nq++;
             continue;
-        } else if (c->fmt == LOFP_CKPT_COMPRESSED_TENSORS && ck_ends_with(nm, ".weight_packed")) {
-            char *base = ck_strdup(nm);
+        } else if (c->fmt == LOFP_CKPT_COMPRESSED_TENSORS && lofp_ck_ends_with(nm, ".weight_packed")) {
+            char *base = lofp_ck_strdup(nm);
             base[strlen(base) - 14] = 0;
             x.w = r->ti;
             x.s = find_ti(m, base, ".weight_scale");
             x.g = find_ti(m, base, ".weight_global_scale");
             if (!x.s) {
-                lofp_status st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its block scales '%s.weight_scale' are missing",
+                lofp_status st = lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its block scales '%s.weight_scale' are missing",
                                          m->shards[r->shard].name, nm, base);
                 free(base);
                 return st;
@@ -453,23 +453,23 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
             if (dst) { free(base); return dst; }
             /* a compressed-tensors linear's packed weight is [N, K/2]: anything else is not one */
             if (!dst && r->ti->ndim != 2)
-                dst = ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' has %zu dimensions; a compressed-tensors weight_packed is "
+                dst = lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' has %zu dimensions; a compressed-tensors weight_packed is "
                               "[N, K/2]", f, nm, r->ti->ndim);
             if (dst) { free(base); return dst; }
             x.kind = nvfp4 ? Q_NVFP4 : Q_MXFP4;
             x.name = cat(base, ".weight");
             x.logical_k = padded_k_of(m, r->shard, base);
             free(base);
-            if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            if (!push_lt(c, &x)) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
             nq++;
             continue;
-        } else if (c->fmt == LOFP_CKPT_GPT_OSS && ck_ends_with(nm, "_blocks")) {
-            char *base = ck_strdup(nm);
+        } else if (c->fmt == LOFP_CKPT_GPT_OSS && lofp_ck_ends_with(nm, "_blocks")) {
+            char *base = lofp_ck_strdup(nm);
             base[strlen(base) - 7] = 0;
             x.w = r->ti;
             x.s = find_ti(m, base, "_scales");
             if (!x.s) {
-                lofp_status st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its scales '%s_scales' are missing", m->shards[r->shard].name, nm, base);
+                lofp_status st = lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its scales '%s_scales' are missing", m->shards[r->shard].name, nm, base);
                 free(base);
                 return st;
             }
@@ -479,20 +479,20 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
             if (dst) { free(base); return dst; }
             x.kind = Q_MXFP4;
             x.name = base;
-            if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            if (!push_lt(c, &x)) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
             nq++;
             continue;
         }
-        if (c->fmt == LOFP_CKPT_MODELOPT && ck_ends_with(nm, ".weight")) {
+        if (c->fmt == LOFP_CKPT_MODELOPT && lofp_ck_ends_with(nm, ".weight")) {
             /* a weight beside block scales that is not in the codes dtype: not a dense weight whose
              * scale may be dropped */
-            char *base = ck_strdup(nm);
-            if (!base) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            char *base = lofp_ck_strdup(nm);
+            if (!base) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
             base[strlen(base) - 7] = 0;
             const lofp_tensor_info *sc = find_ti(m, base, ".weight_scale");
             lofp_status st = LOFP_OK;
             if (sc)
-                st = ck_fail(err, LOFP_ERR_UNSUPPORTED,
+                st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                              "%s: tensor '%s' is %s beside block scales '%s': ModelOpt %s stores its codes as %s, and lofp "
                              "reads no other quantized weight (it is not a dense weight whose scales could be dropped)",
                              m->shards[r->shard].name, nm, lofp_io_dtype_name(r->ti->dtype), sc->name, nvfp4 ? "NVFP4" : "MXFP8",
@@ -502,31 +502,31 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
         }
         if (is_consumed(nm, m, c->fmt)) {
             /* a scale whose codes tensor is missing */
-            if (c->fmt == LOFP_CKPT_MODELOPT && ck_ends_with(nm, ".weight_scale")) {
-                char *base = ck_strdup(nm);
+            if (c->fmt == LOFP_CKPT_MODELOPT && lofp_ck_ends_with(nm, ".weight_scale")) {
+                char *base = lofp_ck_strdup(nm);
                 base[strlen(base) - 13] = 0;
                 const lofp_tensor_info *w = find_ti(m, base, ".weight");
                 lofp_status st = LOFP_OK;
-                if (!w) st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' has no '%s.weight' to scale", m->shards[r->shard].name, nm, base);
+                if (!w) st = lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' has no '%s.weight' to scale", m->shards[r->shard].name, nm, base);
                 free(base);
                 if (st) return st;
             }
-            if (c->fmt == LOFP_CKPT_GPT_OSS && ck_ends_with(nm, "_scales")) {
-                char *base = ck_strdup(nm);
-                if (!base) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            if (c->fmt == LOFP_CKPT_GPT_OSS && lofp_ck_ends_with(nm, "_scales")) {
+                char *base = lofp_ck_strdup(nm);
+                if (!base) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
                 base[strlen(base) - 7] = 0;
                 const lofp_tensor_info *w = find_ti(m, base, "_blocks");
                 lofp_status st = LOFP_OK;
-                if (!w) st = ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' has no '%s_blocks' to scale", m->shards[r->shard].name, nm, base);
+                if (!w) st = lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' has no '%s_blocks' to scale", m->shards[r->shard].name, nm, base);
                 free(base);
                 if (st) return st;
             }
             continue;
         }
         x.kind = Q_DENSE;
-        x.name = ck_strdup(nm);
+        x.name = lofp_ck_strdup(nm);
         x.w = r->ti;
-        if (!push_lt(c, &x)) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        if (!push_lt(c, &x)) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     }
     snprintf(c->desc, sizeof c->desc, "%s%s%s: %zu quantized of %zu tensors, %zu shard(s) (%s)", lofp_ckpt_format_name(c->fmt),
              algo ? " " : "", algo ? algo : "", nq, c->n, m->n_shards, why);
@@ -535,48 +535,48 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
 
 static lofp_status open_gguf(lofp_ckpt *c, const char *path, lofp_io_error *err)
 {
-    lofp_status st = gg_open(path, &c->gg, err);
+    lofp_status st = lofp_gg_open(path, &c->gg, err);
     if (st) return st;
     c->is_gguf = 1;
     c->fmt = LOFP_CKPT_GGUF;
     size_t nq = 0;
     /* one allocation for all (growing by one per tensor would copy quadratically) */
     c->t = malloc((c->gg.n_t ? c->gg.n_t : 1) * sizeof *c->t);
-    if (!c->t) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    if (!c->t) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < c->gg.n_t; i++) {
         const gg_tensor *t = &c->gg.t[i];
         lt x;
         memset(&x, 0, sizeof x);
         x.gw = t;
-        if (ck_ends_with(t->name, ".scale") || ck_ends_with(t->name, ".input_scale")) {
+        if (lofp_ck_ends_with(t->name, ".scale") || lofp_ck_ends_with(t->name, ".input_scale")) {
             /* the per-tensor scale of an NVFP4 weight */
             char base[128];
             snprintf(base, sizeof base, "%.*s.weight", (int)(strrchr(t->name, '.') - t->name), t->name);
-            const gg_tensor *w = gg_find_tensor(&c->gg, base);
+            const gg_tensor *w = lofp_gg_find_tensor(&c->gg, base);
             if (w && w->type == GG_NVFP4) continue;
             /* the .scale of an NVFP4 tensor not named *.weight: "<name>.scale" */
             snprintf(base, sizeof base, "%.*s", (int)(strrchr(t->name, '.') - t->name), t->name);
-            w = ck_ends_with(t->name, ".scale") ? gg_find_tensor(&c->gg, base) : NULL;
-            if (w && w->type == GG_NVFP4 && !ck_ends_with(w->name, ".weight")) continue;
+            w = lofp_ck_ends_with(t->name, ".scale") ? lofp_gg_find_tensor(&c->gg, base) : NULL;
+            if (w && w->type == GG_NVFP4 && !lofp_ck_ends_with(w->name, ".weight")) continue;
         }
-        x.name = ck_strdup(t->name);
+        x.name = lofp_ck_strdup(t->name);
         if (t->type == GG_NVFP4 || t->type == GG_MXFP4) {
             x.kind = t->type == GG_NVFP4 ? Q_NVFP4 : Q_MXFP4;
             if (t->type == GG_NVFP4) {
                 char sn[128];
-                snprintf(sn, sizeof sn, "%.*s.scale", (int)(ck_ends_with(t->name, ".weight") ? strlen(t->name) - 7 : strlen(t->name)), t->name);
-                x.gs = gg_find_tensor(&c->gg, sn);
+                snprintf(sn, sizeof sn, "%.*s.scale", (int)(lofp_ck_ends_with(t->name, ".weight") ? strlen(t->name) - 7 : strlen(t->name)), t->name);
+                x.gs = lofp_gg_find_tensor(&c->gg, sn);
             }
             nq++;
         } else {
             x.kind = Q_GG_DENSE;
-            if (!gg_can_decode(t->type)) {
+            if (!lofp_gg_can_decode(t->type)) {
                 free(x.name);
-                return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' has ggml type %s, which lofp does not decode (it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, NVFP4)",
-                               path, t->name, gg_type_name(t->type));
+                return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' has ggml type %s, which lofp does not decode (it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, NVFP4)",
+                               path, t->name, lofp_gg_type_name(t->type));
             }
         }
-        if (!x.name) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        if (!x.name) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
         c->t[c->n++] = x;
     }
     snprintf(c->desc, sizeof c->desc, "gguf v%u: %zu MXFP4/NVFP4 of %zu tensors, %zu key-value pairs", c->gg.version, nq, c->n, c->gg.n_kv);
@@ -597,7 +597,7 @@ static int is_gguf_path(const char *path)
 static lofp_status build_name_index(lofp_ckpt *c, lofp_io_error *err)
 {
     c->by_name = malloc((c->n ? c->n : 1) * sizeof *c->by_name);
-    if (!c->by_name) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    if (!c->by_name) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     int sorted = 1;
     for (size_t i = 0; i < c->n; i++) {
         c->by_name[i] = i;
@@ -607,7 +607,7 @@ static lofp_status build_name_index(lofp_ckpt *c, lofp_io_error *err)
         /* qsort has no context argument in C11: a bottom-up merge sort of the indices by name */
         size_t n = c->n;
         size_t *tmp = malloc(n * sizeof *tmp);
-        if (!tmp) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        if (!tmp) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
         for (size_t w = 1; w < n; w *= 2) {
             for (size_t lo = 0; lo < n; lo += 2 * w) {
                 size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, a = lo, b = mid, k = lo;
@@ -625,21 +625,21 @@ static lofp_status build_name_index(lofp_ckpt *c, lofp_io_error *err)
 
 lofp_status lofp_ckpt_open(const char *path, lofp_ckpt **out, lofp_io_error *err)
 {
-    if (!path || !out) return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_ckpt_open: NULL argument");
+    if (!path || !out) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_ckpt_open: NULL argument");
     *out = NULL;
     lofp_ckpt *c = calloc(1, sizeof *c);
-    if (!c) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
-    c->path = ck_strdup(path);
+    if (!c) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    c->path = lofp_ck_strdup(path);
     lofp_status st = lofp_ck_check_input(path, err);
     if (st) { lofp_ckpt_close(c); return st; }
-    if (!ck_is_dir(path) && is_gguf_path(path)) st = open_gguf(c, path, err);
+    if (!lofp_ck_is_dir(path) && is_gguf_path(path)) st = open_gguf(c, path, err);
     else {
-        st = ck_model_open(path, &c->m, err);
+        st = lofp_ck_model_open(path, &c->m, err);
         if (!st) st = open_st(c, err);
     }
     if (!st) st = build_name_index(c, err);
     if (st) { lofp_ckpt_close(c); return st; }
-    ck_ok(err);
+    lofp_ck_ok(err);
     *out = c;
     return LOFP_OK;
 }
@@ -664,8 +664,8 @@ void lofp_ckpt_close(lofp_ckpt *c)
     for (size_t i = 0; i < c->n; i++) free(c->t[i].name);
     free(c->t);
     free(c->by_name);
-    ck_model_close(&c->m);
-    gg_close(&c->gg);
+    lofp_ck_model_close(&c->m);
+    lofp_gg_close(&c->gg);
     free(c->path);
     free(c);
 }
@@ -676,7 +676,7 @@ size_t lofp_ckpt_count(const lofp_ckpt *c) { return c ? c->n : 0; }
 
 static float read_scalar(const lofp_tensor_info *ti)
 {
-    return ck_load(ti->dtype, ti->data, 0);
+    return lofp_ck_load(ti->dtype, ti->data, 0);
 }
 
 /* The per-tensor scale check: present, one finite positive value, and an implied tensor amax
@@ -686,10 +686,10 @@ static lofp_status check_global(const char *file, const char *tname, const char 
                                 lofp_io_error *err)
 {
     if (!(v > 0) || !isfinite(v))
-        return ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': per-tensor scale '%s' = %g is not a finite positive number", file, tname, sname, (double)v);
+        return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': per-tensor scale '%s' = %g is not a finite positive number", file, tname, sname, (double)v);
     double implied = dir == LOFP_CKPT_SCALE_DECODE ? 2688.0 * v : 2688.0 / v;
     if (implied > 4096.0)
-        return ck_fail(err, LOFP_ERR_MISMATCH,
+        return lofp_ck_fail(err, LOFP_ERR_MISMATCH,
                        "%s: tensor '%s': per-tensor scale '%s' = %g looks inverted: read in this format's %s direction it "
                        "implies a weight amax of %g; stored the other way it would be %g (the format stores %s)",
                        file, tname, sname, (double)v, dir == LOFP_CKPT_SCALE_DECODE ? "decode" : "encode", implied,
@@ -700,7 +700,7 @@ static lofp_status check_global(const char *file, const char *tname, const char 
 
 lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_error *err)
 {
-    if (!c || !t || i >= c->n) return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_ckpt_get: bad argument");
+    if (!c || !t || i >= c->n) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_ckpt_get: bad argument");
     memset(t, 0, sizeof *t);
     lt *x = &c->t[i];
     t->name = x->name;
@@ -718,23 +718,23 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
     }
     if (c->is_gguf) {
         const gg_tensor *g = x->gw;
-        t->stored_type = gg_type_name(g->type);
+        t->stored_type = lofp_gg_type_name(g->type);
         t->ndim = g->n_dims;
         for (uint32_t d = 0; d < g->n_dims; d++) t->shape[d] = (size_t)g->ne[g->n_dims - 1 - d];
         size_t numel = 1;
         for (uint32_t d = 0; d < g->n_dims; d++) numel *= (size_t)g->ne[d];
         if (x->kind == Q_GG_DENSE) {
             float *f = malloc((numel ? numel : 1) * sizeof *f);
-            if (!f) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
-            gg_decode(g, f);
+            if (!f) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+            lofp_gg_decode(g, f);
             t->dtype = LOFP_IO_F32;
             t->data = f;
             t->nbytes = numel * 4;
             t->owned_ = f;
             return LOFP_OK;
         }
-        if (g->ne[0] == 0) /* gg_parse refuses it; kept so that no division below can trap */
-            return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': ne[0] = 0", file, g->name);
+        if (g->ne[0] == 0) /* lofp_gg_parse refuses it; kept so that no division below can trap */
+            return lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': ne[0] = 0", file, g->name);
         t->quantized = 1;
         t->gguf_split_nibbles = 1;
         t->k = t->kp = (size_t)g->ne[0];
@@ -743,7 +743,7 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
         uint32_t blk = t->scheme.block; /* 16 or 32 */
         size_t nb = numel / blk;
         uint8_t *buf = malloc(numel / 2 + nb + numel / 2 + 1); /* + 1: a tensor of 0 rows */
-        if (!buf) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        if (!buf) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
         uint8_t *codes = buf, *scales = buf + numel / 2, *split = scales + nb;
         const uint8_t *p = g->data;
         if (x->kind == Q_MXFP4) {
@@ -758,7 +758,7 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
             t->direction = LOFP_CKPT_SCALE_DECODE;
             if (x->gs) {
                 if (x->gs->type != GG_F32 || x->gs->nbytes != 4)
-                    { free(buf); return ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' is not one F32 value", file, x->gs->name); }
+                    { free(buf); return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' is not one F32 value", file, x->gs->name); }
                 memcpy(&t->stored_scale, x->gs->data, 4);
                 t->stored_global = x->gs->name;
                 lofp_status st = check_global(file, t->name, x->gs->name, t->stored_scale, LOFP_CKPT_SCALE_DECODE, err);
@@ -790,10 +790,10 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
         lofp_status st = lofp_qtensor_load(c->m.shards[x->shard].f, file, x->name, &q, err);
         if (st) return st;
         if (q.layout != LOFP_LAYOUT_LINEAR)
-            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': scales in layout '%s' (convert them with `lofp layout convert --to linear` first)",
+            return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': scales in layout '%s' (convert them with `lofp layout convert --to linear` first)",
                            file, x->name, lofp_layout_name(q.layout));
         if (q.ndim > sizeof t->shape / sizeof t->shape[0])
-            return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' has %zu dimensions; checkpoints hold at most %zu", file, x->name,
+            return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' has %zu dimensions; checkpoints hold at most %zu", file, x->name,
                            q.ndim, sizeof t->shape / sizeof t->shape[0]);
         t->scheme = q.scheme;
         t->ndim = q.ndim;
@@ -819,16 +819,16 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
         size_t nd = w->ndim;
         /* a block-quantized tensor has a last dimension to hold its blocks */
         if (nd == 0)
-            return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' (quantized codes) has 0 dimensions: no row of blocks to decode",
+            return lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' (quantized codes) has 0 dimensions: no row of blocks to decode",
                            file, w->name);
         if (c->fmt == LOFP_CKPT_GPT_OSS) {
             /* blocks [E, N, G, 16], scales [E, N, G]: stacked experts, whose [N, K] import transposes */
             if (nd != 4 || w->shape[nd - 1] != 16 || s->ndim != nd - 1)
-                return ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' has shape %s: gpt-oss stores experts' blocks as "
+                return lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s' has shape %s: gpt-oss stores experts' blocks as "
                                "[E, N, G, 16] and scales as [E, N, G]", file, w->name, nd == 2 ? "[N, 16]" : "of another rank");
             for (size_t d = 0; d + 1 < nd; d++)
                 if (s->shape[d] != w->shape[d])
-                    return ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensors '%s' and '%s' disagree in shape", file, w->name, s->name);
+                    return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensors '%s' and '%s' disagree in shape", file, w->name, s->name);
             t->ndim = nd - 1;
             for (size_t d = 0; d + 2 < nd; d++) t->shape[d] = w->shape[d];
             t->shape[nd - 2] = w->shape[nd - 2] * 32;
@@ -840,7 +840,7 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
             size_t blk = t->scheme.block;
             int ok = s->ndim == nd && s->shape[nd - 1] * blk == t->shape[nd - 1];
             for (size_t d = 0; ok && d + 1 < nd; d++) ok = s->shape[d] == w->shape[d];
-            if (!ok) return ck_fail(err, LOFP_ERR_MISMATCH, "%s: scales '%s' do not have the shape of '%s' with one scale per %zu values", file, s->name, w->name, blk);
+            if (!ok) return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: scales '%s' do not have the shape of '%s' with one scale per %zu values", file, s->name, w->name, blk);
         }
         t->kp = t->shape[t->ndim - 1];
         t->k = x->logical_k && x->logical_k <= t->kp ? x->logical_k : t->kp;
@@ -854,9 +854,9 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
             char want[300];
             snprintf(want, sizeof want, "%.*s%s", (int)(strlen(x->name) - 7), x->name, enc ? ".weight_global_scale" : ".weight_scale_2");
             if (!x->g)
-                return ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its per-tensor scale '%s' is missing (decoding without it would be off by the whole tensor's scale)", file, w->name, want);
-            if (x->g->numel != 1 || !ck_is_float(x->g->dtype))
-                return ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' is not one floating value", file, x->g->name);
+                return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its per-tensor scale '%s' is missing (decoding without it would be off by the whole tensor's scale)", file, w->name, want);
+            if (x->g->numel != 1 || !lofp_ck_is_float(x->g->dtype))
+                return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' is not one floating value", file, x->g->name);
             t->stored_scale = read_scalar(x->g);
             t->stored_global = x->g->name;
             lofp_status st = check_global(file, w->name, x->g->name, t->stored_scale, t->direction, err);
@@ -887,21 +887,21 @@ lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt
 {
     lofp_dtype od;
     if (!t || !out || lofp_io_dtype_to_lofp(out_dt, &od) != LOFP_OK)
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_ckpt_dequantize: bad argument");
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_ckpt_dequantize: bad argument");
     if (!t->quantized) {
         size_t n = 1;
         for (size_t d = 0; d < t->ndim; d++) n *= t->shape[d];
-        if (!ck_is_float(t->dtype)) return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, not floating", t->file, t->name, lofp_io_dtype_name(t->dtype));
-        for (size_t i = 0; i < n; i++) store(out_dt, out, i, ck_load(t->dtype, t->data, i));
+        if (!lofp_ck_is_float(t->dtype)) return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, not floating", t->file, t->name, lofp_io_dtype_name(t->dtype));
+        for (size_t i = 0; i < n; i++) store(out_dt, out, i, lofp_ck_load(t->dtype, t->data, i));
         return LOFP_OK;
     }
     lofp_scheme s = t->scheme;
     int nv_two = s.id == LOFP_SCHEME_NVFP4 && t->direction != LOFP_CKPT_SCALE_NONE;
-    if (!nv_two || (t->direction == LOFP_CKPT_SCALE_ENCODE && t->stored_codes && ck_ends_with(t->stored_codes, ".codes"))) {
+    if (!nv_two || (t->direction == LOFP_CKPT_SCALE_ENCODE && t->stored_codes && lofp_ck_ends_with(t->stored_codes, ".codes"))) {
         /* lofp files and every MX format: lofp's own dequantization */
         if (s.id == LOFP_SCHEME_NVFP4 && !nv_two) s.two_level = 0;
         lofp_status st = lofp_dequantize(&s, t->codes, t->scales, t->global_scale, t->rows, t->k, od, out);
-        if (st) return ck_fail(err, st, "%s: tensor '%s': dequantize failed (%s)", t->file, t->name, lofp_status_name(st));
+        if (st) return lofp_ck_fail(err, st, "%s: tensor '%s': dequantize failed (%s)", t->file, t->name, lofp_status_name(st));
         if (t->gguf_split_nibbles) {
             /* ggml's value table has +0 for code 8 (E2M1 -0) */
             size_t n = t->rows * t->k;
@@ -972,7 +972,7 @@ static lofp_status import_quantized_chunked(const lofp_ckpt_tensor *t, lofp_io_d
     if (K == 0 || t->rows == 0) return LOFP_OK;
     void *buf = malloc(R * K * es > 0 ? R * K * es : 1);
     void *tr = t->transposed ? malloc(R * K * es > 0 ? R * K * es : 1) : NULL;
-    if (!buf || (t->transposed && !tr)) { free(buf); free(tr); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    if (!buf || (t->transposed && !tr)) { free(buf); free(tr); return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
     lofp_status st = LOFP_OK;
     for (size_t r0 = 0; !st && r0 < t->rows; r0 += R) {
         lofp_ckpt_tensor sub = *t;
@@ -986,9 +986,9 @@ static lofp_status import_quantized_chunked(const lofp_ckpt_tensor *t, lofp_io_d
             for (size_t a = 0; a < N; a++)
                 for (size_t b = 0; b < K; b++)
                     memcpy((char *)tr + (b * N + a) * es, (char *)buf + (a * K + b) * es, es);
-            st = st_writer_put_at(w, j, tr, N * K * es, err);
+            st = lofp_st_writer_put_at(w, j, tr, N * K * es, err);
         } else
-            st = st_writer_put_at(w, j, buf, sub.rows * K * es, err);
+            st = lofp_st_writer_put_at(w, j, buf, sub.rows * K * es, err);
     }
     free(buf);
     free(tr);
@@ -1020,7 +1020,7 @@ static lofp_status import_tensor(lofp_ckpt *c, size_t i, lofp_io_dtype odt, void
         lofp_io_dtype dt = c->t[i].gw->type == GG_F32 ? LOFP_IO_F32 : odt;
         es = dt == LOFP_IO_F32 ? 4 : 2;
         void *o = malloc(n * es > 0 ? n * es : 1);
-        if (!o) { lofp_ckpt_tensor_release(&t); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+        if (!o) { lofp_ckpt_tensor_release(&t); return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
         lofp_ckpt_dequantize(&t, dt, o, err);
         lofp_ckpt_tensor_release(&t);
         d->dtype = dt;
@@ -1033,13 +1033,13 @@ static lofp_status import_tensor(lofp_ckpt *c, size_t i, lofp_io_dtype odt, void
         return LOFP_OK;
     }
     void *o = malloc(n * es > 0 ? n * es : 1);
-    if (!o) { lofp_ckpt_tensor_release(&t); return ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
+    if (!o) { lofp_ckpt_tensor_release(&t); return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
     st = lofp_ckpt_dequantize(&t, odt, o, err);
     if (!st && t.transposed) {
         /* gpt-oss: [E, N, K] -> transformers' [E, K, N] */
         size_t N = t.shape[t.ndim - 2], K = t.shape[t.ndim - 1], E = n / (N * K);
         void *tr = malloc(n * es);
-        if (!tr) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        if (!tr) st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
         for (size_t e = 0; !st && e < E; e++)
             for (size_t a = 0; a < N; a++)
                 for (size_t b = 0; b < K; b++)
@@ -1070,13 +1070,13 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
     { lofp_status pf = lofp_ck_preflight(in, out, o, 1, err); if (pf) return pf; }
     lofp_io_dtype odt = o->import_dtype ? o->import_dtype : LOFP_IO_BF16;
     if (odt != LOFP_IO_BF16 && odt != LOFP_IO_F16 && odt != LOFP_IO_F32)
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "import: --dtype must be bf16, f16 or f32");
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "import: --dtype must be bf16, f16 or f32");
     lofp_ckpt *c;
     lofp_status st = lofp_ckpt_open(in, &c, err);
     if (st) return st;
     if (c->fmt == LOFP_CKPT_DENSE) {
         lofp_ckpt_close(c);
-        return ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s holds no quantized tensors (nothing to import)", in);
+        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s holds no quantized tensors (nothing to import)", in);
     }
     if (!c->is_gguf && (st = lofp_ck_model_checks(&c->m, o, 1, err)) != LOFP_OK) { lofp_ckpt_close(c); return st; }
     /* check every tensor before writing anything */
@@ -1086,7 +1086,7 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
         lofp_ckpt_tensor_release(&t);
     }
     char *stage = NULL;
-    if (!st) st = ck_stage_dir(out, &stage, err);
+    if (!st) st = lofp_ck_stage_dir(out, &stage, err);
     if (st) { lofp_ckpt_close(c); return st; }
     size_t n_sh = c->is_gguf ? 1 : c->m.n_shards;
     for (size_t s = 0; !st && s < n_sh; s++) {
@@ -1096,7 +1096,7 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
         lofp_tensor_desc *d = calloc(cnt ? cnt : 1, sizeof *d);
         size_t (*shapes)[LOFP_MAX_NDIM] = calloc(cnt ? cnt : 1, sizeof *shapes);
         size_t *idx = calloc(cnt ? cnt : 1, sizeof *idx);
-        if (!d || !shapes || !idx) st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        if (!d || !shapes || !idx) st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
         size_t k = 0;
         for (size_t i = 0; !st && i < c->n; i++) {
             if (!(c->is_gguf || c->t[i].shard == s)) continue;
@@ -1113,10 +1113,10 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
             idx[k++] = i;
         }
         const char *sname = c->is_gguf ? "model.safetensors" : c->m.shards[s].name;
-        char *path = ck_path(stage, sname);
+        char *path = lofp_ck_path(stage, sname);
         lofp_metadata_entry meta[1] = { { "format", "pt" } };
         st_writer *w = NULL;
-        if (!st) st = st_writer_open(path, d, k, meta, 1, &w, err);
+        if (!st) st = lofp_st_writer_open(path, d, k, meta, 1, &w, err);
         for (size_t j = 0; !st && j < k; j++) {
             void *buf = NULL;
             lofp_tensor_desc dd;
@@ -1130,12 +1130,12 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
             } else {
                 if (!st) lofp_ckpt_tensor_release(&qt);
                 if (!st) st = import_tensor(c, idx[j], odt, &buf, &dd, sh, err);
-                if (!st) st = st_writer_put_at(w, j, dd.data, dd.nbytes, err);
+                if (!st) st = lofp_st_writer_put_at(w, j, dd.data, dd.nbytes, err);
             }
             free(buf);
             if (!st && o->progress) o->progress(o->ctx, sname, s, n_sh, j + 1, k);
         }
-        if (w) { if (!st) st = st_writer_finish(w, err); else st_writer_abort(w); }
+        if (w) { if (!st) st = lofp_st_writer_finish(w, err); else lofp_st_writer_abort(w); }
         free(path);
         free(d);
         free(shapes);
@@ -1144,13 +1144,13 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
     if (!st && !c->is_gguf) {
         ck_model *m = &c->m;
         if (m->config) {
-            ckj_del(m->config, "quantization_config");
-            char *p = ck_path(stage, "config.json");
-            st = ckj_write(p, m->config, err);
+            lofp_ckj_del(m->config, "quantization_config");
+            char *p = lofp_ck_path(stage, "config.json");
+            st = lofp_ckj_write(p, m->config, err);
             free(p);
         }
         for (size_t i = 0; !st && i < m->n_others; i++) {
-            char *a = ck_path(m->dir, m->others[i]), *b = ck_path(stage, m->others[i]);
+            char *a = lofp_ck_path(m->dir, m->others[i]), *b = lofp_ck_path(stage, m->others[i]);
             st = lofp_ck_copy_other(a, b, err);
             free(a);
             free(b);
@@ -1158,19 +1158,19 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
         if (!st && m->index_name) {
             const char **names = calloc(m->n_shards, sizeof *names);
             char **paths = calloc(m->n_shards, sizeof *paths);
-            for (size_t s = 0; s < m->n_shards; s++) { names[s] = m->shards[s].name; paths[s] = ck_path(stage, names[s]); }
-            char *ip = ck_path(stage, m->index_name);
-            st = ck_write_index(ip, names, (const char *const *)paths, m->n_shards, err);
+            for (size_t s = 0; s < m->n_shards; s++) { names[s] = m->shards[s].name; paths[s] = lofp_ck_path(stage, names[s]); }
+            char *ip = lofp_ck_path(stage, m->index_name);
+            st = lofp_ck_write_index(ip, names, (const char *const *)paths, m->n_shards, err);
             free(ip);
             for (size_t s = 0; s < m->n_shards; s++) free(paths[s]);
             free(names);
             free(paths);
         }
     }
-    if (!st) st = ck_stage_commit(stage, out, err);
-    else ck_rmtree(stage);
+    if (!st) st = lofp_ck_stage_commit(stage, out, err);
+    else lofp_ck_rmtree(stage);
     free(stage);
     lofp_ckpt_close(c);
-    if (!st) ck_ok(err);
+    if (!st) lofp_ck_ok(err);
     return st;
 }

@@ -10,28 +10,28 @@
 #include <unistd.h>
 
 /* out must not exist or be an empty directory; returns the staging directory beside it. */
-lofp_status ck_stage_dir(const char *out, char **stage, lofp_io_error *err)
+lofp_status lofp_ck_stage_dir(const char *out, char **stage, lofp_io_error *err)
 {
-    if (ck_exists(out)) {
-        if (!ck_is_dir(out)) return ck_fail(err, LOFP_ERR_INVALID_ARG, "%s exists and is not a directory", out);
+    if (lofp_ck_exists(out)) {
+        if (!lofp_ck_is_dir(out)) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s exists and is not a directory", out);
         char *d = NULL;
         /* empty? */
         int empty = rmdir(out) == 0;
         if (empty) mkdir(out, 0777);
         free(d);
-        if (!empty) return ck_fail(err, LOFP_ERR_INVALID_ARG, "%s exists and is not empty (lofp never overwrites a model directory)", out);
+        if (!empty) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s exists and is not empty (lofp never overwrites a model directory)", out);
     }
     size_t n = strlen(out) + 64;
     char *s = malloc(n);
-    if (!s) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
-    char *o = ck_strdup(out);
+    if (!s) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    char *o = lofp_ck_strdup(out);
     while (strlen(o) > 1 && o[strlen(o) - 1] == '/') o[strlen(o) - 1] = 0;
     const char *slash = strrchr(o, '/');
     snprintf(s, n, "%.*s.%.200s.lofp-tmp-%ld", slash ? (int)(slash - o + 1) : 0, o, slash ? slash + 1 : o, (long)getpid()); /* 200: NAME_MAX */
     free(o);
-    ck_rmtree(s);
+    lofp_ck_rmtree(s);
     if (lofp_ck_create_tmp(s, 1) != 0) {
-        lofp_status st = ck_fail(err, LOFP_ERR_IO, "%s: cannot create: %s", s, strerror(errno));
+        lofp_status st = lofp_ck_fail(err, LOFP_ERR_IO, "%s: cannot create: %s", s, strerror(errno));
         free(s);
         return st;
     }
@@ -39,12 +39,12 @@ lofp_status ck_stage_dir(const char *out, char **stage, lofp_io_error *err)
     return LOFP_OK;
 }
 
-lofp_status ck_stage_commit(char *stage, const char *out, lofp_io_error *err)
+lofp_status lofp_ck_stage_commit(char *stage, const char *out, lofp_io_error *err)
 {
-    if (ck_is_dir(out)) rmdir(out);
+    if (lofp_ck_is_dir(out)) rmdir(out);
     if (rename(stage, out) != 0) {
-        lofp_status st = ck_fail(err, LOFP_ERR_IO, "%s: cannot rename %s: %s", out, stage, strerror(errno));
-        ck_rmtree(stage);
+        lofp_status st = lofp_ck_fail(err, LOFP_ERR_IO, "%s: cannot rename %s: %s", out, stage, strerror(errno));
+        lofp_ck_rmtree(stage);
         return st;
     }
     return LOFP_OK;

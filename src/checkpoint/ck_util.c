@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-lofp_status ck_fail(lofp_io_error *err, lofp_status st, const char *fmt, ...)
+lofp_status lofp_ck_fail(lofp_io_error *err, lofp_status st, const char *fmt, ...)
 {
     if (err) {
         va_list ap;
@@ -23,12 +23,12 @@ lofp_status ck_fail(lofp_io_error *err, lofp_status st, const char *fmt, ...)
     return st;
 }
 
-void ck_ok(lofp_io_error *err)
+void lofp_ck_ok(lofp_io_error *err)
 {
     if (err) { err->status = LOFP_OK; err->message[0] = 0; }
 }
 
-char *ck_strdup(const char *s)
+char *lofp_ck_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;
     char *d = malloc(n);
@@ -36,7 +36,7 @@ char *ck_strdup(const char *s)
     return d;
 }
 
-char *ck_path(const char *dir, const char *name)
+char *lofp_ck_path(const char *dir, const char *name)
 {
     size_t a = strlen(dir), b = strlen(name);
     char *p = malloc(a + b + 2);
@@ -48,19 +48,19 @@ char *ck_path(const char *dir, const char *name)
     return p;
 }
 
-int ck_ends_with(const char *s, const char *suffix)
+int lofp_ck_ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-int ck_is_dir(const char *path)
+int lofp_ck_is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-int ck_exists(const char *path)
+int lofp_ck_exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
@@ -83,22 +83,22 @@ int lofp_ck_open_regular(const char *path, lofp_io_error *err)
     struct stat sb;
     /* stat first: opening a FIFO for reading blocks until a writer comes, even before fstat */
     if (stat(path, &sb) != 0) {
-        ck_fail(err, errno == ENOENT ? LOFP_ERR_NOT_FOUND : LOFP_ERR_IO, "%s: %s", path, strerror(errno));
+        lofp_ck_fail(err, errno == ENOENT ? LOFP_ERR_NOT_FOUND : LOFP_ERR_IO, "%s: %s", path, strerror(errno));
         return -1;
     }
     if (!S_ISREG(sb.st_mode)) {
-        ck_fail(err, LOFP_ERR_IO, "%s is %s: lofp reads only regular files (or links to them)", path,
+        lofp_ck_fail(err, LOFP_ERR_IO, "%s is %s: lofp reads only regular files (or links to them)", path,
                 lofp_ck_kind_of(sb.st_mode));
         return -1;
     }
     /* O_NONBLOCK: a FIFO swapped in after the stat still cannot block the open */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
-        ck_fail(err, errno == ENOENT ? LOFP_ERR_NOT_FOUND : LOFP_ERR_IO, "%s: %s", path, strerror(errno));
+        lofp_ck_fail(err, errno == ENOENT ? LOFP_ERR_NOT_FOUND : LOFP_ERR_IO, "%s: %s", path, strerror(errno));
         return -1;
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        ck_fail(err, LOFP_ERR_IO, "%s is %s: lofp reads only regular files (or links to them)", path,
+        lofp_ck_fail(err, LOFP_ERR_IO, "%s is %s: lofp reads only regular files (or links to them)", path,
                 lofp_ck_kind_of(sb.st_mode));
         close(fd);
         return -1;
@@ -108,7 +108,7 @@ int lofp_ck_open_regular(const char *path, lofp_io_error *err)
     return fd;
 }
 
-lofp_status ck_read_file(const char *path, char **out, size_t *len, lofp_io_error *err)
+lofp_status lofp_ck_read_file(const char *path, char **out, size_t *len, lofp_io_error *err)
 {
     *out = NULL;
     int fd = lofp_ck_open_regular(path, err);
@@ -116,16 +116,16 @@ lofp_status ck_read_file(const char *path, char **out, size_t *len, lofp_io_erro
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return ck_fail(err, LOFP_ERR_IO, "%s: not a regular file", path);
+        return lofp_ck_fail(err, LOFP_ERR_IO, "%s: not a regular file", path);
     }
     size_t n = (size_t)st.st_size;
     char *b = malloc(n + 1);
-    if (!b) { close(fd); return ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", path); }
+    if (!b) { close(fd); return lofp_ck_fail(err, LOFP_ERR_NOMEM, "%s: out of memory", path); }
     size_t got = 0;
     while (got < n) {
         ssize_t r = read(fd, b + got, n - got);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) { free(b); close(fd); return ck_fail(err, LOFP_ERR_IO, "%s: read failed", path); }
+        if (r <= 0) { free(b); close(fd); return lofp_ck_fail(err, LOFP_ERR_IO, "%s: read failed", path); }
         got += (size_t)r;
     }
     close(fd);
@@ -135,16 +135,16 @@ lofp_status ck_read_file(const char *path, char **out, size_t *len, lofp_io_erro
     return LOFP_OK;
 }
 
-lofp_status ck_mkdirs(const char *path, lofp_io_error *err)
+lofp_status lofp_ck_mkdirs(const char *path, lofp_io_error *err)
 {
-    char *p = ck_strdup(path);
-    if (!p) return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+    char *p = lofp_ck_strdup(path);
+    if (!p) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     for (char *s = p + 1; ; s++) {
         if (*s == '/' || *s == 0) {
             char c = *s;
             *s = 0;
             if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-                lofp_status st = ck_fail(err, LOFP_ERR_IO, "%s: cannot create directory: %s", p, strerror(errno));
+                lofp_status st = lofp_ck_fail(err, LOFP_ERR_IO, "%s: cannot create directory: %s", p, strerror(errno));
                 free(p);
                 return st;
             }
@@ -156,17 +156,17 @@ lofp_status ck_mkdirs(const char *path, lofp_io_error *err)
     return LOFP_OK;
 }
 
-void ck_rmtree(const char *path)
+void lofp_ck_rmtree(const char *path)
 {
     DIR *d = opendir(path);
     if (!d) { unlink(path); return; }
     struct dirent *e;
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char *p = ck_path(path, e->d_name);
+        char *p = lofp_ck_path(path, e->d_name);
         if (!p) continue;
         struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) ck_rmtree(p);
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) lofp_ck_rmtree(p);
         else unlink(p);
         free(p);
     }
@@ -174,21 +174,21 @@ void ck_rmtree(const char *path)
     rmdir(path);
 }
 
-int ck_glob_match(const char *pattern, const char *name) { return fnmatch(pattern, name, 0) == 0; }
+int lofp_ck_glob_match(const char *pattern, const char *name) { return fnmatch(pattern, name, 0) == 0; }
 
-int ck_globs_match(const char *const *globs, size_t n, const char *name)
+int lofp_ck_globs_match(const char *const *globs, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
-        if (globs[i] && ck_glob_match(globs[i], name)) return 1;
+        if (globs[i] && lofp_ck_glob_match(globs[i], name)) return 1;
     return 0;
 }
 
-int ck_is_float(lofp_io_dtype dt)
+int lofp_ck_is_float(lofp_io_dtype dt)
 {
     return dt == LOFP_IO_F32 || dt == LOFP_IO_F16 || dt == LOFP_IO_BF16 || dt == LOFP_IO_F64;
 }
 
-float ck_load(lofp_io_dtype dt, const void *p, size_t i)
+float lofp_ck_load(lofp_io_dtype dt, const void *p, size_t i)
 {
     const unsigned char *b = p;
     switch (dt) {

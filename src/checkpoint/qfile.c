@@ -110,12 +110,12 @@ static int parse_dec(const char *s, size_t len, uint64_t lo, uint64_t hi, uint64
 
 lofp_status lofp_qtensor_meta_parse(const char *value, lofp_qtensor *q, lofp_io_error *err)
 {
-    if (!value || !q) return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qtensor_meta_parse: NULL argument");
+    if (!value || !q) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qtensor_meta_parse: NULL argument");
     const char *v = NULL;
     size_t len = 0;
     char word[64];
     uint64_t u;
-#define FAIL(...) return ck_fail(err, LOFP_ERR_FORMAT, __VA_ARGS__)
+#define FAIL(...) return lofp_ck_fail(err, LOFP_ERR_FORMAT, __VA_ARGS__)
 #define CLIP(n) (int)(len > (n) ? (n) : len)
 #define NEED(key) do { int r_ = field(value, key, &v, &len); \
         if (r_ == 0) FAIL("metadata lacks '%s'", key); \
@@ -216,7 +216,7 @@ lofp_status lofp_qtensor_meta_parse(const char *value, lofp_qtensor *q, lofp_io_
         lofp_layout_required_bytes(q->rows, q->kp, s->block, q->layout) == 0)
         FAIL("shape: the codes' or scales' size overflows");
 #undef FAIL
-    ck_ok(err);
+    lofp_ck_ok(err);
     return LOFP_OK;
 }
 
@@ -288,58 +288,58 @@ static const lofp_tensor_info *find_part(const lofp_file *f, const char *name, c
 lofp_status lofp_qtensor_load(const lofp_file *f, const char *path, const char *name, lofp_qtensor *q,
                               lofp_io_error *err)
 {
-    if (!f || !name || !q) return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qtensor_load: NULL argument");
+    if (!f || !name || !q) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qtensor_load: NULL argument");
     if (!path) path = "(file)";
     memset(q, 0, sizeof *q);
     q->name = name;
     size_t nl = strlen(name), cap = nl + 32;
     char *key = malloc(cap);
-    if (!key) return ck_fail(err, LOFP_ERR_NOMEM, "%s: tensor '%s': out of memory", path, name);
+    if (!key) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "%s: tensor '%s': out of memory", path, name);
     lofp_status st = LOFP_ERR_FORMAT;
     char want[160], got[160];
     snprintf(key, cap, LOFP_QFILE_KEY_PREFIX "%s", name);
     const char *meta = lofp_file_metadata_get(f, key);
     if (!meta) {
-        st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: tensor '%s': no metadata 'lofp:%s' (not written by lofp quantize?)", path, name, name);
+        st = lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: tensor '%s': no metadata 'lofp:%s' (not written by lofp quantize?)", path, name, name);
         goto out;
     }
     lofp_io_error perr;
     if (lofp_qtensor_meta_parse(meta, q, &perr) != LOFP_OK) {
-        ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': metadata: %s", path, name, perr.message);
+        lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: tensor '%s': metadata: %s", path, name, perr.message);
         goto out;
     }
     const lofp_scheme *s = &q->scheme;
     const lofp_tensor_info *c = find_part(f, name, ".codes", key, cap);
-    if (!c) { ck_fail(err, st, "%s: tensor '%s': missing %s", path, name, key); goto out; }
+    if (!c) { lofp_ck_fail(err, st, "%s: tensor '%s': missing %s", path, name, key); goto out; }
     const lofp_tensor_info *sc = find_part(f, name, ".scales", key, cap);
-    if (!sc) { ck_fail(err, st, "%s: tensor '%s': missing %s", path, name, key); goto out; }
+    if (!sc) { lofp_ck_fail(err, st, "%s: tensor '%s': missing %s", path, name, key); goto out; }
     size_t shape[LOFP_MAX_NDIM];
     size_t nd = lofp_qtensor_codes_shape(q, shape);
     lofp_io_dtype cd = lofp_qtensor_codes_dtype(s), sd = lofp_qtensor_scales_dtype(s, q->layout);
     if (c->dtype != cd) {
-        ck_fail(err, st, "%s: tensor '%s': dtype %s, but %s codes are %s", path, c->name, lofp_io_dtype_name(c->dtype),
+        lofp_ck_fail(err, st, "%s: tensor '%s': dtype %s, but %s codes are %s", path, c->name, lofp_io_dtype_name(c->dtype),
                 lofp_scheme_name(s->id), lofp_io_dtype_name(cd));
         goto out;
     }
     if (!same_shape(c, shape, nd)) {
         shape_text(want, sizeof want, shape, nd);
         shape_text(got, sizeof got, c->shape, c->ndim);
-        ck_fail(err, st, "%s: tensor '%s': shape %s, but the metadata's scheme and shape need %s", path, c->name, got, want);
+        lofp_ck_fail(err, st, "%s: tensor '%s': shape %s, but the metadata's scheme and shape need %s", path, c->name, got, want);
         goto out;
     }
     if (sc->dtype != sd) {
-        ck_fail(err, st, "%s: tensor '%s': dtype %s, but %s scales in layout %s are %s", path, sc->name,
+        lofp_ck_fail(err, st, "%s: tensor '%s': dtype %s, but %s scales in layout %s are %s", path, sc->name,
                 lofp_io_dtype_name(sc->dtype), lofp_scheme_name(s->id), lofp_layout_name(q->layout), lofp_io_dtype_name(sd));
         goto out;
     }
     size_t want_c = lofp_codes_bytes(s, q->rows, q->k);
     size_t want_s = lofp_layout_required_bytes(q->rows, q->kp, s->block, q->layout);
     if (c->nbytes != want_c) {
-        ck_fail(err, st, "%s: tensor '%s': %zu bytes, scheme and shape need %zu", path, c->name, c->nbytes, want_c);
+        lofp_ck_fail(err, st, "%s: tensor '%s': %zu bytes, scheme and shape need %zu", path, c->name, c->nbytes, want_c);
         goto out;
     }
     if (sc->nbytes != want_s || want_s == 0) {
-        ck_fail(err, st, "%s: tensor '%s': %zu bytes, layout %s needs %zu", path, sc->name, sc->nbytes,
+        lofp_ck_fail(err, st, "%s: tensor '%s': %zu bytes, layout %s needs %zu", path, sc->name, sc->nbytes,
                 lofp_layout_name(q->layout), want_s);
         goto out;
     }
@@ -347,7 +347,7 @@ lofp_status lofp_qtensor_load(const lofp_file *f, const char *path, const char *
     if (!same_shape(sc, shape, nd)) {
         shape_text(want, sizeof want, shape, nd);
         shape_text(got, sizeof got, sc->shape, sc->ndim);
-        ck_fail(err, st, "%s: tensor '%s': shape %s, but layout %s needs %s", path, sc->name, got, lofp_layout_name(q->layout), want);
+        lofp_ck_fail(err, st, "%s: tensor '%s': shape %s, but layout %s needs %s", path, sc->name, got, lofp_layout_name(q->layout), want);
         goto out;
     }
     q->codes_t = c;
@@ -360,23 +360,23 @@ lofp_status lofp_qtensor_load(const lofp_file *f, const char *path, const char *
     if (s->id == LOFP_SCHEME_NVFP4 && s->two_level) {
         const lofp_tensor_info *g = find_part(f, name, ".global_scale", key, cap);
         if (!g) {
-            ck_fail(err, st, "%s: tensor '%s': two-level NVFP4 needs an F32 scalar '%s', which is missing", path, name, key);
+            lofp_ck_fail(err, st, "%s: tensor '%s': two-level NVFP4 needs an F32 scalar '%s', which is missing", path, name, key);
             goto out;
         }
         if (g->dtype != LOFP_IO_F32 || g->nbytes != 4) {
-            ck_fail(err, st, "%s: tensor '%s': %s of %zu bytes, but two-level NVFP4 needs one F32 value", path, g->name,
+            lofp_ck_fail(err, st, "%s: tensor '%s': %s of %zu bytes, but two-level NVFP4 needs one F32 value", path, g->name,
                     lofp_io_dtype_name(g->dtype), g->nbytes);
             goto out;
         }
         memcpy(&q->global, g->data, 4);
         q->global_t = g;
         if (!(isfinite(q->global) && q->global > 0)) {
-            ck_fail(err, st, "%s: tensor '%s': %.9g is not a positive finite number", path, g->name, (double)q->global);
+            lofp_ck_fail(err, st, "%s: tensor '%s': %.9g is not a positive finite number", path, g->name, (double)q->global);
             goto out;
         }
     }
     st = LOFP_OK;
-    ck_ok(err);
+    lofp_ck_ok(err);
 out:
     free(key);
     if (st != LOFP_OK) {

@@ -131,12 +131,12 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
                                        const lofp_qtensor *q, const float *given, size_t chunk_bytes, lofp_writer *w,
                                        const size_t out_index[3], lofp_qfile_tensor_report *report, lofp_io_error *err)
 {
-    if (!f || !t || !q || !w || !out_index) return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qfile_quantize_tensor: NULL argument");
+    if (!f || !t || !q || !w || !out_index) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qfile_quantize_tensor: NULL argument");
     if (!path) path = "(file)";
     const lofp_scheme *s = &q->scheme;
     if (!is_float_dtype(t->dtype) || t->ndim == 0 || q->k == 0 || q->rows == 0 || t->shape[t->ndim - 1] != q->k ||
         t->numel != q->rows * q->k || lofp_padded_k(s, q->k) != q->kp)
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: tensor '%s': does not match the description to quantize it by", path, t->name);
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: tensor '%s': does not match the description to quantize it by", path, t->name);
     const size_t k = q->k, rows = q->rows, kp = q->kp, nb = kp / s->block;
     const size_t crb = s->elem == LOFP_ELEM_E2M1 ? kp / 2 : kp;   /* code bytes per row */
     const size_t in_row = k * (lofp_io_dtype_bits(t->dtype) / 8);
@@ -158,7 +158,7 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
     if (need_conv) conv = malloc(chunk_rows * k * sizeof(float));
     lofp_row_chunk ch;
     size_t bad = 0;
-    if (!codes || !lin || (need_conv && !conv)) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory on tensor '%s'", t->name); goto out; }
+    if (!codes || !lin || (need_conv && !conv)) { st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory on tensor '%s'", t->name); goto out; }
     if ((st = lofp_row_reader_open(f, t, chunk_rows, &r, err)) != LOFP_OK) goto out;
     lofp_dtype dt = lib_dtype(t->dtype);
 
@@ -177,7 +177,7 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
                 size_t i = first_nonfinite(conv ? LOFP_IO_F32 : t->dtype, x, ch.rows * k);
                 double v = value_at(conv ? LOFP_IO_F32 : t->dtype, x, i);
                 size_t at = ch.row0 * k + i;
-                st = ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s' holds %s at flat index %zu (row %zu, column %zu)", path,
+                st = lofp_ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s' holds %s at flat index %zu (row %zu, column %zu)", path,
                              t->name, v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf", at, at / k, at % k);
                 goto out;
             }
@@ -218,17 +218,17 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
             size_t i = rep.first_bad_index;
             double v = value_at(t->dtype, ch.data, i - ch.row0 * k);
             if (isfinite(v))
-                st = ck_fail(err, qs, "%s: tensor '%s': the Hadamard rotation of row %zu overflows fp32 "
+                st = lofp_ck_fail(err, qs, "%s: tensor '%s': the Hadamard rotation of row %zu overflows fp32 "
                              "(finite input up to |x| = %g, at flat index %zu); such rows cannot be "
                              "quantized (--propagate-nonfinite writes them as zero groups)",
                              path, t->name, i / k, fabs(v), i);
             else
-                st = ck_fail(err, qs, "%s: tensor '%s' holds %s at flat index %zu (row %zu, column %zu); MX and UltraQuant "
+                st = lofp_ck_fail(err, qs, "%s: tensor '%s' holds %s at flat index %zu (row %zu, column %zu); MX and UltraQuant "
                              "schemes can store such blocks as zero groups (propagate_nonfinite)",
                              path, t->name, v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf", i, i / k, i % k);
             goto out;
         }
-        if (qs != LOFP_OK) { st = ck_fail(err, qs, "%s: tensor '%s': %s", path, t->name, lofp_status_name(qs)); goto out; }
+        if (qs != LOFP_OK) { st = lofp_ck_fail(err, qs, "%s: tensor '%s': %s", path, t->name, lofp_status_name(qs)); goto out; }
         nonfinite_blocks += rep.nonfinite_blocks;
         if ((st = lofp_writer_append(w, out_index[0], codes, ch.rows * crb, err)) != LOFP_OK ||
             (linear && (st = lofp_writer_append(w, out_index[1], lin, ch.rows * nb, err)) != LOFP_OK))
@@ -237,9 +237,9 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
     if (!linear) {
         size_t lb = lofp_layout_required_bytes(rows, kp, s->block, q->layout);
         uint8_t *lay = malloc(lb ? lb : 1);
-        if (!lay) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory on tensor '%s'", t->name); goto out; }
+        if (!lay) { st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory on tensor '%s'", t->name); goto out; }
         if (lofp_layout_from_linear(all_scales, rows, nb, q->layout, q->pad_byte, lay) != LOFP_OK)
-            st = ck_fail(err, LOFP_ERR_INVALID_ARG, "tensor '%s': cannot write layout %s", t->name, lofp_layout_name(q->layout));
+            st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "tensor '%s': cannot write layout %s", t->name, lofp_layout_name(q->layout));
         else
             st = lofp_writer_append(w, out_index[1], lay, lb, err);
         free(lay);
@@ -252,7 +252,7 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
     }
     goto out;
 range:
-    st = ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s': F64 value %g at flat index %zu is outside the fp32 range", path, t->name,
+    st = lofp_ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s': F64 value %g at flat index %zu is outside the fp32 range", path, t->name,
                  value_at(LOFP_IO_F64, ch.data, bad), ch.row0 * k + bad);
 out:
     lofp_row_reader_close(r);
@@ -314,19 +314,19 @@ static lofp_status plan_one(const char *in, const lofp_qfile_quantize_options *o
     q->rows = q->k ? t->numel / q->k : 0;
     q->src_dtype = t->dtype;
     q->pad_byte = pad_byte;
-    if (q->k == 0 || q->rows == 0) return ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s' is empty", in, t->name);
+    if (q->k == 0 || q->rows == 0) return lofp_ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s' is empty", in, t->name);
     if (s->pad && s->block > (q->k + 31) / 32 * 32)
-        return ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s': block %u is longer than its rows (K = %zu); padding would store %u codes per row",
+        return lofp_ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s': block %u is longer than its rows (K = %zu); padding would store %u codes per row",
                        in, t->name, s->block, q->k, s->block);
     q->kp = lofp_padded_k(s, q->k);
     if (!q->kp)
-        return ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s': last dimension %zu is not a multiple of the block %u (use --pad)", in,
+        return lofp_ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s': last dimension %zu is not a multiple of the block %u (use --pad)", in,
                        t->name, q->k, s->block);
     if (s->id == LOFP_SCHEME_ULTRAQUANT && s->rotate && (q->kp & (q->kp - 1)))
-        return ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s': UltraQuant's Hadamard rotation needs K to be a power of two, not %zu "
+        return lofp_ck_fail(err, LOFP_ERR_SHAPE, "%s: tensor '%s': UltraQuant's Hadamard rotation needs K to be a power of two, not %zu "
                        "(--no-rotate quantizes without it)", in, t->name, q->kp);
     size_t cb = lofp_codes_bytes(s, q->rows, q->k), lb = lofp_layout_required_bytes(q->rows, q->kp, s->block, o->layout);
-    if (!cb || !lb || q->rows > SIZE_MAX / q->kp) return ck_fail(err, LOFP_ERR_SIZE_OVERFLOW, "%s: tensor '%s': too large", in, t->name);
+    if (!cb || !lb || q->rows > SIZE_MAX / q->kp) return lofp_ck_fail(err, LOFP_ERR_SIZE_OVERFLOW, "%s: tensor '%s': too large", in, t->name);
     p->quantize = 1;
     p->n_codes = cat(t->name, ".codes");
     p->n_scales = cat(t->name, ".scales");
@@ -336,26 +336,26 @@ static lofp_status plan_one(const char *in, const lofp_qfile_quantize_options *o
     if (p->val) lofp_qtensor_meta_format(q, p->val, vl + 1);
     if (s->id == LOFP_SCHEME_NVFP4 && s->two_level) p->n_global = cat(t->name, ".global_scale");
     if (!p->n_codes || !p->n_scales || !p->key || !p->val || (s->id == LOFP_SCHEME_NVFP4 && s->two_level && !p->n_global))
-        return ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
+        return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
     return LOFP_OK;
 }
 
 lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfile_quantize_options *o, lofp_io_error *err)
 {
-    if (!in || !outp || !o) return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qfile_quantize: NULL argument");
+    if (!in || !outp || !o) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qfile_quantize: NULL argument");
     const lofp_scheme *s = &o->scheme;
     if (lofp_scheme_validate(s) != LOFP_OK)
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "invalid option combination for %s (block %u, scale rule %s, profile %s)",
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "invalid option combination for %s (block %u, scale rule %s, profile %s)",
                        lofp_scheme_name(s->id) ? lofp_scheme_name(s->id) : "?", s->block,
                        lofp_scale_rule_name(s->scale_rule) ? lofp_scale_rule_name(s->scale_rule) : "?",
                        lofp_profile_name(s->profile) ? lofp_profile_name(s->profile) : "?");
-    if (!lofp_layout_name(o->layout)) return ck_fail(err, LOFP_ERR_INVALID_ARG, "unknown scale layout %d", (int)o->layout);
-    if (o->pad_byte > 254) return ck_fail(err, LOFP_ERR_INVALID_ARG, "pad byte %d is not in 0..254", o->pad_byte);
+    if (!lofp_layout_name(o->layout)) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "unknown scale layout %d", (int)o->layout);
+    if (o->pad_byte > 254) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "pad byte %d is not in 0..254", o->pad_byte);
     size_t ol = strlen(outp);
     if (ol < 12 || strcmp(outp + ol - 12, ".safetensors") != 0)
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "output must be a .safetensors file: %s", outp);
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "output must be a .safetensors file: %s", outp);
     if (same_file(outp, in))
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "the output %s is the input %s (the same file); write to another path", outp, in);
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "the output %s is the input %s (the same file); write to another path", outp, in);
     const size_t chunk = o->chunk_bytes ? o->chunk_bytes : LOFP_IO_CHUNK_BYTES;
     const int pad_byte = o->pad_byte >= 0 ? o->pad_byte : o->layout == LOFP_LAYOUT_PACKED_U32 ? 127 : 0;
 
@@ -368,7 +368,7 @@ lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfi
     lofp_metadata_entry *meta = calloc(nt + nmeta_in + 1, sizeof *meta);
     size_t nd = 0, nm = 0;
     lofp_writer *w = NULL;
-    if (!pl || !descs || !meta) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
+    if (!pl || !descs || !meta) { st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
     for (size_t i = 0; i < nmeta_in; i++) meta[nm++] = *lofp_file_metadata(f, i);
 
     /* the plan: every output tensor and metadata entry, before anything is written */
@@ -410,7 +410,7 @@ lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfi
     for (size_t i = 0; i < o->n_include && !st; i++) {
         int any = 0;
         for (size_t ti = 0; ti < nt && !any; ti++) any = fnmatch(o->include[i], lofp_file_tensor(f, ti)->name, 0) == 0;
-        if (!any) st = ck_fail(err, LOFP_ERR_NOT_FOUND, "--include '%s' matches no tensor of %s", o->include[i], in);
+        if (!any) st = lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "--include '%s' matches no tensor of %s", o->include[i], in);
     }
     if (st) goto done;
     if ((st = w_open(o->writer, outp, LOFP_FORMAT_SAFETENSORS, descs, nd, meta, nm, o->write_flags, &w, err)) != LOFP_OK) goto done;
@@ -443,9 +443,9 @@ lofp_status lofp_qfile_dequantize_tensor(const lofp_file *f, const lofp_qtensor 
                                          lofp_writer *w, size_t di, lofp_io_error *err)
 {
     if (!f || !q0 || !w || !q0->codes_t || !q0->scales_t)
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qfile_dequantize_tensor: NULL argument or a tensor not loaded");
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qfile_dequantize_tensor: NULL argument or a tensor not loaded");
     if (odt != LOFP_IO_F32 && odt != LOFP_IO_BF16 && odt != LOFP_IO_F16)
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "tensor '%s': output dtype %s is not F32, BF16 or F16", q0->name,
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "tensor '%s': output dtype %s is not F32, BF16 or F16", q0->name,
                        lofp_io_dtype_name(odt) ? lofp_io_dtype_name(odt) : "?");
     const lofp_qtensor *q = q0;
     if (!chunk_bytes) chunk_bytes = (size_t)2 << 20;
@@ -457,11 +457,11 @@ lofp_status lofp_qfile_dequantize_tensor(const lofp_file *f, const lofp_qtensor 
     uint8_t *lin = NULL, *out = malloc(cr * k * es);
     lofp_status st = LOFP_OK;
     const int linear = q->layout == LOFP_LAYOUT_LINEAR;
-    if (!out) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory on '%s'", q->name); goto done; }
+    if (!out) { st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory on '%s'", q->name); goto done; }
     if (!linear) {
         lin = malloc(rows * nb > 0 ? rows * nb : 1);
         if (!lin || lofp_qtensor_linear_scales(q, lin) != LOFP_OK) {
-            st = ck_fail(err, lin ? LOFP_ERR_FORMAT : LOFP_ERR_NOMEM, "tensor '%s': cannot read its %s scales", q->name, lofp_layout_name(q->layout));
+            st = lofp_ck_fail(err, lin ? LOFP_ERR_FORMAT : LOFP_ERR_NOMEM, "tensor '%s': cannot read its %s scales", q->name, lofp_layout_name(q->layout));
             goto done;
         }
     }
@@ -474,7 +474,7 @@ lofp_status lofp_qfile_dequantize_tensor(const lofp_file *f, const lofp_qtensor 
         const uint8_t *scales;
         if (linear) {
             if (lofp_row_reader_next(rs, &sc, err) != LOFP_OK || sc.rows != cc.rows) {
-                st = ck_fail(err, LOFP_ERR_FORMAT, "tensor '%s': scales and codes disagree", q->name);
+                st = lofp_ck_fail(err, LOFP_ERR_FORMAT, "tensor '%s': scales and codes disagree", q->name);
                 goto done;
             }
             scales = sc.data;
@@ -482,7 +482,7 @@ lofp_status lofp_qfile_dequantize_tensor(const lofp_file *f, const lofp_qtensor 
             scales = lin + cc.row0 * nb;
         }
         lofp_status ds = lofp_dequantize(&q->scheme, cc.data, scales, q->global, cc.rows, k, dt, out);
-        if (ds != LOFP_OK) { st = ck_fail(err, ds, "tensor '%s': %s", q->name, lofp_status_name(ds)); goto done; }
+        if (ds != LOFP_OK) { st = lofp_ck_fail(err, ds, "tensor '%s': %s", q->name, lofp_status_name(ds)); goto done; }
         if ((st = lofp_writer_append(w, di, out, cc.rows * k * es, err)) != LOFP_OK) goto done;
     }
 done:
@@ -525,12 +525,12 @@ static int is_part(const char *name, const char **sorted, size_t n)
 
 lofp_status lofp_qfile_dequantize(const char *in, const char *outp, const lofp_qfile_dequantize_options *o, lofp_io_error *err)
 {
-    if (!in || !outp || !o) return ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qfile_dequantize: NULL argument");
+    if (!in || !outp || !o) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qfile_dequantize: NULL argument");
     const lofp_io_dtype odt = o->dtype;
     if (odt != LOFP_IO_F32 && odt != LOFP_IO_BF16 && odt != LOFP_IO_F16)
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "output dtype %s is not F32, BF16 or F16", lofp_io_dtype_name(odt) ? lofp_io_dtype_name(odt) : "?");
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "output dtype %s is not F32, BF16 or F16", lofp_io_dtype_name(odt) ? lofp_io_dtype_name(odt) : "?");
     if (same_file(outp, in))
-        return ck_fail(err, LOFP_ERR_INVALID_ARG, "the output %s is the input %s (the same file); write to another path", outp, in);
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "the output %s is the input %s (the same file); write to another path", outp, in);
     lofp_file *f = NULL;
     lofp_status st = lofp_file_open(in, LOFP_FORMAT_AUTO, &f, err);
     if (st) return st;
@@ -543,14 +543,14 @@ lofp_status lofp_qfile_dequantize(const char *in, const char *outp, const lofp_q
     lofp_metadata_entry *meta = NULL;
     lofp_writer *w = NULL;
     size_t nd = 0, nm = 0;
-    if (nq == 0) { st = ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no tensors written by lofp quantize (no 'lofp:' metadata)", in); goto done; }
+    if (nq == 0) { st = lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no tensors written by lofp quantize (no 'lofp:' metadata)", in); goto done; }
     qnames = malloc(nq * sizeof *qnames);
     sorted = malloc(nq * sizeof *sorted);
     descs = calloc(nt + nq, sizeof *descs);
     qs = calloc(nq, sizeof *qs);
     src = calloc(nt + nq, sizeof *src);
     meta = calloc(nmeta + 1, sizeof *meta);
-    if (!qnames || !sorted || !descs || !qs || !src || !meta) { st = ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
+    if (!qnames || !sorted || !descs || !qs || !src || !meta) { st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); goto done; }
     nq = 0;
     for (size_t i = 0; i < nmeta; i++)
         if (lofp_qfile_name_at(f, i)) qnames[nq++] = lofp_qfile_name_at(f, i);
@@ -574,7 +574,7 @@ lofp_status lofp_qfile_dequantize(const char *in, const char *outp, const lofp_q
         if (!lofp_qfile_name_at(f, i)) meta[nm++] = *lofp_file_metadata(f, i);
     size_t ol = strlen(outp);
     int npy = ol >= 4 && !strcmp(outp + ol - 4, ".npy");
-    if (npy && nd != 1) { st = ck_fail(err, LOFP_ERR_INVALID_ARG, "%s holds %zu tensors; write a .safetensors instead of %s", in, nd, outp); goto done; }
+    if (npy && nd != 1) { st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s holds %zu tensors; write a .safetensors instead of %s", in, nd, outp); goto done; }
     if ((st = w_open(o->writer, outp, LOFP_FORMAT_AUTO, descs, nd, npy ? NULL : meta, npy ? 0 : nm, o->write_flags, &w, err)) != LOFP_OK)
         goto done;
     const size_t chunk = o->chunk_bytes ? o->chunk_bytes : (size_t)2 << 20;

@@ -244,11 +244,11 @@ def check_file_cycles(obj, errors):
 def self_test():
     """Rule 4's loop finder on the loops the checkpoint files had (ck_read.c <-> ck_convert.c through
     the staging functions, ck_json.c <-> ck_util.c), on a three-file loop and on a chain."""
-    old = file_cycles({"ck_read.c": {"lofp_ckpt_close"}, "ck_convert.c": {"ck_stage_dir"}, "ck_util.c": {"ck_strdup"}},
-                      {"ck_read.c": {"ck_stage_dir", "ck_strdup"}, "ck_convert.c": {"lofp_ckpt_close", "ck_strdup"},
+    old = file_cycles({"ck_read.c": {"lofp_ckpt_close"}, "ck_convert.c": {"lofp_ck_stage_dir"}, "ck_util.c": {"lofp_ck_strdup"}},
+                      {"ck_read.c": {"lofp_ck_stage_dir", "lofp_ck_strdup"}, "ck_convert.c": {"lofp_ckpt_close", "lofp_ck_strdup"},
                        "ck_util.c": set()})
     assert [m for m, _ in old] == [["ck_convert.c", "ck_read.c"]], old
-    assert "ck_stage_dir" in old[0][1] and "lofp_ckpt_close" in old[0][1], old
+    assert "lofp_ck_stage_dir" in old[0][1] and "lofp_ckpt_close" in old[0][1], old
     three = file_cycles({"a.c": {"fa"}, "b.c": {"fb"}, "c.c": {"fc"}}, {"a.c": {"fb"}, "b.c": {"fc"}, "c.c": {"fa"}})
     assert [m for m, _ in three] == [["a.c", "b.c", "c.c"]] and three[0][1].count(" uses ") == 3, three
     chain = file_cycles({"a.c": {"fa"}, "b.c": {"fb"}, "c.c": {"fc"}}, {"a.c": {"fb", "fc"}, "b.c": {"fc"}, "c.c": set()})

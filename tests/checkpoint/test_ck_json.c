@@ -17,23 +17,23 @@
 static void check_decodes(const char *json, const char *want, size_t want_len)
 {
     char msg[160] = "";
-    ckj *j = ckj_parse(json, strlen(json), msg, sizeof msg);
+    ckj *j = lofp_ckj_parse(json, strlen(json), msg, sizeof msg);
     CHECKF(j != NULL, "%s: refused: %s", json, msg);
     if (!j) return;
-    const ckj *v = ckj_get(j, "k");
-    const char *s = ckj_str(v);
+    const ckj *v = lofp_ckj_get(j, "k");
+    const char *s = lofp_ckj_str(v);
     CHECKF(s && v->slen == want_len && memcmp(s, want, want_len) == 0, "%s: wrong decoded bytes", json);
-    ckj_free(j);
+    lofp_ckj_free(j);
 }
 
 static void check_refused(const char *json, size_t len, const char *why, const char *at)
 {
     char msg[160] = "";
-    ckj *j = ckj_parse(json, len, msg, sizeof msg);
+    ckj *j = lofp_ckj_parse(json, len, msg, sizeof msg);
     CHECKF(j == NULL, "accepted malformed %s", json);
     CHECKF(strstr(msg, why) != NULL, "%s: message '%s' lacks '%s'", json, msg, why);
     CHECKF(strstr(msg, at) != NULL, "%s: message '%s' lacks '%s'", json, msg, at);
-    ckj_free(j);
+    lofp_ckj_free(j);
 }
 
 int main(void)
@@ -67,49 +67,49 @@ int main(void)
         for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
             char json[64], msg[160] = "";
             snprintf(json, sizeof json, "{\"k\": %s}", nums[i].text);
-            ckj *j = ckj_parse(json, strlen(json), msg, sizeof msg);
+            ckj *j = lofp_ckj_parse(json, strlen(json), msg, sizeof msg);
             CHECKF(j != NULL, "%s refused: %s", json, msg);
             if (!j) continue;
             double d = 0;
-            const ckj *v = ckj_get(j, "k");
-            CHECKF(ckj_num(v, &d) && d == nums[i].v && signbit(d) == signbit(nums[i].v), "%s: value %g", json, d);
+            const ckj *v = lofp_ckj_get(j, "k");
+            CHECKF(lofp_ckj_num(v, &d) && d == nums[i].v && signbit(d) == signbit(nums[i].v), "%s: value %g", json, d);
             lofp_sbuf b = {0};
-            CHECK(ckj_dump(&b, j, -1));
+            CHECK(lofp_ckj_dump(&b, j, -1));
             CHECKF(b.p && strcmp(b.p, json) == 0, "%s dumped as %s", json, b.p ? b.p : "");
             lofp_sbuf_free(&b);
-            ckj_free(j);
+            lofp_ckj_free(j);
         }
         /* NaN / Infinity / -Infinity, the words Python's json.dumps writes for non-finite floats */
         const char *nan_json = "[NaN, Infinity, -Infinity, 7]";
         char msg[160] = "";
-        ckj *j = ckj_parse(nan_json, strlen(nan_json), msg, sizeof msg);
+        ckj *j = lofp_ckj_parse(nan_json, strlen(nan_json), msg, sizeof msg);
         CHECKF(j && j->n == 4, "non-finite words refused: %s", msg);
         if (j && j->n == 4) {
             double a, b2, c, d;
             long long k = 0;
-            CHECK(ckj_num(j->items[0], &a) && a != a);
-            CHECK(ckj_num(j->items[1], &b2) && b2 == INFINITY);
-            CHECK(ckj_num(j->items[2], &c) && c == -INFINITY);
-            CHECK(ckj_num(j->items[3], &d) && d == 7.0);
-            CHECK(!ckj_int(j->items[0], &k) && !ckj_int(j->items[1], &k) && ckj_int(j->items[3], &k) && k == 7);
+            CHECK(lofp_ckj_num(j->items[0], &a) && a != a);
+            CHECK(lofp_ckj_num(j->items[1], &b2) && b2 == INFINITY);
+            CHECK(lofp_ckj_num(j->items[2], &c) && c == -INFINITY);
+            CHECK(lofp_ckj_num(j->items[3], &d) && d == 7.0);
+            CHECK(!lofp_ckj_int(j->items[0], &k) && !lofp_ckj_int(j->items[1], &k) && lofp_ckj_int(j->items[3], &k) && k == 7);
             lofp_sbuf b = {0};
-            CHECK(ckj_dump(&b, j, -1) && b.p && strcmp(b.p, nan_json) == 0);
+            CHECK(lofp_ckj_dump(&b, j, -1) && b.p && strcmp(b.p, nan_json) == 0);
             lofp_sbuf_free(&b);
         }
-        ckj_free(j);
+        lofp_ckj_free(j);
         /* an integer past 2^53 is read exactly from its text */
         const char *big = "{\"k\": 9007199254740993}";
-        j = ckj_parse(big, strlen(big), msg, sizeof msg);
+        j = lofp_ckj_parse(big, strlen(big), msg, sizeof msg);
         long long k = 0;
-        CHECK(j && ckj_int(ckj_get(j, "k"), &k) && k == 9007199254740993LL);
-        ckj_free(j);
+        CHECK(j && lofp_ckj_int(lofp_ckj_get(j, "k"), &k) && k == 9007199254740993LL);
+        lofp_ckj_free(j);
         /* a non-finite float written back as Python writes it, never as nan/inf */
-        ckj *f = ckj_new_f32(NAN);
+        ckj *f = lofp_ckj_new_f32(NAN);
         CHECK(f && strcmp(f->s, "NaN") == 0);
-        ckj_free(f);
-        f = ckj_new_f32(-INFINITY);
+        lofp_ckj_free(f);
+        f = lofp_ckj_new_f32(-INFINITY);
         CHECK(f && strcmp(f->s, "-Infinity") == 0);
-        ckj_free(f);
+        lofp_ckj_free(f);
     }
     /* lenient is not anything-goes: RFC 8259's number grammar, no other words, duplicates refused */
     check_refused("{\"k\": 1.}", 9, "invalid number", "byte 8");
@@ -131,9 +131,9 @@ int main(void)
         for (int depth = ok_depth; depth <= ok_depth + 1; depth++) {
             memset(deep, '[', (size_t)depth);
             memset(deep + depth, ']', (size_t)depth);
-            ckj *j = ckj_parse(deep, 2 * (size_t)depth, msg, sizeof msg);
+            ckj *j = lofp_ckj_parse(deep, 2 * (size_t)depth, msg, sizeof msg);
             CHECKF((j != NULL) == (depth == ok_depth), "depth %d: %s", depth, msg);
-            ckj_free(j);
+            lofp_ckj_free(j);
         }
     }
     /* the strict mode (safetensors headers) still refuses every lenient extension */

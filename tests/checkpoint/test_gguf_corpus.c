@@ -59,18 +59,18 @@ int main(void)
     memcpy(buf + k, &off, 8); k += 8;
     gg_file g;
     lofp_io_error err;
-    lofp_status st = gg_parse(buf, k, "t.gguf", &g, &err);
+    lofp_status st = lofp_gg_parse(buf, k, "t.gguf", &g, &err);
     if (st != LOFP_ERR_UNSUPPORTED || !strstr(err.message, "w.weight") || !strstr(err.message, "99") || !strstr(err.message, "t.gguf")) {
         fprintf(stderr, "unknown type: status %d, message '%s'\n", st, err.message);
         rc = 1;
     }
-    if (st == LOFP_OK) gg_close(&g);
+    if (st == LOFP_OK) lofp_gg_close(&g);
     /* the same with a known type but no data: past the end */
     ty = 0;
     memcpy(buf + k - 12, &ty, 4);
-    st = gg_parse(buf, k, "t.gguf", &g, &err);
+    st = lofp_gg_parse(buf, k, "t.gguf", &g, &err);
     if (st != LOFP_ERR_FORMAT || !strstr(err.message, "w.weight")) { fprintf(stderr, "no data: %d '%s'\n", st, err.message); rc = 1; }
-    if (st == LOFP_OK) gg_close(&g);
+    if (st == LOFP_OK) lofp_gg_close(&g);
     printf(rc ? "test_gguf_corpus: FAILED\n" : "test_gguf_corpus: ok\n");
     return rc;
 }
