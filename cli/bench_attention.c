@@ -67,7 +67,7 @@ int bench_group_attention(const bench_opts *o)
     const size_t Ns[2] = { o->quick ? 2048 : 32768, o->quick ? 256 : 4096 };
     const size_t nmax = Ns[0], per_seq = nmax / BLOCK, nblocks = B * per_seq;
     const int threads = o->threads_max;
-    const lofp_kv_dtype kinds[3] = { LOFP_KV_ULTRAQUANT, LOFP_KV_BF16, LOFP_KV_F32 };
+    const lofp_kv_format kinds[3] = { LOFP_KV_ULTRAQUANT, LOFP_KV_BF16, LOFP_KV_F32 };
     const char *names[3] = { "ultraquant", "bf16", "fp32" };
     lofp_kv_cache_desc d[3];
     uint8_t *cache[3] = { NULL, NULL, NULL };

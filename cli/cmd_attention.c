@@ -97,7 +97,7 @@ int lofp_cmd_attention(int argc, char **argv)
 {
     const char *qp = NULL, *kp = NULL, *vp = NULL, *sp = NULL, *scale_arg = NULL, *outp = NULL;
     const char *expect = NULL, *seq_arg = NULL;
-    lofp_kv_dtype kv = LOFP_KV_ULTRAQUANT;
+    lofp_kv_format kv = LOFP_KV_ULTRAQUANT;
     lofp_hadamard_kind had = LOFP_HADAMARD_BUTTERFLY;
     lofp_attn_path path = LOFP_ATTN_AUTO;
     long block = 64, threads = 1, split = 0;

@@ -1353,7 +1353,7 @@ static PyObject *py_kv_desc(PyObject *self, PyObject *args)
     double c;
     int rot;
     if (!PyArg_ParseTuple(args, "sIIIndsp", &dn, &D, &hk, &bs, &nb, &c, &hn, &rot)) return NULL;
-    lofp_kv_dtype dt;
+    lofp_kv_format dt;
     if (!strcmp(dn, "ultraquant")) dt = LOFP_KV_ULTRAQUANT;
     else if (!strcmp(dn, "fp32") || !strcmp(dn, "float32")) dt = LOFP_KV_F32;
     else if (!strcmp(dn, "bf16") || !strcmp(dn, "bfloat16")) dt = LOFP_KV_BF16;

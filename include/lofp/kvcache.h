@@ -42,17 +42,18 @@ extern "C" {
 /* Cache description                                                                           */
 /* ------------------------------------------------------------------------------------------ */
 
-/* What a slot holds (pinned, append-only). */
-typedef enum lofp_kv_dtype {
+/* What a slot holds (pinned, append-only): a KV cache storage format, not a tensor element type
+ * (lofp_dtype), since ULTRAQUANT is a whole slot layout (codes + scales + rotation). */
+typedef enum lofp_kv_format {
     LOFP_KV_ULTRAQUANT = 1, /* E2M1 codes + E8M0 scale per 32, K rotated: 4.25 bits per value */
     LOFP_KV_F32 = 2,        /* K and V as fp32 (baseline) */
     LOFP_KV_BF16 = 3        /* K and V as bf16, rounded to nearest even (baseline) */
-} lofp_kv_dtype;
+} lofp_kv_format;
 
 /* A paged cache: fill with lofp_kv_desc_init() and adjust the optional fields. Functions only
  * read it. head_dim must be a power of two in [32, 512] (so a multiple of 32). */
 typedef struct lofp_kv_cache_desc {
-    lofp_kv_dtype dtype;
+    lofp_kv_format dtype;
     uint32_t head_dim;            /* D */
     uint32_t num_kv_heads;        /* Hk */
     uint32_t block_size;          /* tokens per block (vLLM's UltraQuant backend uses 64) */
@@ -68,7 +69,7 @@ typedef struct lofp_kv_cache_desc {
 /* Fills *d with the given geometry and the defaults above, then validates it. Returns LOFP_OK;
  * LOFP_ERR_SHAPE when head_dim is not a power of two in [32, 512]; LOFP_ERR_INVALID_ARG for a
  * NULL d, an unknown dtype or a zero count. Pure function. */
-LOFP_API lofp_status lofp_kv_desc_init(lofp_kv_cache_desc *d, lofp_kv_dtype dtype,
+LOFP_API lofp_status lofp_kv_desc_init(lofp_kv_cache_desc *d, lofp_kv_format dtype,
                                        uint32_t head_dim, uint32_t num_kv_heads,
                                        uint32_t block_size, size_t num_blocks);
 
@@ -88,12 +89,12 @@ typedef struct lofp_kv_slot_layout {
 
 /* Fills *out for dtype and head_dim. Returns LOFP_OK, LOFP_ERR_SHAPE (head_dim) or
  * LOFP_ERR_INVALID_ARG (dtype, NULL). Pure. */
-LOFP_API lofp_status lofp_kv_slot_layout_get(lofp_kv_dtype dtype, uint32_t head_dim,
+LOFP_API lofp_status lofp_kv_slot_layout_get(lofp_kv_format dtype, uint32_t head_dim,
                                              lofp_kv_slot_layout *out);
 
 /* Bytes of one slot (token, KV head): D + 2*D/32 for UltraQuant, 8*D fp32, 4*D bf16. Returns 0
  * for an invalid dtype or head_dim. Pure. */
-LOFP_API size_t lofp_kv_slot_bytes(lofp_kv_dtype dtype, uint32_t head_dim);
+LOFP_API size_t lofp_kv_slot_bytes(lofp_kv_format dtype, uint32_t head_dim);
 
 /* Bytes of the whole cache, num_blocks * block_size * num_kv_heads * slot. Returns 0 for an
  * invalid description or on overflow. Pure. */

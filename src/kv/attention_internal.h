@@ -12,7 +12,7 @@
 
 /* The cache as the kernels see it. */
 typedef struct lofp_attn_geom {
-    lofp_kv_dtype dtype;
+    lofp_kv_format dtype;
     uint32_t D, Hk, Hq, g;        /* g = Hq / Hk query heads per KV head */
     uint32_t bs;                  /* block size */
     uint32_t tile;                /* tokens per tile: min(64, 4096 / D), a multiple of 8 */
@@ -85,7 +85,7 @@ static inline float lofp_uq_scale(uint8_t b)
 /* Dequantizes one K or V region of a slot to D floats: UltraQuant code * scale (exact), fp32
  * copy, or bf16 widening. `data` points at the region's codes/values, `scales` at its scales
  * (UltraQuant only). */
-static inline void lofp_kv_dequant_region(lofp_kv_dtype dt, uint32_t D, const uint8_t *data,
+static inline void lofp_kv_dequant_region(lofp_kv_format dt, uint32_t D, const uint8_t *data,
                                           const uint8_t *scales, float *out)
 {
     if (dt == LOFP_KV_ULTRAQUANT) {

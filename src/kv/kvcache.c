@@ -12,12 +12,12 @@ static int head_dim_ok(uint32_t D)
     return D >= LOFP_KV_MIN_D && D <= LOFP_KV_MAX_D && (D & (D - 1)) == 0;
 }
 
-static int dtype_ok(lofp_kv_dtype t)
+static int dtype_ok(lofp_kv_format t)
 {
     return t == LOFP_KV_ULTRAQUANT || t == LOFP_KV_F32 || t == LOFP_KV_BF16;
 }
 
-lofp_status lofp_kv_slot_layout_get(lofp_kv_dtype dtype, uint32_t head_dim, lofp_kv_slot_layout *out)
+lofp_status lofp_kv_slot_layout_get(lofp_kv_format dtype, uint32_t head_dim, lofp_kv_slot_layout *out)
 {
     if (!out || !dtype_ok(dtype)) return LOFP_ERR_INVALID_ARG;
     if (!head_dim_ok(head_dim)) return LOFP_ERR_SHAPE;
@@ -39,7 +39,7 @@ lofp_status lofp_kv_slot_layout_get(lofp_kv_dtype dtype, uint32_t head_dim, lofp
     return LOFP_OK;
 }
 
-size_t lofp_kv_slot_bytes(lofp_kv_dtype dtype, uint32_t head_dim)
+size_t lofp_kv_slot_bytes(lofp_kv_format dtype, uint32_t head_dim)
 {
     lofp_kv_slot_layout l;
     return lofp_kv_slot_layout_get(dtype, head_dim, &l) == LOFP_OK ? l.slot_bytes : 0;
@@ -64,7 +64,7 @@ lofp_status lofp_kv_desc_validate(const lofp_kv_cache_desc *d)
     return LOFP_OK;
 }
 
-lofp_status lofp_kv_desc_init(lofp_kv_cache_desc *d, lofp_kv_dtype dtype, uint32_t head_dim,
+lofp_status lofp_kv_desc_init(lofp_kv_cache_desc *d, lofp_kv_format dtype, uint32_t head_dim,
                               uint32_t num_kv_heads, uint32_t block_size, size_t num_blocks)
 {
     if (!d) return LOFP_ERR_INVALID_ARG;
@@ -195,7 +195,7 @@ static lofp_status uq_store_run(const lofp_kv_cache_desc *d, uint8_t *cache, lof
 }
 
 /* fp32 / bf16 cache: copy (or round) one head vector, zeroing groups of 32 with NaN/Inf. */
-static size_t plain_store_vec(lofp_kv_dtype kd, lofp_dtype dt, const void *x, size_t base, size_t D,
+static size_t plain_store_vec(lofp_kv_format kd, lofp_dtype dt, const void *x, size_t base, size_t D,
                               uint8_t *dst)
 {
     size_t zeroed = 0;

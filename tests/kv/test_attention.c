@@ -31,7 +31,7 @@ static void shuffle(int32_t *a, size_t n, tu_rng *r)
     }
 }
 
-static void tcache_build(tcache *c, lofp_kv_dtype dt, uint32_t D, uint32_t Hk, uint32_t bs,
+static void tcache_build(tcache *c, lofp_kv_format dt, uint32_t D, uint32_t Hk, uint32_t bs,
                          size_t B, size_t nmax, const int32_t *n, const float *k, const float *v,
                          lofp_hadamard_kind had, tu_rng *rng)
 {
@@ -207,7 +207,7 @@ static void golden(void)
 
 /* ---- random shapes: fast paths vs reference -------------------------------------------------- */
 
-typedef struct { size_t B; uint32_t Hq, Hk, D, bs; size_t nmax; int sinks; uint32_t split; lofp_kv_dtype dt; } shape;
+typedef struct { size_t B; uint32_t Hq, Hk, D, bs; size_t nmax; int sinks; uint32_t split; lofp_kv_format dt; } shape;
 
 static void fill(float *x, size_t n, double sd, tu_rng *r)
 {
@@ -560,7 +560,7 @@ static void bad_input(void)
     CHECK(lofp_kv_desc_init(&d, LOFP_KV_ULTRAQUANT, 96, 2, 16, 4) == LOFP_ERR_SHAPE);  /* 32k, not 2^k */
     CHECK(lofp_kv_desc_init(&d, LOFP_KV_ULTRAQUANT, 1024, 2, 16, 4) == LOFP_ERR_SHAPE);
     CHECK(lofp_kv_desc_init(&d, LOFP_KV_ULTRAQUANT, 64, 0, 16, 4) == LOFP_ERR_INVALID_ARG);
-    CHECK(lofp_kv_desc_init(&d, (lofp_kv_dtype)9, 64, 2, 16, 4) == LOFP_ERR_INVALID_ARG);
+    CHECK(lofp_kv_desc_init(&d, (lofp_kv_format)9, 64, 2, 16, 4) == LOFP_ERR_INVALID_ARG);
     CHECK(lofp_kv_slot_bytes(LOFP_KV_ULTRAQUANT, 100) == 0);
 
     const uint32_t D = 64, Hk = 2, Hq = 4, N = 20;

@@ -109,7 +109,7 @@ static void layout(void)
     CHECK_OK(lofp_kv_slot_layout_get(LOFP_KV_BF16, 64, &l));
     CHECK(l.k_codes_offset == 0 && l.v_codes_offset == 128 && l.slot_bytes == 256);
     CHECK(lofp_kv_slot_layout_get(LOFP_KV_ULTRAQUANT, 48, &l) == LOFP_ERR_SHAPE);
-    CHECK(lofp_kv_slot_layout_get((lofp_kv_dtype)0, 64, &l) == LOFP_ERR_INVALID_ARG);
+    CHECK(lofp_kv_slot_layout_get((lofp_kv_format)0, 64, &l) == LOFP_ERR_INVALID_ARG);
     lofp_kv_cache_desc d;
     CHECK_OK(lofp_kv_desc_init(&d, LOFP_KV_ULTRAQUANT, 128, 8, 64, 10));
     CHECK_EQ_U(lofp_kv_cache_bytes(&d), 10u * 64 * 8 * 136);
