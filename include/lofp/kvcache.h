@@ -42,7 +42,8 @@ extern "C" {
 /* Cache description                                                                           */
 /* ------------------------------------------------------------------------------------------ */
 
-/* What a slot holds (pinned, append-only). */
+/* What a slot holds (pinned, append-only): a KV cache storage format, not a tensor element type
+ * (lofp_dtype), since ULTRAQUANT is a whole slot layout (codes + scales + rotation). */
 typedef enum lofp_kv_format {
     LOFP_KV_ULTRAQUANT = 1, /* E2M1 codes + E8M0 scale per 32, K rotated: 4.25 bits per value */
     LOFP_KV_F32 = 2,        /* K and V as fp32 (baseline) */
