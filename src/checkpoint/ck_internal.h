@@ -174,7 +174,7 @@ LOFP_INTERNAL void lofp_gg_put_string(lofp_sbuf *b, const char *s, size_t n);
 /* ---- streaming safetensors writer (ck_writer.c) -------------------------------------------- */
 
 /* The shard writer: the header is written from the descriptions first (their data pointers are
- * ignored), then each tensor's bytes in the same order with st_writer_put(), then
+ * ignored), then each tensor's bytes in the same order with lofp_st_writer_put_at(), then
  * lofp_st_writer_finish() syncs and renames. Any failure removes the temporary file. */
 typedef struct st_writer st_writer;
 LOFP_INTERNAL lofp_status lofp_st_writer_open(const char *path, const lofp_tensor_desc *t, size_t n,
