@@ -170,9 +170,20 @@ def test_load_reads_cli_file_with_passthrough(cli, tmp_path, rng):
     assert q.global_scale == ref.global_scale
 
 
-def test_python_m_lofp_runs_the_command(cli):
+def test_python_m_lofp_version_and_no_command(cli, tmp_path):
+    """python -m lofp answers --version itself and refuses the command's other commands without
+    running the lofp command (a fake one on PATH and in LOFP_CLI would leave a mark)."""
+    import os
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-m", "lofp", "--version"], capture_output=True, text=True)
-    assert r.returncode == 0
-    assert lofp.__version__ in r.stdout + r.stderr
+    mark = tmp_path / "ran"
+    fake = tmp_path / "lofp"
+    fake.write_text(f"#!/bin/sh\ntouch {mark}\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ.get('PATH', '')}", LOFP_CLI=str(fake))
+    r = subprocess.run([sys.executable, "-m", "lofp", "--version"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == f"lofp {lofp.__version__}"
+    r = subprocess.run([sys.executable, "-m", "lofp", "inspect", "x.safetensors"], capture_output=True,
+                       text=True, env=env)
+    assert r.returncode == 2 and "lofp command" in r.stderr
+    assert not mark.exists()
