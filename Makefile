@@ -68,7 +68,7 @@ test-fast: build venv
 	LOFP_EXHAUSTIVE_STRIDE=257 ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 bench: build
-	$(BUILD)/lofp bench
+	$(BUILD)/lofp-bench
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

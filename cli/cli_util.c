@@ -1,6 +1,9 @@
 /* cli_util.c -- helpers every file command shares: strict number parsing of options, refusing
  * an output that is one of the inputs, and removing the temporary output on SIGINT/SIGTERM/SIGHUP. */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -9,6 +12,26 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int cli_is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
+
+int cli_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "lofp %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 1;
+}
 
 int cli_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t lo, uint64_t hi,
                   uint64_t *out)

@@ -25,6 +25,10 @@ install(TARGETS ${lofp_install_targets} EXPORT lofpTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET lofp)
   install(TARGETS lofp RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  # `lofp bench` runs lofp-bench from its own directory.
+  if(TARGET lofp-bench)
+    install(TARGETS lofp-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
 endif()
 
 set(lofp_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/lofp)

@@ -13,6 +13,9 @@ usage: layering.py SRC_DIR OBJ_DIR
 4. Inside a component listed in NO_FILE_CYCLES, no two files call each other in a loop: the
    file-level graph "a.c uses a symbol b.c defines" (from nm of the objects) has no cycle. A loop
    means neither file can be read, tested or replaced without the other.
+5. The front ends: cli/ and python/ include only public headers (lofp/*.h) and files of their own
+   folder; fuzz/ includes nothing of cli/; no Python file of the package starts a process (it never
+   runs the lofp command).
 Exits 1 and names each violation (file, include or symbol) when a rule is broken.
 """
 import os
@@ -100,6 +103,47 @@ def check_includes(src, errors):
                     errors.append(f"{rel}: includes {inc}, an internal header of {tcomp}")
     return nfiles
 
+
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+RUNS_CLI_RE = re.compile(r'\b(subprocess|os\.exec\w*|os\.system|os\.spawn\w*)\b|LOFP_CLI')
+
+
+def front_end_errors(rel, text, beside):
+    """Rule 5, the front ends: a cli/ or python/ file includes public headers (lofp/...) and files
+    of its own folder only, never a library-internal src/ header; a fuzz/ harness includes nothing
+    of cli/; no Python file of the package starts a process (the package never runs the lofp
+    command, so the two front ends cannot call each other). `beside(name)` says whether a bare
+    include exists in the file's folder."""
+    errors = []
+    top = rel.split("/", 1)[0]
+    if rel.endswith(".py"):
+        if top == "python" and RUNS_CLI_RE.search(text):
+            errors.append(f"{rel}: starts a process (the package may not run the lofp command)")
+        return errors
+    for inc in INCLUDE_RE.findall(text):
+        if top in ("cli", "python"):
+            if not inc.startswith("lofp/") and not ("/" not in inc and beside(inc)):
+                errors.append(f"{rel}: includes \"{inc}\"; a front end uses the public headers (lofp/*.h) only")
+        elif top == "fuzz" and (inc.startswith("cli/") or "../cli/" in inc or inc in CLI_HEADERS):
+            errors.append(f"{rel}: includes \"{inc}\" of the lofp command; fuzz harnesses use the library")
+    return errors
+
+
+CLI_HEADERS = set()
+
+
+def check_front_ends(root, errors):
+    CLI_HEADERS.update(f for f in os.listdir(os.path.join(root, "cli")) if f.endswith(".h"))
+    for top in ("cli", "python", "fuzz"):
+        for d, dirs, files in os.walk(os.path.join(root, top)):
+            dirs[:] = [x for x in dirs if not x.startswith(".") and x != "__pycache__"]
+            for f in files:
+                if not f.endswith((".c", ".h", ".py")):
+                    continue
+                path = os.path.join(d, f)
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                text = open(path, encoding="utf-8").read()
+                errors.extend(front_end_errors(rel, text, lambda inc, d=d: os.path.exists(os.path.join(d, inc))))
 
 def check_symbols(obj, errors):
     objs = []
@@ -253,6 +297,15 @@ def self_test():
     assert [m for m, _ in three] == [["a.c", "b.c", "c.c"]] and three[0][1].count(" uses ") == 3, three
     chain = file_cycles({"a.c": {"fa"}, "b.c": {"fb"}, "c.c": {"fc"}}, {"a.c": {"fb", "fc"}, "b.c": {"fc"}, "c.c": set()})
     assert chain == [], chain
+    beside = lambda inc: inc in ("cli.h", "qtensor.h")
+    assert front_end_errors("cli/cmd_x.c", '#include "lofp/gemm.h"\n#include "cli.h"\n', beside) == []
+    assert len(front_end_errors("cli/cmd_x.c", '#include "gemm/gemm_internal.h"\n', beside)) == 1
+    assert len(front_end_errors("python/_lofp.c", '#include "quant/dispatch.h"\n', beside)) == 1
+    assert len(front_end_errors("python/lofp/__main__.py", "import subprocess\n", beside)) == 1
+    assert front_end_errors("tests/python/t.py", "import subprocess\n", beside) == []
+    CLI_HEADERS.add("qtensor.h")
+    assert len(front_end_errors("fuzz/fuzz_q.c", '#include "qtensor.h"\n', beside)) == 1
+    assert len(front_end_errors("fuzz/fuzz_q.c", '#include "../cli/cli.h"\n', beside)) == 1
     print("layering: self-test ok")
     return 0
 
@@ -269,6 +322,7 @@ def main():
     nfiles = check_includes(src, errors)
     nobjs = check_symbols(obj, errors)
     check_file_cycles(obj, errors)
+    check_front_ends(os.path.dirname(os.path.abspath(src)), errors)
     for e in errors:
         print("layering:", e)
     print(f"layering: {nfiles} source files, {nobjs} objects, {len(USES)} components: "
