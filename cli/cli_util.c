@@ -225,7 +225,7 @@ int cli_copy_tensor(const char *cmd, const lofp_file *f, const lofp_tensor_info 
     lofp_io_error err;
     lofp_row_reader *r;
     size_t k = t->ndim ? t->shape[t->ndim - 1] : 1;
-    size_t rb = (k * lofp_io_dtype_bits(t->dtype) + 7) / 8;
+    size_t rb = (k * lofp_dtype_bits(t->dtype) + 7) / 8;
     size_t cr = chunk_bytes / (rb ? rb : 1);
     if (lofp_row_reader_open(f, t, cr ? cr : 1, &r, &err) != LOFP_OK) {
         /* rows that do not fill whole bytes (an odd F4 row): the tensor in one piece */

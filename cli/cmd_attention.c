@@ -54,23 +54,23 @@ static int load_f32(const char *path, const char *what, npy_in *in)
     if (!in->data) return cli_error("attention", "out of memory");
     const uint8_t *p = in->t->data;
     for (size_t i = 0; i < n; i++) {
-        if (in->t->dtype == LOFP_IO_F32) {
+        if (in->t->dtype == LOFP_DTYPE_F32) {
             memcpy(&in->data[i], p + 4 * i, 4);
-        } else if (in->t->dtype == LOFP_IO_F64) {
+        } else if (in->t->dtype == LOFP_DTYPE_F64) {
             double d;
             memcpy(&d, p + 8 * i, 8);
             in->data[i] = (float)d;
-        } else if (in->t->dtype == LOFP_IO_F16) {
+        } else if (in->t->dtype == LOFP_DTYPE_F16) {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
             in->data[i] = lofp_fp16_to_fp32(h);
-        } else if (in->t->dtype == LOFP_IO_BF16) {
+        } else if (in->t->dtype == LOFP_DTYPE_BF16) {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
             in->data[i] = lofp_bf16_to_fp32(h);
         } else {
             return cli_error("attention", "%s: %s has dtype %s; f32, f16, bf16 or f64 expected", what, path,
-                             lofp_io_dtype_name(in->t->dtype));
+                             lofp_dtype_name(in->t->dtype));
         }
     }
     return 0;
@@ -276,7 +276,7 @@ int lofp_cmd_attention(int argc, char **argv)
     if (st != LOFP_OK) { cli_error("attention", "%s", lofp_status_name(st)); goto done; }
 
     size_t shape[3] = { B, Hq, D };
-    lofp_tensor_desc td = { NULL, LOFP_IO_F32, 3, shape, out, B * Hq * D * sizeof(float) };
+    lofp_tensor_desc td = { NULL, LOFP_DTYPE_F32, 3, shape, out, B * Hq * D * sizeof(float) };
     lofp_io_error err;
     if (cli_write_file(outp, LOFP_FORMAT_NPY, &td, 1, NULL, 0, &err) != LOFP_OK) {
         cli_error("attention", "%s", err.message);

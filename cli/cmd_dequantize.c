@@ -24,14 +24,14 @@ int lofp_cmd_dequantize(int argc, char **argv)
     const char *pos[2];
     int npos = 0;
     long threads = 1, chunk_mib = 2;
-    lofp_io_dtype odt = LOFP_IO_F32;
+    lofp_dtype odt = LOFP_DTYPE_F32;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) { dequantize_usage(stdout); return 0; }
         if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
             const char *d = argv[++i];
-            if (!strcmp(d, "f32") || !strcmp(d, "fp32")) odt = LOFP_IO_F32;
-            else if (!strcmp(d, "bf16")) odt = LOFP_IO_BF16;
-            else if (!strcmp(d, "f16") || !strcmp(d, "fp16")) odt = LOFP_IO_F16;
+            if (!strcmp(d, "f32") || !strcmp(d, "fp32")) odt = LOFP_DTYPE_F32;
+            else if (!strcmp(d, "bf16")) odt = LOFP_DTYPE_BF16;
+            else if (!strcmp(d, "f16") || !strcmp(d, "fp16")) odt = LOFP_DTYPE_F16;
             else return cli_error("dequantize", "unknown --dtype '%s' (f32, bf16, f16)", d);
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             if (cli_parse_long("dequantize", "--threads", argv[++i], 1, 256, &threads)) return 1;

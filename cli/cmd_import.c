@@ -40,9 +40,9 @@ int lofp_cmd_import(int argc, char **argv)
         if (cli_is_help(a)) { import_usage(stdout); return 0; }
         if (!strcmp(a, "--dtype") && i + 1 < argc) {
             const char *d = argv[++i];
-            if (!strcmp(d, "bf16")) o.import_dtype = LOFP_IO_BF16;
-            else if (!strcmp(d, "f16")) o.import_dtype = LOFP_IO_F16;
-            else if (!strcmp(d, "f32")) o.import_dtype = LOFP_IO_F32;
+            if (!strcmp(d, "bf16")) o.import_dtype = LOFP_DTYPE_BF16;
+            else if (!strcmp(d, "f16")) o.import_dtype = LOFP_DTYPE_F16;
+            else if (!strcmp(d, "f32")) o.import_dtype = LOFP_DTYPE_F32;
             else return cli_error("import", "--dtype must be bf16, f16 or f32, got '%s'", d);
         } else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (a[0] == '-' && a[1]) { import_usage(stderr); return cli_error("import", "unknown option '%s'", a); }

@@ -112,10 +112,10 @@ static int inspect_ckpt(lofp_ckpt *c, const char *path, const char *against)
         shape_str(t.shape, t.ndim, sh, sizeof sh);
         if (!t.quantized) {
             /* a GGUF type lofp decodes to F32 is named as stored (Q8_0, Q4_1, ...) */
-            if (t.stored_type && strcmp(t.stored_type, lofp_io_dtype_name(t.dtype)))
-                printf("  %-52s %-8s %s (decoded to %s)\n", t.name, t.stored_type, sh, lofp_io_dtype_name(t.dtype));
+            if (t.stored_type && strcmp(t.stored_type, lofp_dtype_name(t.dtype)))
+                printf("  %-52s %-8s %s (decoded to %s)\n", t.name, t.stored_type, sh, lofp_dtype_name(t.dtype));
             else
-                printf("  %-52s %-8s %s\n", t.name, t.stored_type ? t.stored_type : lofp_io_dtype_name(t.dtype), sh);
+                printf("  %-52s %-8s %s\n", t.name, t.stored_type ? t.stored_type : lofp_dtype_name(t.dtype), sh);
             lofp_ckpt_tensor_release(&t);
             continue;
         }
@@ -145,7 +145,7 @@ static int inspect_ckpt(lofp_ckpt *c, const char *path, const char *against)
             if (found) for (size_t d = 0; d < r.ndim; d++) rn *= r.shape[d];
             if (!found) printf("    (no dense '%s' in %s)\n", t.name, against);
             else if (rn != n || !x || !y) printf("    (cannot compare: %zu vs %zu elements)\n", rn, n);
-            else if (lofp_ckpt_dequantize(&t, LOFP_IO_F32, y, &err) || lofp_ckpt_dequantize(&r, LOFP_IO_F32, x, &err))
+            else if (lofp_ckpt_dequantize(&t, LOFP_DTYPE_F32, y, &err) || lofp_ckpt_dequantize(&r, LOFP_DTYPE_F32, x, &err))
                 printf("    (%s)\n", err.message);
             else {
                 double se = 0, sx = 0, maxe = 0;
@@ -204,7 +204,7 @@ int lofp_cmd_inspect(int argc, char **argv)
     for (size_t i = 0; i < lofp_file_count(f); i++) {
         const lofp_tensor_info *t = lofp_file_tensor(f, i);
         shape_str(t->shape, t->ndim, sh, sizeof sh);
-        printf("  %-40s %-8s %-14s %zu bytes\n", t->name, lofp_io_dtype_name(t->dtype), sh, t->nbytes);
+        printf("  %-40s %-8s %-14s %zu bytes\n", t->name, lofp_dtype_name(t->dtype), sh, t->nbytes);
     }
     size_t nq = 0;
     int oom = 0;

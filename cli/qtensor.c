@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int qt_is_float(lofp_io_dtype dt)
+int qt_is_float(lofp_dtype dt)
 {
-    return dt == LOFP_IO_F32 || dt == LOFP_IO_F16 || dt == LOFP_IO_BF16 || dt == LOFP_IO_F64;
+    return dt == LOFP_DTYPE_F32 || dt == LOFP_DTYPE_F16 || dt == LOFP_DTYPE_BF16 || dt == LOFP_DTYPE_F64;
 }
 
 float *qt_tensor_to_f32(const lofp_tensor_info *t)
@@ -19,9 +19,9 @@ float *qt_tensor_to_f32(const lofp_tensor_info *t)
     const unsigned char *p = t->data;
     for (size_t i = 0; i < t->numel; i++) {
         switch (t->dtype) {
-        case LOFP_IO_F32: memcpy(&out[i], p + 4 * i, 4); break;
-        case LOFP_IO_F64: { double d; memcpy(&d, p + 8 * i, 8); out[i] = (float)d; break; }
-        case LOFP_IO_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); out[i] = lofp_fp16_to_fp32(h); break; }
+        case LOFP_DTYPE_F32: memcpy(&out[i], p + 4 * i, 4); break;
+        case LOFP_DTYPE_F64: { double d; memcpy(&d, p + 8 * i, 8); out[i] = (float)d; break; }
+        case LOFP_DTYPE_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); out[i] = lofp_fp16_to_fp32(h); break; }
         default: { uint16_t h; memcpy(&h, p + 2 * i, 2); out[i] = lofp_bf16_to_fp32(h); break; }
         }
     }

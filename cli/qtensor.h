@@ -22,6 +22,6 @@ const char **qt_list(const lofp_file *f, size_t *n, int *oom);
 float *qt_tensor_to_f32(const lofp_tensor_info *t);
 
 /* 1 for F32/F16/BF16/F64 tensors. */
-int qt_is_float(lofp_io_dtype dt);
+int qt_is_float(lofp_dtype dt);
 
 #endif

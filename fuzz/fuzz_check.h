@@ -86,7 +86,7 @@ static const char *lofp_fuzz_check(const uint8_t *data, size_t size, lofp_file_f
         /* the one thing the reader accepts and the writer refuses: F4 with an odd last dim */
         int odd_f4 = 0;
         for (size_t i = 0; i < n; i++)
-            if (d[i].dtype == LOFP_IO_F4 && d[i].ndim && d[i].shape[d[i].ndim - 1] % 2) odd_f4 = 1;
+            if (d[i].dtype == LOFP_DTYPE_F4 && d[i].ndim && d[i].shape[d[i].ndim - 1] % 2) odd_f4 = 1;
         if (!odd_f4) bad = "re-encoding a parsed file failed";
         goto out;
     }

@@ -261,7 +261,7 @@ static const char *fz_check_error(lofp_status st, const lofp_io_error *err, cons
     return NULL;
 }
 
-static size_t fz_dtype_out_size(lofp_io_dtype dt) { return dt == LOFP_IO_F32 ? 4 : 2; }
+static size_t fz_dtype_out_size(lofp_dtype dt) { return dt == LOFP_DTYPE_F32 ? 4 : 2; }
 
 static volatile uint8_t fz_sink;
 
@@ -277,7 +277,7 @@ static void fz_touch(const void *p, size_t n)
  * *total accumulates the values seen. */
 static int fz_known_seen; /* a tensor of the open findings below was read: import / convert skip it */
 
-static const char *fz_read_all(lofp_ckpt *c, const char *dir, lofp_io_dtype odt, int dequantize,
+static const char *fz_read_all(lofp_ckpt *c, const char *dir, lofp_dtype odt, int dequantize,
                                size_t *total)
 {
     size_t n = lofp_ckpt_count(c);
@@ -373,7 +373,7 @@ static const char *fz_read_all(lofp_ckpt *c, const char *dir, lofp_io_dtype odt,
 }
 
 /* Opens `path` and reads all of it; on failure checks the error. *opened says which. */
-static const char *fz_open_read(const char *path, const char *dir, lofp_io_dtype odt, int dequantize,
+static const char *fz_open_read(const char *path, const char *dir, lofp_dtype odt, int dequantize,
                                 lofp_ckpt_format *fmt, size_t *count, size_t *total, int *opened)
 {
     lofp_ckpt *c = NULL;
@@ -465,8 +465,8 @@ const char *lofp_fuzz_ckpt_dir_check(const uint8_t *data, size_t size)
     if (c1 & 4) snprintf(open_path, sizeof open_path, "%s/model.safetensors", model);
     else snprintf(open_path, sizeof open_path, "%s", model);
 
-    static const lofp_io_dtype odts[3] = { LOFP_IO_BF16, LOFP_IO_F16, LOFP_IO_F32 };
-    lofp_io_dtype odt = odts[(c1 & 3) % 3];
+    static const lofp_dtype odts[3] = { LOFP_DTYPE_BF16, LOFP_DTYPE_F16, LOFP_DTYPE_F32 };
+    lofp_dtype odt = odts[(c1 & 3) % 3];
     lofp_ckpt_format fmt = LOFP_CKPT_UNKNOWN;
     size_t count = 0, total = 0;
     int opened = 0;

@@ -52,7 +52,7 @@ static const char *check_tensor(lofp_ckpt *c, size_t i, const char *path)
         uint16_t *h = malloc((n ? n : 1) * sizeof *h);
         if (f && h) {
             for (int k = 0; k < 2 && !bad; k++) {
-                st = lofp_ckpt_dequantize(&t, k ? LOFP_IO_BF16 : LOFP_IO_F32, k ? (void *)h : (void *)f, &err);
+                st = lofp_ckpt_dequantize(&t, k ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, k ? (void *)h : (void *)f, &err);
                 if (st != LOFP_OK && (err.status != st || !memchr(err.message, 0, sizeof err.message)))
                     bad = "dequantize: failure without a proper message";
             }

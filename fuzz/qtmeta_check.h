@@ -73,7 +73,7 @@ static const char *lofp_qtmeta_check(const uint8_t *data, size_t size)
     memcpy(buf[2], &g, 4);
     t[0] = (lofp_tensor_desc){"w.codes", lofp_qtensor_codes_dtype(&p.scheme), lofp_qtensor_codes_shape(&p, shp[0]), shp[0], buf[0], cb};
     t[1] = (lofp_tensor_desc){"w.scales", lofp_qtensor_scales_dtype(&p.scheme, p.layout), lofp_qtensor_scales_shape(&p, p.layout, shp[1]), shp[1], buf[1], sb};
-    t[2] = (lofp_tensor_desc){"w.global_scale", LOFP_IO_F32, 0, shp[2], buf[2], 4};
+    t[2] = (lofp_tensor_desc){"w.global_scale", LOFP_DTYPE_F32, 0, shp[2], buf[2], 4};
     nt = 3;
     lofp_metadata_entry meta = {"lofp:w", value};
     size_t len = 0;

@@ -1670,7 +1670,7 @@ static PyObject *py_file_open(PyObject *self, PyObject *args)
         PyObject *shape = PyTuple_New((Py_ssize_t)t->ndim);
         if (!shape) goto fail;
         for (size_t j = 0; j < t->ndim; j++) PyTuple_SetItem(shape, (Py_ssize_t)j, PyLong_FromSize_t(t->shape[j]));
-        PyObject *e = Py_BuildValue("(ssNn)", t->name, lofp_io_dtype_name(t->dtype), shape, (Py_ssize_t)t->nbytes);
+        PyObject *e = Py_BuildValue("(ssNn)", t->name, lofp_dtype_name(t->dtype), shape, (Py_ssize_t)t->nbytes);
         if (!e) goto fail;
         PyList_SetItem(tl, (Py_ssize_t)i, e);
     }
@@ -1723,8 +1723,8 @@ static PyObject *py_file_write(PyObject *self, PyObject *args)
         PyObject *e = PyList_GetItem(tl, i), *shape, *buf;
         const char *name, *dtn;
         if (!PyArg_ParseTuple(e, "ssO!O", &name, &dtn, &PyTuple_Type, &shape, &buf)) goto out;
-        lofp_io_dtype dt;
-        if (lofp_io_dtype_from_name(dtn, &dt) != LOFP_OK) { raise_error(LOFP_ERR_NOT_FOUND, -1, "tensor '%s': unknown dtype '%s'", name, dtn); goto out; }
+        lofp_dtype dt;
+        if (lofp_dtype_from_name(dtn, &dt) != LOFP_OK) { raise_error(LOFP_ERR_NOT_FOUND, -1, "tensor '%s': unknown dtype '%s'", name, dtn); goto out; }
         Py_ssize_t nd = PyTuple_Size(shape);
         if (nd > 8) { raise_error(LOFP_ERR_UNSUPPORTED, -1, "tensor '%s' has more than 8 dimensions", name); goto out; }
         for (Py_ssize_t j = 0; j < nd; j++) {
@@ -1803,7 +1803,7 @@ static PyObject *py_qfile_describe(PyObject *self, PyObject *args)
     lofp_qtensor q;
     memset(&q, 0, sizeof q);
     if (get_scheme(blob, &q.scheme) || get_layout(ln, &q.layout)) return NULL;
-    if (lofp_io_dtype_from_name(dn, &q.src_dtype) != LOFP_OK) return raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown dtype '%s'", dn);
+    if (lofp_dtype_from_name(dn, &q.src_dtype) != LOFP_OK) return raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown dtype '%s'", dn);
     Py_ssize_t nd = shape_of(shape, q.shape);
     if (nd < 0) return NULL;
     if (kp <= 0 || pad_byte < 0 || pad_byte > 254) return raise_error(LOFP_ERR_INVALID_ARG, -1, "padded K or pad byte out of range");
@@ -1827,9 +1827,9 @@ static PyObject *py_qfile_describe(PyObject *self, PyObject *args)
     for (int i = 0; parts && i < (two ? 3 : 2); i++) {
         PyObject *pn = PyUnicode_FromFormat("%s%s", name, suffix[i]);
         PyObject *sh = i == 0 ? shape_tuple(cs, cnd) : i == 1 ? shape_tuple(ss, snd) : PyTuple_New(0);
-        lofp_io_dtype dt = i == 0 ? lofp_qtensor_codes_dtype(&q.scheme) : i == 1 ? lofp_qtensor_scales_dtype(&q.scheme, q.layout)
-                                                                          : LOFP_IO_F32;
-        PyObject *e = pn && sh ? Py_BuildValue("(OsO)", pn, lofp_io_dtype_name(dt), sh) : NULL;
+        lofp_dtype dt = i == 0 ? lofp_qtensor_codes_dtype(&q.scheme) : i == 1 ? lofp_qtensor_scales_dtype(&q.scheme, q.layout)
+                                                                          : LOFP_DTYPE_F32;
+        PyObject *e = pn && sh ? Py_BuildValue("(OsO)", pn, lofp_dtype_name(dt), sh) : NULL;
         Py_XDECREF(pn);
         Py_XDECREF(sh);
         if (!e || PyList_Append(parts, e) < 0) { Py_XDECREF(e); Py_CLEAR(parts); break; }
@@ -1863,7 +1863,7 @@ static PyObject *py_qfile_load(PyObject *self, PyObject *args)
     return Py_BuildValue("{s:y#,s:s,s:i,s:N,s:n,s:s,s:d,s:s,s:s,s:z}",
                          "scheme", (const char *)&q.scheme, (Py_ssize_t)sizeof q.scheme, "layout", lofp_layout_name(q.layout),
                          "pad_byte", q.pad_byte, "shape", shape, "padded_k", (Py_ssize_t)q.kp,
-                         "source_dtype", lofp_io_dtype_name(q.src_dtype), "global", (double)q.global,
+                         "source_dtype", lofp_dtype_name(q.src_dtype), "global", (double)q.global,
                          "codes", q.codes_t->name, "scales", q.scales_t->name,
                          "global_scale", q.global_t ? q.global_t->name : NULL);
 }
@@ -2022,8 +2022,8 @@ static PyObject *py_ckpt_import(PyObject *self, PyObject *args)
     PyObject *ret = NULL;
     lofp_ckpt_options o;
     lofp_ckpt_options_init(&o);
-    if (lofp_io_dtype_from_name(dn, &o.import_dtype) != LOFP_OK ||
-        (o.import_dtype != LOFP_IO_BF16 && o.import_dtype != LOFP_IO_F16 && o.import_dtype != LOFP_IO_F32)) {
+    if (lofp_dtype_from_name(dn, &o.import_dtype) != LOFP_OK ||
+        (o.import_dtype != LOFP_DTYPE_BF16 && o.import_dtype != LOFP_DTYPE_F16 && o.import_dtype != LOFP_DTYPE_F32)) {
         raise_error(LOFP_ERR_INVALID_ARG, -1, "import dtype is BF16, F16 or F32, got '%s'", dn);
         goto out;
     }
@@ -2109,7 +2109,7 @@ static PyObject *py_ckpt_tensor(PyObject *self, PyObject *args)
     PyObject *blob = PyBytes_FromStringAndSize((const char *)&t.scheme, sizeof t.scheme);
     ret = Py_BuildValue("{s:s,s:s,s:O,s:N,s:s,s:n,s:N,s:n,s:n,s:n,s:n,s:n,s:d,s:d,s:s,s:O,s:O,s:z,s:z,s:z}",
                         "name", t.name ? t.name : "", "file", t.file ? t.file : "", "quantized", t.quantized ? Py_True : Py_False,
-                        "shape", shape, "dtype", t.quantized ? "" : (lofp_io_dtype_name(t.dtype) ? lofp_io_dtype_name(t.dtype) : "?"),
+                        "shape", shape, "dtype", t.quantized ? "" : (lofp_dtype_name(t.dtype) ? lofp_dtype_name(t.dtype) : "?"),
                         "nbytes", (Py_ssize_t)t.nbytes, "scheme", blob, "rows", (Py_ssize_t)t.rows, "k", (Py_ssize_t)t.k,
                         "kp", (Py_ssize_t)t.kp, "codes_bytes", (Py_ssize_t)t.codes_bytes, "scales_bytes", (Py_ssize_t)t.scales_bytes,
                         "global_scale", (double)t.global_scale, "stored_scale", (double)t.stored_scale, "direction", dirn,
@@ -2130,8 +2130,8 @@ static PyObject *py_ckpt_dequantize(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnsO", &cap, &i, &dn, &oo)) return NULL;
     lofp_ckpt *c = get_ckpt(cap);
     if (!c) return NULL;
-    lofp_io_dtype dt;
-    if (lofp_io_dtype_from_name(dn, &dt) != LOFP_OK) return raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown dtype '%s'", dn);
+    lofp_dtype dt;
+    if (lofp_dtype_from_name(dn, &dt) != LOFP_OK) return raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown dtype '%s'", dn);
     if (i < 0 || (size_t)i >= lofp_ckpt_count(c)) return raise_error(LOFP_ERR_NOT_FOUND, -1, "no tensor %zd", i);
     arr_t o;
     if (arr_get(oo, "out", 1, WANT_CPU, NULL, &o)) return NULL;
@@ -2146,7 +2146,7 @@ static PyObject *py_ckpt_dequantize(PyObject *self, PyObject *args)
     if (st != LOFP_OK) { raise_error(st, -1, "%s", err.message); goto out; }
     size_t numel = 1;
     for (size_t j = 0; j < t.ndim; j++) numel *= t.shape[j];
-    if (arr_need(&o, "out", numel * (lofp_io_dtype_bits(dt) / 8))) goto out;
+    if (arr_need(&o, "out", numel * (lofp_dtype_bits(dt) / 8))) goto out;
     Py_BEGIN_ALLOW_THREADS
     st = lofp_ckpt_dequantize(&t, dt, o.ptr, &err);
     Py_END_ALLOW_THREADS

@@ -43,11 +43,11 @@ static uint64_t sm(uint64_t *s)
 }
 
 /* Input: N tensors of [rows, cols], values roughly normal with per-row scales. */
-static int make_input(const char *path, size_t n, size_t rows, size_t cols, lofp_io_dtype dt)
+static int make_input(const char *path, size_t n, size_t rows, size_t cols, lofp_dtype dt)
 {
     lofp_tensor_desc *d = calloc(n, sizeof *d);
     char (*names)[32] = calloc(n, sizeof *names);
-    size_t shape[2] = {rows, cols}, es = lofp_io_dtype_bits(dt) / 8;
+    size_t shape[2] = {rows, cols}, es = lofp_dtype_bits(dt) / 8;
     for (size_t i = 0; i < n; i++) {
         snprintf(names[i], sizeof names[i], "layer%zu.weight", i);
         d[i] = (lofp_tensor_desc){names[i], dt, 2, shape, NULL, rows * cols * es};
@@ -69,9 +69,9 @@ static int make_input(const char *path, size_t n, size_t rows, size_t cols, lofp
                 /* sum of 4 uniforms: close enough to normal for scales and codes to vary */
                 float v = ((float)(u & 0xFFFF) + (float)((u >> 16) & 0xFFFF) + (float)((u >> 32) & 0xFFFF) +
                            (float)(u >> 48) - 131070.0f) / 37837.0f * scale;
-                if (dt == LOFP_IO_F32) memcpy(row + 4 * j, &v, 4);
+                if (dt == LOFP_DTYPE_F32) memcpy(row + 4 * j, &v, 4);
                 else {
-                    uint16_t h = dt == LOFP_IO_BF16 ? lofp_fp32_to_bf16(v) : lofp_fp32_to_fp16(v);
+                    uint16_t h = dt == LOFP_DTYPE_BF16 ? lofp_fp32_to_bf16(v) : lofp_fp32_to_fp16(v);
                     memcpy(row + 2 * j, &h, 2);
                 }
             }
@@ -159,8 +159,8 @@ int bench_io(int argc, char **argv)
         else if (!strcmp(a, "--keep")) keep = 1;
         else { usage(stderr); return cli_error("bench", "unknown or incomplete option '%s'", a); }
     }
-    lofp_io_dtype dt = !strcmp(dtname, "f32") ? LOFP_IO_F32 : !strcmp(dtname, "bf16") ? LOFP_IO_BF16 :
-                       !strcmp(dtname, "f16") ? LOFP_IO_F16 : (lofp_io_dtype)0;
+    lofp_dtype dt = !strcmp(dtname, "f32") ? LOFP_DTYPE_F32 : !strcmp(dtname, "bf16") ? LOFP_DTYPE_BF16 :
+                       !strcmp(dtname, "f16") ? LOFP_DTYPE_F16 : (lofp_dtype)0;
     if (!dt) return cli_error("bench", "--dtype must be f32, bf16 or f16");
     if (!dir) dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     char self[4096];
@@ -169,12 +169,12 @@ int bench_io(int argc, char **argv)
     self[sl] = 0;
     size_t plen = strlen(dir) + 64;
     char *in = malloc(plen), *q = malloc(plen), *out = malloc(plen), *wf = malloc(plen);
-    const int st_in = ntens > 1 || dt == LOFP_IO_BF16;   /* .npy cannot hold bf16 */
+    const int st_in = ntens > 1 || dt == LOFP_DTYPE_BF16;   /* .npy cannot hold bf16 */
     snprintf(in, plen, "%s/lofp_bench_io_in.%s", dir, st_in ? "safetensors" : "npy");
     snprintf(q, plen, "%s/lofp_bench_io_q.safetensors", dir);
     snprintf(out, plen, "%s/lofp_bench_io_out.%s", dir, st_in ? "safetensors" : "npy");
     snprintf(wf, plen, "%s/lofp_bench_io_write.bin", dir);
-    size_t es = lofp_io_dtype_bits(dt) / 8;
+    size_t es = lofp_dtype_bits(dt) / 8;
     size_t in_bytes = (size_t)ntens * (size_t)rows * (size_t)cols * es;
     size_t out_bytes = (size_t)ntens * (size_t)rows * (size_t)cols * 4;
     printf("lofp bench io: %ld tensor(s) [%ld, %ld] %s = %.1f MiB in %s, scheme %s\n", ntens, rows, cols,
@@ -201,8 +201,7 @@ int bench_io(int argc, char **argv)
         if (lofp_file_open(in, LOFP_FORMAT_AUTO, &lf, NULL) == LOFP_OK) off = (off_t)lofp_file_tensor(lf, 0)->offset;
         lofp_file_close(lf);
         if (scales && fd >= 0 && pread(fd, x, tb, off) == (ssize_t)tb) {
-            lofp_dtype ldt = LOFP_DTYPE_F32;
-            (void)lofp_io_dtype_to_lofp(dt, &ldt);
+            lofp_dtype ldt = lofp_dtype_is_dense(dt) ? dt : LOFP_DTYPE_F32;
             memset(y, 0, (size_t)rows * (size_t)cols * 4);
             for (unsigned th = 1; th <= 2; th++) {
                 s.threads = th;

@@ -88,7 +88,7 @@ typedef struct lofp_ckpt_options {
     unsigned shard_count;
     int merge_index;              /* write only what follows the slices: config files, copied
                                      files, the index (every shard must be in OUT already) */
-    lofp_io_dtype import_dtype;   /* import: BF16 (0 = BF16), F16 or F32 */
+    lofp_dtype import_dtype;   /* import: BF16 (0 = BF16), F16 or F32 */
     int requantize_unfit;         /* convert of an MXFP4 checkpoint to NVFP4: requantize the blocks
                                      that do not fit the exact cast (from their decoded values, under
                                      the tensor's per-tensor scale) instead of refusing the input */
@@ -159,7 +159,7 @@ typedef struct lofp_ckpt_tensor {
     size_t ndim;
     size_t shape[LOFP_MAX_NDIM];  /* logical shape, K last (gpt-oss: [E, N, K]) */
     /* dense tensors (quantized == 0): the data as stored, or decoded to F32 for GGUF types */
-    lofp_io_dtype dtype;
+    lofp_dtype dtype;
     const void *data;
     size_t nbytes;
     /* quantized tensors */
@@ -209,7 +209,7 @@ LOFP_API void lofp_ckpt_tensor_release(lofp_ckpt_tensor *t);
  * code * fl(scale * weight_scale_2); compressed-tensors code * fl(scale / weight_global_scale);
  * GGUF NVFP4 fl(code * scale) * <name>.scale; lofp files and MX formats lofp_dequantize(). `out`
  * holds numel * element size bytes. */
-LOFP_API lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt, void *out,
+LOFP_API lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_dtype out_dt, void *out,
                                           lofp_io_error *err);
 
 /* What `lofp verify-checkpoint ORIGINAL QUANTIZED` finds, filled by lofp_ckpt_verify and owned by

@@ -74,59 +74,28 @@ typedef struct lofp_io_error {
 /* Tensor dtypes of files (pinned, append-only)                                                */
 /* ------------------------------------------------------------------------------------------ */
 
-/* The element types a tensor in a file can have. The safetensors names are in comments; .npy
- * holds the ones with a numpy descr. */
-typedef enum lofp_io_dtype {
-    LOFP_IO_BOOL = 1,         /* "BOOL"        .npy '|b1'  one byte, 0 or 1 */
-    LOFP_IO_U8 = 2,           /* "U8"          .npy '|u1' */
-    LOFP_IO_I8 = 3,           /* "I8"          .npy '|i1' */
-    LOFP_IO_U16 = 4,          /* "U16"         .npy '<u2' */
-    LOFP_IO_I16 = 5,          /* "I16"         .npy '<i2' */
-    LOFP_IO_U32 = 6,          /* "U32"         .npy '<u4' (packed-u32 scale words) */
-    LOFP_IO_I32 = 7,          /* "I32"         .npy '<i4' */
-    LOFP_IO_U64 = 8,          /* "U64"         .npy '<u8' */
-    LOFP_IO_I64 = 9,          /* "I64"         .npy '<i8' */
-    LOFP_IO_F16 = 10,         /* "F16"         .npy '<f2' */
-    LOFP_IO_BF16 = 11,        /* "BF16"        safetensors only */
-    LOFP_IO_F32 = 12,         /* "F32"         .npy '<f4' */
-    LOFP_IO_F64 = 13,         /* "F64"         .npy '<f8' */
-    LOFP_IO_F8_E4M3 = 14,     /* "F8_E4M3"     torch float8_e4m3fn, ml_dtypes float8_e4m3fn */
-    LOFP_IO_F8_E5M2 = 15,     /* "F8_E5M2" */
-    LOFP_IO_F8_E8M0 = 16,     /* "F8_E8M0"     torch float8_e8m0fnu */
-    LOFP_IO_F4 = 17,          /* "F4"          E2M1, two per byte, LOGICAL shape (see below) */
-    LOFP_IO_F6_E2M3 = 18,     /* "F6_E2M3"     6 bits, packed; shape is the logical count */
-    LOFP_IO_F6_E3M2 = 19,     /* "F6_E3M2" */
-    LOFP_IO_F8_E4M3FNUZ = 20, /* "F8_E4M3FNUZ" */
-    LOFP_IO_F8_E5M2FNUZ = 21, /* "F8_E5M2FNUZ" */
-    LOFP_IO_C64 = 22,         /* "C64"         .npy '<c8' */
-    LOFP_IO_DTYPE_COUNT_ = 23
-} lofp_io_dtype;
+/* The element type of a tensor in a file is a lofp_dtype (lofp/lofp.h): the one dtype enum, whose
+ * F32, BF16 and F16 are also what the quantizers take and return. */
 
 /* Returns the safetensors name of dt ("F32", "F4", ...), a static string, or NULL if unknown. */
-LOFP_API const char *lofp_io_dtype_name(lofp_io_dtype dt);
+LOFP_API const char *lofp_dtype_name(lofp_dtype dt);
 
 /* Looks a dtype up by its safetensors name (exact, case-sensitive). Returns LOFP_OK and sets
  * *out, or LOFP_ERR_NOT_FOUND. */
-LOFP_API lofp_status lofp_io_dtype_from_name(const char *name, lofp_io_dtype *out);
+LOFP_API lofp_status lofp_dtype_from_name(const char *name, lofp_dtype *out);
 
 /* Returns the storage width of one element in bits (4 for F4, 6 for F6, 8, 16, 32 or 64), or 0
  * for an unknown dtype. */
-LOFP_API unsigned lofp_io_dtype_bits(lofp_io_dtype dt);
+LOFP_API unsigned lofp_dtype_bits(lofp_dtype dt);
 
 /* Bytes a tensor of `dt` with the (logical) shape[0..ndim) occupies: prod(shape) * bits / 8.
  * F4 tensors hold two elements per byte, so prod(shape) must be even (F6: a multiple of 4).
  * Writes *nbytes and returns LOFP_OK; LOFP_ERR_SIZE_OVERFLOW when the product overflows size_t;
  * LOFP_ERR_SHAPE when the element count does not fill whole bytes; LOFP_ERR_INVALID_ARG for an
  * unknown dtype or NULL pointers (shape may be NULL when ndim is 0). Pure function. */
-LOFP_API lofp_status lofp_io_tensor_bytes(lofp_io_dtype dt, const size_t *shape, size_t ndim,
+LOFP_API lofp_status lofp_io_tensor_bytes(lofp_dtype dt, const size_t *shape, size_t ndim,
                                           size_t *nbytes);
 
-/* The lofp_dtype (lofp.h: the element types the codecs take and return) a file dtype holds:
- * LOFP_IO_F32 -> LOFP_DTYPE_F32, LOFP_IO_BF16 -> LOFP_DTYPE_BF16, LOFP_IO_F16 -> LOFP_DTYPE_F16.
- * Writes *out and returns LOFP_OK; LOFP_ERR_UNSUPPORTED for every other dtype (*out untouched);
- * LOFP_ERR_INVALID_ARG for a NULL out. Pure function; thread-safe. The library's one mapping:
- * callers never spell it out themselves. */
-LOFP_API lofp_status lofp_io_dtype_to_lofp(lofp_io_dtype dt, lofp_dtype *out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Reading                                                                                     */
@@ -143,7 +112,7 @@ typedef enum lofp_file_format {
 typedef struct lofp_tensor_info {
     const char *name;     /* NUL-terminated UTF-8; a .npy's single tensor is named after the
                              file's stem ("w.npy" -> "w") */
-    lofp_io_dtype dtype;
+    lofp_dtype dtype;
     size_t ndim;          /* 0 for a scalar */
     const size_t *shape;  /* ndim dims; LOGICAL elements (an F4 [4, 32] tensor has 64 bytes) */
     size_t numel;         /* product of the shape (1 for a scalar) */
@@ -211,7 +180,7 @@ LOFP_API const char *lofp_file_metadata_get(const lofp_file *f, const char *key)
 /* A tensor to write. Nothing is retained after the call. */
 typedef struct lofp_tensor_desc {
     const char *name;     /* UTF-8, unique, not "__metadata__"; ignored (may be NULL) for .npy */
-    lofp_io_dtype dtype;
+    lofp_dtype dtype;
     size_t ndim;
     const size_t *shape;  /* LOGICAL shape: an F4 tensor of K codes per row has last dim K, even */
     const void *data;     /* nbytes bytes, little-endian; may be NULL when nbytes == 0 */

@@ -265,12 +265,41 @@ LOFP_API int lofp_profile_decode_direction(lofp_profile p);
  * lofp_profile). Returns LOFP_OK or LOFP_ERR_INVALID_ARG. */
 LOFP_API lofp_status lofp_scheme_validate(const lofp_scheme *s);
 
-/* Input / output dtypes of the dense side. */
+/* lofp's one dtype enum: the element type of a tensor in memory or in a file (the safetensors
+ * names are in comments; .npy holds the ones with a numpy descr). F32, BF16 and F16 are the dense
+ * types the quantizers take and return (lofp_dtype_is_dense); the others are what files and
+ * checkpoints hold (quantized codes and scales, integers). The number formats the codecs encode
+ * are a separate enum, lofp_elem, because an element format (E2M1, E8M0, ...) is not a storage
+ * type: F4 storage holds E2M1 codes two per byte, U8 storage holds E8M0 or UE4M3 scales. */
 typedef enum lofp_dtype {
-    LOFP_DTYPE_F32 = 1,
-    LOFP_DTYPE_BF16 = 2,
-    LOFP_DTYPE_F16 = 3
+    LOFP_DTYPE_F32 = 1,          /* "F32"         .npy '<f4' */
+    LOFP_DTYPE_BF16 = 2,         /* "BF16"        safetensors only */
+    LOFP_DTYPE_F16 = 3,          /* "F16"         .npy '<f2' */
+    LOFP_DTYPE_BOOL = 4,         /* "BOOL"        .npy '|b1'  one byte, 0 or 1 */
+    LOFP_DTYPE_U8 = 5,           /* "U8"          .npy '|u1' */
+    LOFP_DTYPE_I8 = 6,           /* "I8"          .npy '|i1' */
+    LOFP_DTYPE_U16 = 7,          /* "U16"         .npy '<u2' */
+    LOFP_DTYPE_I16 = 8,          /* "I16"         .npy '<i2' */
+    LOFP_DTYPE_U32 = 9,          /* "U32"         .npy '<u4' (packed-u32 scale words) */
+    LOFP_DTYPE_I32 = 10,         /* "I32"         .npy '<i4' */
+    LOFP_DTYPE_U64 = 11,         /* "U64"         .npy '<u8' */
+    LOFP_DTYPE_I64 = 12,         /* "I64"         .npy '<i8' */
+    LOFP_DTYPE_F64 = 13,         /* "F64"         .npy '<f8' */
+    LOFP_DTYPE_F8_E4M3 = 14,     /* "F8_E4M3"     torch float8_e4m3fn, ml_dtypes float8_e4m3fn */
+    LOFP_DTYPE_F8_E5M2 = 15,     /* "F8_E5M2" */
+    LOFP_DTYPE_F8_E8M0 = 16,     /* "F8_E8M0"     torch float8_e8m0fnu */
+    LOFP_DTYPE_F4 = 17,          /* "F4"          E2M1, two per byte, LOGICAL shape (lofp/io.h) */
+    LOFP_DTYPE_F6_E2M3 = 18,     /* "F6_E2M3"     6 bits, packed; shape is the logical count */
+    LOFP_DTYPE_F6_E3M2 = 19,     /* "F6_E3M2" */
+    LOFP_DTYPE_F8_E4M3FNUZ = 20, /* "F8_E4M3FNUZ" */
+    LOFP_DTYPE_F8_E5M2FNUZ = 21, /* "F8_E5M2FNUZ" */
+    LOFP_DTYPE_C64 = 22,         /* "C64"         .npy '<c8' */
+    LOFP_DTYPE_COUNT_ = 23
 } lofp_dtype;
+
+/* Returns 1 when dt is one of the dense types the quantizers take and dequantize returns (F32,
+ * BF16, F16), else 0 (every other dtype, and values outside the enum). Pure; thread-safe. */
+LOFP_API int lofp_dtype_is_dense(lofp_dtype dt);
 
 /* The padded K the codes hold: K itself when it is a multiple of the block, else (with pad)
  * round_up(K, block). Returns 0 if K is 0, the scheme is invalid (lofp_scheme_validate), K is not

@@ -57,7 +57,7 @@ typedef struct lofp_qtensor {
     size_t ndim;                   /* 1..LOFP_MAX_NDIM */
     size_t shape[LOFP_MAX_NDIM]; /* logical shape of the original tensor, K last */
     size_t rows, k, kp;            /* rows = prod(shape[:-1]); k = shape[ndim-1]; kp padded */
-    lofp_io_dtype src_dtype;       /* dtype of the original tensor (F32, F16, BF16 or F64) */
+    lofp_dtype src_dtype;       /* dtype of the original tensor (F32, F16, BF16 or F64) */
     /* set by lofp_qtensor_load (NULL / 0 otherwise); they point into the lofp_file */
     const lofp_tensor_info *codes_t, *scales_t, *global_t;
     const uint8_t *codes;          /* codes_bytes bytes */
@@ -90,10 +90,10 @@ LOFP_API lofp_status lofp_qtensor_meta_parse(const char *value, lofp_qtensor *q,
 /* ---- the stored tensors ---------------------------------------------------------------------- */
 
 /* The dtype NAME.codes has for scheme s. */
-LOFP_API lofp_io_dtype lofp_qtensor_codes_dtype(const lofp_scheme *s);
+LOFP_API lofp_dtype lofp_qtensor_codes_dtype(const lofp_scheme *s);
 
 /* The dtype NAME.scales has for scheme s in layout l. */
-LOFP_API lofp_io_dtype lofp_qtensor_scales_dtype(const lofp_scheme *s, lofp_layout l);
+LOFP_API lofp_dtype lofp_qtensor_scales_dtype(const lofp_scheme *s, lofp_layout l);
 
 /* The shape of NAME.codes for q's description, into shape[0..LOFP_MAX_NDIM); returns ndim. */
 LOFP_API size_t lofp_qtensor_codes_shape(const lofp_qtensor *q, size_t *shape);
@@ -193,7 +193,7 @@ LOFP_API lofp_status lofp_qfile_quantize(const char *in, const char *out,
 
 /* Options of lofp_qfile_dequantize(); start from lofp_qfile_dequantize_options_init(). */
 typedef struct lofp_qfile_dequantize_options {
-    lofp_io_dtype dtype;           /* LOFP_IO_F32 (default), LOFP_IO_BF16 or LOFP_IO_F16 (round to
+    lofp_dtype dtype;           /* LOFP_DTYPE_F32 (default), LOFP_DTYPE_BF16 or LOFP_DTYPE_F16 (round to
                                       nearest even) */
     unsigned threads;              /* worker threads of lofp_dequantize (default 1) */
     size_t chunk_bytes;            /* output produced per step (0: 2 MiB) */
@@ -247,7 +247,7 @@ LOFP_API lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *
  * the tensor's linear scales when its layout is not linear. Returns LOFP_OK or the error with a
  * message naming the tensor. The writer is not aborted. */
 LOFP_API lofp_status lofp_qfile_dequantize_tensor(const lofp_file *f, const lofp_qtensor *q,
-                                                  lofp_io_dtype dtype, size_t chunk_bytes,
+                                                  lofp_dtype dtype, size_t chunk_bytes,
                                                   lofp_writer *w, size_t index, lofp_io_error *err);
 
 #ifdef __cplusplus

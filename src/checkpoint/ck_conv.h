@@ -81,7 +81,7 @@ typedef struct ck_conv {
 /* Decides what happens to every input tensor of a dense model and plans its outputs. */
 LOFP_INTERNAL lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err);
 /* Sets output j of t: a copy of name, dtype, shape[0..ndim). */
-LOFP_INTERNAL void lofp_conv_set_out(ck_item *t, size_t j, const char *name, lofp_io_dtype dt, const size_t *shape,
+LOFP_INTERNAL void lofp_conv_set_out(ck_item *t, size_t j, const char *name, lofp_dtype dt, const size_t *shape,
                                      size_t ndim);
 /* a followed by b, malloc'ed (NULL when out of memory). */
 LOFP_INTERNAL char *lofp_conv_strcat2(const char *a, const char *b);

@@ -55,7 +55,7 @@ static char *lofp_meta_value(const lofp_scheme *s, const size_t *shape, size_t n
     q.ndim = nd;
     memcpy(q.shape, shape, nd * sizeof *shape);
     q.kp = kp;
-    q.src_dtype = LOFP_IO_BF16;
+    q.src_dtype = LOFP_DTYPE_BF16;
     size_t n = lofp_qtensor_meta_format(&q, NULL, 0);
     char *v = n ? malloc(n + 1) : NULL;
     if (v) lofp_qtensor_meta_format(&q, v, n + 1);
@@ -76,8 +76,8 @@ static lofp_status plan_cast_outputs(ck_conv *c, ck_item *t, const char *name, c
         size_t b4[4] = { shape[0], shape[1], t->kp / 32, 16 };
         n0 = lofp_conv_strcat2(name, "_blocks");
         n1 = lofp_conv_strcat2(name, "_scales");
-        lofp_conv_set_out(t, 0, n0, LOFP_IO_U8, b4, 4);
-        lofp_conv_set_out(t, 1, n1, LOFP_IO_U8, b4, 3);
+        lofp_conv_set_out(t, 0, n0, LOFP_DTYPE_U8, b4, 4);
+        lofp_conv_set_out(t, 1, n1, LOFP_DTYPE_U8, b4, 3);
     } else if (c->to == LOFP_CKPT_LOFP) {
         /* a lofp tensor file describes tensors of positive dimensions only (lofp/qfile.h) */
         for (size_t d = 0; d < nd; d++)
@@ -90,10 +90,10 @@ static lofp_status plan_cast_outputs(ck_conv *c, ck_item *t, const char *name, c
         n1 = lofp_conv_strcat2(name, ".scales");
         n2 = lofp_conv_strcat2(name, ".global_scale");
         sh[nd - 1] = mx8 ? t->kp : t->kp / 2;
-        lofp_conv_set_out(t, 0, n0, mx8 ? LOFP_IO_F8_E4M3 : LOFP_IO_U8, sh, nd);
+        lofp_conv_set_out(t, 0, n0, mx8 ? LOFP_DTYPE_F8_E4M3 : LOFP_DTYPE_U8, sh, nd);
         sh[nd - 1] = t->kp / blk;
-        lofp_conv_set_out(t, 1, n1, nv ? LOFP_IO_F8_E4M3 : LOFP_IO_F8_E8M0, sh, nd);
-        if (nv) lofp_conv_set_out(t, 2, n2, LOFP_IO_F32, &one, 0);
+        lofp_conv_set_out(t, 1, n1, nv ? LOFP_DTYPE_F8_E4M3 : LOFP_DTYPE_F8_E8M0, sh, nd);
+        if (nv) lofp_conv_set_out(t, 2, n2, LOFP_DTYPE_F32, &one, 0);
         lofp_scheme ls;
         lofp_scheme_preset(lofp_scheme_name(tid), &ls);
         t->lofp_key = lofp_conv_strcat2(LOFP_QFILE_KEY_PREFIX, name);
@@ -106,12 +106,12 @@ static lofp_status plan_cast_outputs(ck_conv *c, ck_item *t, const char *name, c
         n2 = lofp_conv_strcat2(t->module, mo ? ".weight_scale_2" : ".weight_global_scale");
         n3 = lofp_conv_strcat2(t->module, mo ? ".input_scale" : ".input_global_scale");
         sh[nd - 1] = mx8 ? t->kp : t->kp / 2;
-        lofp_conv_set_out(t, 0, n0, mx8 ? LOFP_IO_F8_E4M3 : LOFP_IO_U8, sh, nd);
+        lofp_conv_set_out(t, 0, n0, mx8 ? LOFP_DTYPE_F8_E4M3 : LOFP_DTYPE_U8, sh, nd);
         sh[nd - 1] = t->kp / blk;
-        lofp_conv_set_out(t, 1, n1, nv ? LOFP_IO_F8_E4M3 : LOFP_IO_U8, sh, nd);
+        lofp_conv_set_out(t, 1, n1, nv ? LOFP_DTYPE_F8_E4M3 : LOFP_DTYPE_U8, sh, nd);
         if (nv) {
-            lofp_conv_set_out(t, 2, n2, LOFP_IO_F32, &one, mo ? 0 : 1);
-            if (t->have_act) lofp_conv_set_out(t, 3, n3, LOFP_IO_F32, &one, mo ? 0 : 1);
+            lofp_conv_set_out(t, 2, n2, LOFP_DTYPE_F32, &one, mo ? 0 : 1);
+            if (t->have_act) lofp_conv_set_out(t, 3, n3, LOFP_DTYPE_F32, &one, mo ? 0 : 1);
         }
     }
     free(n0); free(n1); free(n2); free(n3);

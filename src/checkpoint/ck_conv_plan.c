@@ -40,7 +40,7 @@ int lofp_conv_fused_group_id(const char *leaf)
     return -1;
 }
 
-void lofp_conv_set_out(ck_item *t, size_t j, const char *name, lofp_io_dtype dt, const size_t *shape, size_t ndim)
+void lofp_conv_set_out(ck_item *t, size_t j, const char *name, lofp_dtype dt, const size_t *shape, size_t ndim)
 {
     /* io refuses tensors of more dimensions when it reads them; every shape planned derives from one */
     if (ndim > LOFP_MAX_NDIM) ndim = LOFP_MAX_NDIM;
@@ -83,18 +83,18 @@ static void plan_quant_outputs(ck_conv *c, ck_item *t)
     }
     if (c->mxfp8) {
         sh[nd - 1] = t->kp;
-        lofp_conv_set_out(t, 0, n0, LOFP_IO_F8_E4M3, sh, nd);
+        lofp_conv_set_out(t, 0, n0, LOFP_DTYPE_F8_E4M3, sh, nd);
     } else {
         sh[nd - 1] = t->kp / 2;
-        lofp_conv_set_out(t, 0, n0, LOFP_IO_U8, sh, nd);
+        lofp_conv_set_out(t, 0, n0, LOFP_DTYPE_U8, sh, nd);
     }
     sh[nd - 1] = t->kp / blk;
-    lofp_conv_set_out(t, 1, n1, c->nvfp4 ? LOFP_IO_F8_E4M3 : LOFP_IO_U8, sh, nd);
+    lofp_conv_set_out(t, 1, n1, c->nvfp4 ? LOFP_DTYPE_F8_E4M3 : LOFP_DTYPE_U8, sh, nd);
     if (c->nvfp4) {
         size_t one = 1;
         int zero_d = c->to == LOFP_CKPT_MODELOPT;
-        lofp_conv_set_out(t, 2, n2, LOFP_IO_F32, &one, zero_d ? 0 : 1);
-        if (c->act) lofp_conv_set_out(t, 3, n3, LOFP_IO_F32, &one, zero_d ? 0 : 1);
+        lofp_conv_set_out(t, 2, n2, LOFP_DTYPE_F32, &one, zero_d ? 0 : 1);
+        if (c->act) lofp_conv_set_out(t, 3, n3, LOFP_DTYPE_F32, &one, zero_d ? 0 : 1);
     }
     free(n0); free(n1); free(n2); free(n3);
 }
@@ -255,8 +255,8 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
         t->rows = t->E * t->N;
         size_t sh[4] = { t->E, t->N, t->K / 32, 16 };
         char *b = lofp_conv_strcat2(t->module, "_blocks"), *s = lofp_conv_strcat2(t->module, "_scales");
-        lofp_conv_set_out(t, 0, b, LOFP_IO_U8, sh, 4);
-        lofp_conv_set_out(t, 1, s, LOFP_IO_U8, sh, 3);
+        lofp_conv_set_out(t, 0, b, LOFP_DTYPE_U8, sh, 4);
+        lofp_conv_set_out(t, 1, s, LOFP_DTYPE_U8, sh, 3);
         free(b);
         free(s);
     }

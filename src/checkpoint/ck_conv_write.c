@@ -16,9 +16,11 @@
 static const void *quant_input(const lofp_tensor_info *ti, lofp_dtype *dt, float **owned)
 {
     *owned = NULL;
-    size_t w = lofp_io_dtype_bits(ti->dtype) / 8;
-    if (((uintptr_t)ti->data % w) == 0 && lofp_io_dtype_to_lofp(ti->dtype, dt) == LOFP_OK)
+    size_t w = lofp_dtype_bits(ti->dtype) / 8;
+    if (((uintptr_t)ti->data % w) == 0 && lofp_dtype_is_dense(ti->dtype)) {
+        *dt = ti->dtype;
         return ti->data;
+    }
     float *f = malloc((ti->numel ? ti->numel : 1) * sizeof *f);
     if (!f) return NULL;
     for (size_t i = 0; i < ti->numel; i++) f[i] = lofp_ck_load(ti->dtype, ti->data, i);
@@ -29,10 +31,13 @@ static const void *quant_input(const lofp_tensor_info *ti, lofp_dtype *dt, float
 
 /* A chunk of rows as lofp_quantize input: in place for F32/BF16/F16 (the row reader aligns it),
  * widened to fp32 for F64 (into *tmp, grown as needed). */
-static const void *chunk_input(lofp_io_dtype dt, const lofp_row_chunk *ch, size_t k, lofp_dtype *ldt, float **tmp,
+static const void *chunk_input(lofp_dtype dt, const lofp_row_chunk *ch, size_t k, lofp_dtype *ldt, float **tmp,
                                size_t *tmp_cap)
 {
-    if (lofp_io_dtype_to_lofp(dt, ldt) == LOFP_OK) return ch->data;
+    if (lofp_dtype_is_dense(dt)) {
+        *ldt = dt;
+        return ch->data;
+    }
     size_t n = ch->rows * k;
     if (n > *tmp_cap) {
         float *nb = realloc(*tmp, n * sizeof *nb);
@@ -60,7 +65,7 @@ static lofp_status nonfinite(ck_conv *c, const ck_tref *r, size_t flat, lofp_io_
 /* The first non-finite value of n values at x (a chunk as the quantizer read it). */
 static size_t first_nonfinite(lofp_dtype dt, const void *x, size_t n)
 {
-    lofp_io_dtype idt = dt == LOFP_DTYPE_BF16 ? LOFP_IO_BF16 : dt == LOFP_DTYPE_F16 ? LOFP_IO_F16 : LOFP_IO_F32;
+    lofp_dtype idt = dt == LOFP_DTYPE_BF16 ? LOFP_DTYPE_BF16 : dt == LOFP_DTYPE_F16 ? LOFP_DTYPE_F16 : LOFP_DTYPE_F32;
     for (size_t i = 0; i < n; i++)
         if (!isfinite(lofp_ck_load(idt, x, i))) return i;
     return n;
@@ -77,8 +82,8 @@ static lofp_status tensor_global(ck_conv *c, const ck_tref *r, float *G, lofp_io
     size_t k = r->ti->shape[r->ti->ndim - 1], cap = 0;
     float *tmp = NULL, g = INFINITY, amax = 0.0f;
     const int prof = c->s.profile != LOFP_PROFILE_LOFP;
-    lofp_dtype ldt = LOFP_DTYPE_F32;
-    (void)lofp_io_dtype_to_lofp(r->ti->dtype, &ldt); /* F64 stays F32: chunk_input widens it */
+    /* F64 (not dense) is read as F32: chunk_input widens it */
+    lofp_dtype ldt = lofp_dtype_is_dense(r->ti->dtype) ? r->ti->dtype : LOFP_DTYPE_F32;
     lofp_row_chunk ch;
     while (!st && !(st = lofp_row_reader_next(rr, &ch, err)) && ch.rows) {
         const void *x = chunk_input(r->ti->dtype, &ch, k, &ldt, &tmp, &cap);

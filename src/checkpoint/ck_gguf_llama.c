@@ -432,7 +432,7 @@ lofp_status lofp_ck_convert_llama_dir(const char *in, const char *out, const lof
                          "norms, q/k/v/o and gate/up/down); convert with llama.cpp's convert_hf_to_gguf.py, then requantize", shard, r->name);
             break;
         }
-        if (!lofp_ck_is_float(ti->dtype)) { st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' is %s", shard, r->name, lofp_io_dtype_name(ti->dtype)); break; }
+        if (!lofp_ck_is_float(ti->dtype)) { st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' is %s", shard, r->name, lofp_dtype_name(ti->dtype)); break; }
         /* the shape llama.cpp's llama architecture expects for this tensor, from config.json */
         size_t want_shape[2] = { 0, 0 }, want_nd = 2;
         unsigned layer = 0;
@@ -501,13 +501,13 @@ lofp_status lofp_ck_convert_llama_dir(const char *in, const char *out, const lof
             u->type = gtype;
             u->nbytes = numel / gblk * gbytes;
             nq++;
-        } else if (ti->ndim == 1 || ti->dtype == LOFP_IO_F64 || q->permute_heads) {
+        } else if (ti->ndim == 1 || ti->dtype == LOFP_DTYPE_F64 || q->permute_heads) {
             q->kind = 2;
             u->type = GG_F32;
             u->nbytes = numel * 4;
         } else {
             q->kind = 0;
-            u->type = ti->dtype == LOFP_IO_F32 ? GG_F32 : ti->dtype == LOFP_IO_F16 ? GG_F16 : GG_BF16;
+            u->type = ti->dtype == LOFP_DTYPE_F32 ? GG_F32 : ti->dtype == LOFP_DTYPE_F16 ? GG_F16 : GG_BF16;
             u->nbytes = ti->nbytes;
         }
         np++;

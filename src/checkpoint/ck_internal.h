@@ -37,8 +37,8 @@ LOFP_INTERNAL void lofp_ck_rmtree(const char *path);
 LOFP_INTERNAL int lofp_ck_glob_match(const char *pattern, const char *name);
 LOFP_INTERNAL int lofp_ck_globs_match(const char *const *globs, size_t n, const char *name);
 /* bf16/f16/f32/f64 element i as fp32 */
-LOFP_INTERNAL float lofp_ck_load(lofp_io_dtype dt, const void *p, size_t i);
-LOFP_INTERNAL int lofp_ck_is_float(lofp_io_dtype dt);
+LOFP_INTERNAL float lofp_ck_load(lofp_dtype dt, const void *p, size_t i);
+LOFP_INTERNAL int lofp_ck_is_float(lofp_dtype dt);
 
 /* ---- JSON tree (ck_json.c) -------------------------------------------------------------- */
 

@@ -142,13 +142,13 @@ static size_t padded_k_of(const ck_model *m, size_t shard, const char *module)
  * weight_scale read as E4M3 bytes decodes to garbage). No conversion is attempted: an F32 or BF16
  * scale need not be a value E4M3 or E8M0 holds, and a rounded one would decode differently from
  * what the producer meant. */
-static lofp_status check_dtype(const char *file, const lofp_tensor_info *ti, const char *role, lofp_io_dtype want,
-                               lofp_io_dtype also, const char *fmt, lofp_io_error *err)
+static lofp_status check_dtype(const char *file, const lofp_tensor_info *ti, const char *role, lofp_dtype want,
+                               lofp_dtype also, const char *fmt, lofp_io_error *err)
 {
     if (ti->dtype == want || (also && ti->dtype == also)) return LOFP_OK;
     return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' (%s) is %s; %s stores it as %s%s%s (lofp reads no other dtype "
-                   "there and does not convert it)", file, ti->name, role, lofp_io_dtype_name(ti->dtype), fmt,
-                   lofp_io_dtype_name(want), also ? " or " : "", also ? lofp_io_dtype_name(also) : "");
+                   "there and does not convert it)", file, ti->name, role, lofp_dtype_name(ti->dtype), fmt,
+                   lofp_dtype_name(want), also ? " or " : "", also ? lofp_dtype_name(also) : "");
 }
 
 /* ---- what the configs say, against each other and against the tensors ---------------------- */
@@ -410,7 +410,7 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                 if (q) continue;
             }
         } else if (c->fmt == LOFP_CKPT_MODELOPT && lofp_ck_ends_with(nm, ".weight") &&
-                   (r->ti->dtype == LOFP_IO_U8 || (r->ti->dtype == LOFP_IO_F8_E4M3 && !nvfp4))) {
+                   (r->ti->dtype == LOFP_DTYPE_U8 || (r->ti->dtype == LOFP_DTYPE_F8_E4M3 && !nvfp4))) {
             char *base = lofp_ck_strdup(nm);
             base[strlen(base) - 7] = 0;
             x.w = r->ti;
@@ -418,14 +418,14 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
             x.g = find_ti(m, base, ".weight_scale_2");
             if (!x.s) {
                 lofp_status st = lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s' is %s (quantized) but its block scales '%s.weight_scale' are missing",
-                                         m->shards[r->shard].name, nm, lofp_io_dtype_name(r->ti->dtype), base);
+                                         m->shards[r->shard].name, nm, lofp_dtype_name(r->ti->dtype), base);
                 free(base);
                 return st;
             }
-            lofp_status dst = nvfp4 ? check_dtype(m->shards[r->shard].name, x.s, "ModelOpt NVFP4 block scales", LOFP_IO_F8_E4M3, 0,
+            lofp_status dst = nvfp4 ? check_dtype(m->shards[r->shard].name, x.s, "ModelOpt NVFP4 block scales", LOFP_DTYPE_F8_E4M3, 0,
                                                   "ModelOpt NVFP4", err)
-                                    : check_dtype(m->shards[r->shard].name, x.s, "ModelOpt MXFP8 block scales", LOFP_IO_U8,
-                                                  LOFP_IO_F8_E8M0, "ModelOpt MXFP8", err);
+                                    : check_dtype(m->shards[r->shard].name, x.s, "ModelOpt MXFP8 block scales", LOFP_DTYPE_U8,
+                                                  LOFP_DTYPE_F8_E8M0, "ModelOpt MXFP8", err);
             if (dst) { free(base); return dst; }
             x.kind = nvfp4 ? Q_NVFP4 : Q_MXFP8;
             x.name = cat(base, ".weight");
@@ -447,9 +447,9 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                 return st;
             }
             const char *f = m->shards[r->shard].name;
-            lofp_status dst = check_dtype(f, r->ti, "compressed-tensors packed codes", LOFP_IO_U8, 0, "compressed-tensors", err);
-            if (!dst) dst = nvfp4 ? check_dtype(f, x.s, "NVFP4 block scales", LOFP_IO_F8_E4M3, 0, "compressed-tensors NVFP4", err)
-                                  : check_dtype(f, x.s, "MXFP4 block scales", LOFP_IO_U8, LOFP_IO_F8_E8M0, "compressed-tensors MXFP4", err);
+            lofp_status dst = check_dtype(f, r->ti, "compressed-tensors packed codes", LOFP_DTYPE_U8, 0, "compressed-tensors", err);
+            if (!dst) dst = nvfp4 ? check_dtype(f, x.s, "NVFP4 block scales", LOFP_DTYPE_F8_E4M3, 0, "compressed-tensors NVFP4", err)
+                                  : check_dtype(f, x.s, "MXFP4 block scales", LOFP_DTYPE_U8, LOFP_DTYPE_F8_E8M0, "compressed-tensors MXFP4", err);
             if (dst) { free(base); return dst; }
             /* a compressed-tensors linear's packed weight is [N, K/2]: anything else is not one */
             if (!dst && r->ti->ndim != 2)
@@ -474,8 +474,8 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                 return st;
             }
             const char *f = m->shards[r->shard].name;
-            lofp_status dst = check_dtype(f, r->ti, "gpt-oss MXFP4 blocks", LOFP_IO_U8, 0, "gpt-oss", err);
-            if (!dst) dst = check_dtype(f, x.s, "gpt-oss E8M0 block scales", LOFP_IO_U8, LOFP_IO_F8_E8M0, "gpt-oss", err);
+            lofp_status dst = check_dtype(f, r->ti, "gpt-oss MXFP4 blocks", LOFP_DTYPE_U8, 0, "gpt-oss", err);
+            if (!dst) dst = check_dtype(f, x.s, "gpt-oss E8M0 block scales", LOFP_DTYPE_U8, LOFP_DTYPE_F8_E8M0, "gpt-oss", err);
             if (dst) { free(base); return dst; }
             x.kind = Q_MXFP4;
             x.name = base;
@@ -495,7 +495,7 @@ static lofp_status open_st(lofp_ckpt *c, lofp_io_error *err)
                 st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,
                              "%s: tensor '%s' is %s beside block scales '%s': ModelOpt %s stores its codes as %s, and lofp "
                              "reads no other quantized weight (it is not a dense weight whose scales could be dropped)",
-                             m->shards[r->shard].name, nm, lofp_io_dtype_name(r->ti->dtype), sc->name, nvfp4 ? "NVFP4" : "MXFP8",
+                             m->shards[r->shard].name, nm, lofp_dtype_name(r->ti->dtype), sc->name, nvfp4 ? "NVFP4" : "MXFP8",
                              nvfp4 ? "U8 (two E2M1 codes per byte)" : "F8_E4M3");
             free(base);
             if (st) return st;
@@ -727,7 +727,7 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
             float *f = malloc((numel ? numel : 1) * sizeof *f);
             if (!f) return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
             lofp_gg_decode(g, f);
-            t->dtype = LOFP_IO_F32;
+            t->dtype = LOFP_DTYPE_F32;
             t->data = f;
             t->nbytes = numel * 4;
             t->owned_ = f;
@@ -874,24 +874,23 @@ void lofp_ckpt_tensor_release(lofp_ckpt_tensor *t)
     t->owned_ = NULL;
 }
 
-static void store(lofp_io_dtype dt, void *out, size_t i, float v)
+static void store(lofp_dtype dt, void *out, size_t i, float v)
 {
-    if (dt == LOFP_IO_F32) memcpy((char *)out + 4 * i, &v, 4);
+    if (dt == LOFP_DTYPE_F32) memcpy((char *)out + 4 * i, &v, 4);
     else {
-        uint16_t h = dt == LOFP_IO_BF16 ? lofp_fp32_to_bf16(v) : lofp_fp32_to_fp16(v);
+        uint16_t h = dt == LOFP_DTYPE_BF16 ? lofp_fp32_to_bf16(v) : lofp_fp32_to_fp16(v);
         memcpy((char *)out + 2 * i, &h, 2);
     }
 }
 
-lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt, void *out, lofp_io_error *err)
+lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_dtype out_dt, void *out, lofp_io_error *err)
 {
-    lofp_dtype od;
-    if (!t || !out || lofp_io_dtype_to_lofp(out_dt, &od) != LOFP_OK)
+    if (!t || !out || !lofp_dtype_is_dense(out_dt))
         return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_ckpt_dequantize: bad argument");
     if (!t->quantized) {
         size_t n = 1;
         for (size_t d = 0; d < t->ndim; d++) n *= t->shape[d];
-        if (!lofp_ck_is_float(t->dtype)) return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, not floating", t->file, t->name, lofp_io_dtype_name(t->dtype));
+        if (!lofp_ck_is_float(t->dtype)) return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, not floating", t->file, t->name, lofp_dtype_name(t->dtype));
         for (size_t i = 0; i < n; i++) store(out_dt, out, i, lofp_ck_load(t->dtype, t->data, i));
         return LOFP_OK;
     }
@@ -900,13 +899,13 @@ lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt
     if (!nv_two || (t->direction == LOFP_CKPT_SCALE_ENCODE && t->stored_codes && lofp_ck_ends_with(t->stored_codes, ".codes"))) {
         /* lofp files and every MX format: lofp's own dequantization */
         if (s.id == LOFP_SCHEME_NVFP4 && !nv_two) s.two_level = 0;
-        lofp_status st = lofp_dequantize(&s, t->codes, t->scales, t->global_scale, t->rows, t->k, od, out);
+        lofp_status st = lofp_dequantize(&s, t->codes, t->scales, t->global_scale, t->rows, t->k, out_dt, out);
         if (st) return lofp_ck_fail(err, st, "%s: tensor '%s': dequantize failed (%s)", t->file, t->name, lofp_status_name(st));
         if (t->gguf_split_nibbles) {
             /* ggml's value table has +0 for code 8 (E2M1 -0) */
             size_t n = t->rows * t->k;
             for (size_t i = 0; i < n; i++) {
-                if (out_dt == LOFP_IO_F32) { uint32_t *u = (uint32_t *)out + i; if (*u == 0x80000000u) *u = 0; }
+                if (out_dt == LOFP_DTYPE_F32) { uint32_t *u = (uint32_t *)out + i; if (*u == 0x80000000u) *u = 0; }
                 else { uint16_t *u = (uint16_t *)out + i; if (*u == 0x8000u) *u = 0; }
             }
         }
@@ -939,10 +938,10 @@ lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt
             }
             size_t j0 = b * 16, jn = j0 + 16 <= t->k ? 16 : (j0 < t->k ? t->k - j0 : 0);
             size_t base = r * t->k + j0;
-            if (out_dt == LOFP_IO_F32) memcpy((float *)out + base, blk, jn * sizeof(float));
+            if (out_dt == LOFP_DTYPE_F32) memcpy((float *)out + base, blk, jn * sizeof(float));
             else
                 for (size_t j = 0; j < jn; j++) {
-                    uint16_t h = out_dt == LOFP_IO_BF16 ? lofp_fp32_to_bf16(blk[j]) : lofp_fp32_to_fp16(blk[j]);
+                    uint16_t h = out_dt == LOFP_DTYPE_BF16 ? lofp_fp32_to_bf16(blk[j]) : lofp_fp32_to_fp16(blk[j]);
                     memcpy((uint16_t *)out + base + j, &h, 2);
                 }
         }
@@ -955,10 +954,10 @@ lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_io_dtype out_dt
 /* Writes quantized tensor t (already checked) to writer index j in chunks of rows (gpt-oss: one
  * expert at a time, transposed to transformers' [E, K, N]), so import holds about 4 MiB of dense
  * output at a time instead of the whole tensor. */
-static lofp_status import_quantized_chunked(const lofp_ckpt_tensor *t, lofp_io_dtype odt, st_writer *w, size_t j,
+static lofp_status import_quantized_chunked(const lofp_ckpt_tensor *t, lofp_dtype odt, st_writer *w, size_t j,
                                             lofp_io_error *err)
 {
-    size_t es = odt == LOFP_IO_F32 ? 4 : 2;
+    size_t es = odt == LOFP_DTYPE_F32 ? 4 : 2;
     size_t cbr = t->scheme.elem == LOFP_ELEM_E2M1 ? t->kp / 2 : t->kp; /* codes bytes per row */
     size_t sbr = t->kp / t->scheme.block;                                 /* scale bytes per row */
     size_t R;
@@ -995,7 +994,7 @@ static lofp_status import_quantized_chunked(const lofp_ckpt_tensor *t, lofp_io_d
     return st;
 }
 
-static lofp_status import_tensor(lofp_ckpt *c, size_t i, lofp_io_dtype odt, void **buf, lofp_tensor_desc *d,
+static lofp_status import_tensor(lofp_ckpt *c, size_t i, lofp_dtype odt, void **buf, lofp_tensor_desc *d,
                                  size_t *shape, lofp_io_error *err)
 {
     lofp_ckpt_tensor t;
@@ -1014,11 +1013,11 @@ static lofp_status import_tensor(lofp_ckpt *c, size_t i, lofp_io_dtype odt, void
     }
     size_t n = 1;
     for (size_t k = 0; k < t.ndim; k++) n *= t.shape[k];
-    size_t es = odt == LOFP_IO_F32 ? 4 : 2;
+    size_t es = odt == LOFP_DTYPE_F32 ? 4 : 2;
     if (!t.quantized) {
         /* GGUF dense types: F32 stays F32 (norms), the rest in the import dtype */
-        lofp_io_dtype dt = c->t[i].gw->type == GG_F32 ? LOFP_IO_F32 : odt;
-        es = dt == LOFP_IO_F32 ? 4 : 2;
+        lofp_dtype dt = c->t[i].gw->type == GG_F32 ? LOFP_DTYPE_F32 : odt;
+        es = dt == LOFP_DTYPE_F32 ? 4 : 2;
         void *o = malloc(n * es > 0 ? n * es : 1);
         if (!o) { lofp_ckpt_tensor_release(&t); return lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory"); }
         lofp_ckpt_dequantize(&t, dt, o, err);
@@ -1068,8 +1067,8 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
     lofp_ckpt_options def;
     if (!o) { lofp_ckpt_options_init(&def); o = &def; }
     { lofp_status pf = lofp_ck_preflight(in, out, o, 1, err); if (pf) return pf; }
-    lofp_io_dtype odt = o->import_dtype ? o->import_dtype : LOFP_IO_BF16;
-    if (odt != LOFP_IO_BF16 && odt != LOFP_IO_F16 && odt != LOFP_IO_F32)
+    lofp_dtype odt = o->import_dtype ? o->import_dtype : LOFP_DTYPE_BF16;
+    if (odt != LOFP_DTYPE_BF16 && odt != LOFP_DTYPE_F16 && odt != LOFP_DTYPE_F32)
         return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "import: --dtype must be bf16, f16 or f32");
     lofp_ckpt *c;
     lofp_status st = lofp_ckpt_open(in, &c, err);
@@ -1108,7 +1107,7 @@ lofp_status lofp_ckpt_import(const char *in, const char *out, const lofp_ckpt_op
             memcpy(shapes[k], t.shape, t.ndim * sizeof(size_t));
             if (t.transposed) { shapes[k][t.ndim - 1] = t.shape[t.ndim - 2]; shapes[k][t.ndim - 2] = t.shape[t.ndim - 1]; }
             d[k].shape = shapes[k];
-            d[k].dtype = t.quantized ? odt : c->is_gguf ? (c->t[i].gw->type == GG_F32 ? LOFP_IO_F32 : odt) : t.dtype;
+            d[k].dtype = t.quantized ? odt : c->is_gguf ? (c->t[i].gw->type == GG_F32 ? LOFP_DTYPE_F32 : odt) : t.dtype;
             lofp_ckpt_tensor_release(&t);
             idx[k++] = i;
         }

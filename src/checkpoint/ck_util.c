@@ -183,19 +183,19 @@ int lofp_ck_globs_match(const char *const *globs, size_t n, const char *name)
     return 0;
 }
 
-int lofp_ck_is_float(lofp_io_dtype dt)
+int lofp_ck_is_float(lofp_dtype dt)
 {
-    return dt == LOFP_IO_F32 || dt == LOFP_IO_F16 || dt == LOFP_IO_BF16 || dt == LOFP_IO_F64;
+    return dt == LOFP_DTYPE_F32 || dt == LOFP_DTYPE_F16 || dt == LOFP_DTYPE_BF16 || dt == LOFP_DTYPE_F64;
 }
 
-float lofp_ck_load(lofp_io_dtype dt, const void *p, size_t i)
+float lofp_ck_load(lofp_dtype dt, const void *p, size_t i)
 {
     const unsigned char *b = p;
     switch (dt) {
-    case LOFP_IO_F32: { float f; memcpy(&f, b + 4 * i, 4); return f; }
-    case LOFP_IO_F64: { double d; memcpy(&d, b + 8 * i, 8); return (float)d; }
-    case LOFP_IO_F16: { uint16_t h; memcpy(&h, b + 2 * i, 2); return lofp_fp16_to_fp32(h); }
-    case LOFP_IO_BF16: { uint16_t h; memcpy(&h, b + 2 * i, 2); return lofp_bf16_to_fp32(h); }
+    case LOFP_DTYPE_F32: { float f; memcpy(&f, b + 4 * i, 4); return f; }
+    case LOFP_DTYPE_F64: { double d; memcpy(&d, b + 8 * i, 8); return (float)d; }
+    case LOFP_DTYPE_F16: { uint16_t h; memcpy(&h, b + 2 * i, 2); return lofp_fp16_to_fp32(h); }
+    case LOFP_DTYPE_BF16: { uint16_t h; memcpy(&h, b + 2 * i, 2); return lofp_bf16_to_fp32(h); }
     default: return 0.0f;
     }
 }
@@ -206,5 +206,5 @@ void lofp_ckpt_options_init(lofp_ckpt_options *o)
 {
     if (!o) return;
     memset(o, 0, sizeof *o);
-    o->import_dtype = LOFP_IO_BF16;
+    o->import_dtype = LOFP_DTYPE_BF16;
 }

@@ -79,13 +79,13 @@ lofp_status lofp_ckpt_verify(const char *original, const char *quantized, int qu
             if (bad_line) { ret = LOFP_ERR_NOMEM; goto out; }
             continue;
         }
-        lofp_dtype dt = LOFP_DTYPE_F32;
-        int ok = lofp_io_dtype_to_lofp(o.dtype, &dt) == LOFP_OK;
+        lofp_dtype dt = o.dtype;
+        int ok = lofp_dtype_is_dense(dt);
         size_t es = dt == LOFP_DTYPE_F32 ? 4 : 2, numel = t.rows * t.k;
         if (!ok || o.nbytes != numel * es || t.kp != t.k) {
             r->n_bad++;
             bad_line = add_line(r, "FAIL %s: original is %s with %zu bytes, the quantized tensor needs %zu values%s",
-                                t.name, lofp_io_dtype_name(o.dtype), o.nbytes, numel,
+                                t.name, lofp_dtype_name(o.dtype), o.nbytes, numel,
                                 t.kp != t.k ? " (padded K is not checked)" : "");
             lofp_ckpt_tensor_release(&o);
             lofp_ckpt_tensor_release(&t);

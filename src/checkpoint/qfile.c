@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int is_float_dtype(lofp_io_dtype dt)
+static int is_float_dtype(lofp_dtype dt)
 {
-    return dt == LOFP_IO_F32 || dt == LOFP_IO_F16 || dt == LOFP_IO_BF16 || dt == LOFP_IO_F64;
+    return dt == LOFP_DTYPE_F32 || dt == LOFP_DTYPE_F16 || dt == LOFP_DTYPE_BF16 || dt == LOFP_DTYPE_F64;
 }
 
 /* ---- formatting ------------------------------------------------------------------------------ */
@@ -46,7 +46,7 @@ size_t lofp_qtensor_meta_format(const lofp_qtensor *q, char *buf, size_t cap)
     const lofp_scheme *s = &q->scheme;
     const char *sn = lofp_scheme_name(s->id), *rn = lofp_rounding_name(s->rounding);
     const char *un = lofp_scale_rule_name(s->scale_rule), *ln = lofp_layout_name(q->layout);
-    const char *dn = lofp_io_dtype_name(q->src_dtype), *pn = lofp_profile_name(s->profile);
+    const char *dn = lofp_dtype_name(q->src_dtype), *pn = lofp_profile_name(s->profile);
     if (!sn || !rn || !un || !ln || !dn || !pn) return 0;
     /* written into a scratch copy first: the caller's buffer receives nothing unless all fits */
     qf_out o = { NULL, 0, 0, 0 };
@@ -170,7 +170,7 @@ lofp_status lofp_qtensor_meta_parse(const char *value, lofp_qtensor *q, lofp_io_
         if (lofp_profile_from_name(word, &s->profile) != LOFP_OK) FAIL("unknown profile '%s'", word);
     }
     WORD("source_dtype");
-    if (lofp_io_dtype_from_name(word, &q->src_dtype) != LOFP_OK || !is_float_dtype(q->src_dtype))
+    if (lofp_dtype_from_name(word, &q->src_dtype) != LOFP_OK || !is_float_dtype(q->src_dtype))
         FAIL("source_dtype '%s' is not F32, F16, BF16 or F64", word);
     NEED("padded_k");
     if (!parse_dec(v, len, 1, SIZE_MAX, &u)) FAIL("padded_k '%.*s' is not a positive number", CLIP(40), v);
@@ -222,19 +222,19 @@ lofp_status lofp_qtensor_meta_parse(const char *value, lofp_qtensor *q, lofp_io_
 
 /* ---- the stored tensors ---------------------------------------------------------------------- */
 
-lofp_io_dtype lofp_qtensor_codes_dtype(const lofp_scheme *s)
+lofp_dtype lofp_qtensor_codes_dtype(const lofp_scheme *s)
 {
-    if (s->elem == LOFP_ELEM_E4M3) return LOFP_IO_F8_E4M3;
-    if (s->elem == LOFP_ELEM_E5M2) return LOFP_IO_F8_E5M2;
-    return LOFP_IO_U8;
+    if (s->elem == LOFP_ELEM_E4M3) return LOFP_DTYPE_F8_E4M3;
+    if (s->elem == LOFP_ELEM_E5M2) return LOFP_DTYPE_F8_E5M2;
+    return LOFP_DTYPE_U8;
 }
 
-lofp_io_dtype lofp_qtensor_scales_dtype(const lofp_scheme *s, lofp_layout l)
+lofp_dtype lofp_qtensor_scales_dtype(const lofp_scheme *s, lofp_layout l)
 {
-    if (l == LOFP_LAYOUT_PACKED_U32 || l == LOFP_LAYOUT_PACKED_U32_DG) return LOFP_IO_U32;
-    if (s->scale_elem == LOFP_ELEM_UE4M3) return LOFP_IO_F8_E4M3;
-    if (s->id == LOFP_SCHEME_ULTRAQUANT) return LOFP_IO_U8; /* byte 0 means zero, not 2^-127 */
-    return LOFP_IO_F8_E8M0;
+    if (l == LOFP_LAYOUT_PACKED_U32 || l == LOFP_LAYOUT_PACKED_U32_DG) return LOFP_DTYPE_U32;
+    if (s->scale_elem == LOFP_ELEM_UE4M3) return LOFP_DTYPE_F8_E4M3;
+    if (s->id == LOFP_SCHEME_ULTRAQUANT) return LOFP_DTYPE_U8; /* byte 0 means zero, not 2^-127 */
+    return LOFP_DTYPE_F8_E8M0;
 }
 
 size_t lofp_qtensor_codes_shape(const lofp_qtensor *q, size_t *shape)
@@ -315,10 +315,10 @@ lofp_status lofp_qtensor_load(const lofp_file *f, const char *path, const char *
     if (!sc) { lofp_ck_fail(err, st, "%s: tensor '%s': missing %s", path, name, key); goto out; }
     size_t shape[LOFP_MAX_NDIM];
     size_t nd = lofp_qtensor_codes_shape(q, shape);
-    lofp_io_dtype cd = lofp_qtensor_codes_dtype(s), sd = lofp_qtensor_scales_dtype(s, q->layout);
+    lofp_dtype cd = lofp_qtensor_codes_dtype(s), sd = lofp_qtensor_scales_dtype(s, q->layout);
     if (c->dtype != cd) {
-        lofp_ck_fail(err, st, "%s: tensor '%s': dtype %s, but %s codes are %s", path, c->name, lofp_io_dtype_name(c->dtype),
-                lofp_scheme_name(s->id), lofp_io_dtype_name(cd));
+        lofp_ck_fail(err, st, "%s: tensor '%s': dtype %s, but %s codes are %s", path, c->name, lofp_dtype_name(c->dtype),
+                lofp_scheme_name(s->id), lofp_dtype_name(cd));
         goto out;
     }
     if (!same_shape(c, shape, nd)) {
@@ -329,7 +329,7 @@ lofp_status lofp_qtensor_load(const lofp_file *f, const char *path, const char *
     }
     if (sc->dtype != sd) {
         lofp_ck_fail(err, st, "%s: tensor '%s': dtype %s, but %s scales in layout %s are %s", path, sc->name,
-                lofp_io_dtype_name(sc->dtype), lofp_scheme_name(s->id), lofp_layout_name(q->layout), lofp_io_dtype_name(sd));
+                lofp_dtype_name(sc->dtype), lofp_scheme_name(s->id), lofp_layout_name(q->layout), lofp_dtype_name(sd));
         goto out;
     }
     size_t want_c = lofp_codes_bytes(s, q->rows, q->k);
@@ -363,9 +363,9 @@ lofp_status lofp_qtensor_load(const lofp_file *f, const char *path, const char *
             lofp_ck_fail(err, st, "%s: tensor '%s': two-level NVFP4 needs an F32 scalar '%s', which is missing", path, name, key);
             goto out;
         }
-        if (g->dtype != LOFP_IO_F32 || g->nbytes != 4) {
+        if (g->dtype != LOFP_DTYPE_F32 || g->nbytes != 4) {
             lofp_ck_fail(err, st, "%s: tensor '%s': %s of %zu bytes, but two-level NVFP4 needs one F32 value", path, g->name,
-                    lofp_io_dtype_name(g->dtype), g->nbytes);
+                    lofp_dtype_name(g->dtype), g->nbytes);
             goto out;
         }
         memcpy(&q->global, g->data, 4);

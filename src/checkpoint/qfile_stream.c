@@ -28,14 +28,14 @@ static void note(void (*fn)(void *, const char *), void *ctx, const char *fmt, .
     fn(ctx, line);
 }
 
-static int is_float_dtype(lofp_io_dtype dt)
+static int is_float_dtype(lofp_dtype dt)
 {
-    return dt == LOFP_IO_F32 || dt == LOFP_IO_F16 || dt == LOFP_IO_BF16 || dt == LOFP_IO_F64;
+    return dt == LOFP_DTYPE_F32 || dt == LOFP_DTYPE_F16 || dt == LOFP_DTYPE_BF16 || dt == LOFP_DTYPE_F64;
 }
 
-static lofp_dtype lib_dtype(lofp_io_dtype dt)
+static lofp_dtype lib_dtype(lofp_dtype dt)
 {
-    return dt == LOFP_IO_BF16 ? LOFP_DTYPE_BF16 : dt == LOFP_IO_F16 ? LOFP_DTYPE_F16 : LOFP_DTYPE_F32;
+    return dt == LOFP_DTYPE_BF16 ? LOFP_DTYPE_BF16 : dt == LOFP_DTYPE_F16 ? LOFP_DTYPE_F16 : LOFP_DTYPE_F32;
 }
 
 /* ---- the writer, through the caller's hooks when given ------------------------------------- */
@@ -66,7 +66,7 @@ static lofp_status copy_tensor(const lofp_file *f, const lofp_tensor_info *t, lo
 {
     lofp_row_reader *r;
     size_t k = t->ndim ? t->shape[t->ndim - 1] : 1;
-    size_t rb = (k * lofp_io_dtype_bits(t->dtype) + 7) / 8;
+    size_t rb = (k * lofp_dtype_bits(t->dtype) + 7) / 8;
     size_t cr = chunk_bytes / (rb ? rb : 1);
     if (lofp_row_reader_open(f, t, cr ? cr : 1, &r, NULL) != LOFP_OK)
         /* rows that do not fill whole bytes (an odd F4 row): the tensor in one piece */
@@ -105,25 +105,25 @@ static int f64_to_f32(const void *src, size_t n, float *dst, size_t *bad)
 }
 
 /* The first non-finite value of n elements of dtype dt (flat index), or SIZE_MAX. */
-static size_t first_nonfinite(lofp_io_dtype dt, const void *x, size_t n)
+static size_t first_nonfinite(lofp_dtype dt, const void *x, size_t n)
 {
     const unsigned char *p = x;
     for (size_t i = 0; i < n; i++) {
         float v;
-        if (dt == LOFP_IO_F32) memcpy(&v, p + 4 * i, 4);
-        else { uint16_t h; memcpy(&h, p + 2 * i, 2); v = dt == LOFP_IO_BF16 ? lofp_bf16_to_fp32(h) : lofp_fp16_to_fp32(h); }
+        if (dt == LOFP_DTYPE_F32) memcpy(&v, p + 4 * i, 4);
+        else { uint16_t h; memcpy(&h, p + 2 * i, 2); v = dt == LOFP_DTYPE_BF16 ? lofp_bf16_to_fp32(h) : lofp_fp16_to_fp32(h); }
         if (!isfinite(v)) return i;
     }
     return SIZE_MAX;
 }
 
-static double value_at(lofp_io_dtype dt, const void *x, size_t i)
+static double value_at(lofp_dtype dt, const void *x, size_t i)
 {
     const unsigned char *p = x;
     float v;
-    if (dt == LOFP_IO_F64) { double d; memcpy(&d, p + 8 * i, 8); return d; }
-    if (dt == LOFP_IO_F32) memcpy(&v, p + 4 * i, 4);
-    else { uint16_t h; memcpy(&h, p + 2 * i, 2); v = dt == LOFP_IO_BF16 ? lofp_bf16_to_fp32(h) : lofp_fp16_to_fp32(h); }
+    if (dt == LOFP_DTYPE_F64) { double d; memcpy(&d, p + 8 * i, 8); return d; }
+    if (dt == LOFP_DTYPE_F32) memcpy(&v, p + 4 * i, 4);
+    else { uint16_t h; memcpy(&h, p + 2 * i, 2); v = dt == LOFP_DTYPE_BF16 ? lofp_bf16_to_fp32(h) : lofp_fp16_to_fp32(h); }
     return v;
 }
 
@@ -139,7 +139,7 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
         return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: tensor '%s': does not match the description to quantize it by", path, t->name);
     const size_t k = q->k, rows = q->rows, kp = q->kp, nb = kp / s->block;
     const size_t crb = s->elem == LOFP_ELEM_E2M1 ? kp / 2 : kp;   /* code bytes per row */
-    const size_t in_row = k * (lofp_io_dtype_bits(t->dtype) / 8);
+    const size_t in_row = k * (lofp_dtype_bits(t->dtype) / 8);
     const int two = s->id == LOFP_SCHEME_NVFP4 && s->two_level;
     /* a producer profile is defined on whole tensors (and may compute in the input's bf16) */
     const int whole = s->profile != LOFP_PROFILE_LOFP;
@@ -154,7 +154,7 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
     float *conv = NULL;
     if (linear) lin = malloc(chunk_rows * nb);
     else lin = all_scales = malloc(rows * nb);
-    const int need_conv = t->dtype == LOFP_IO_F64 || (whole && t->dtype == LOFP_IO_F16);
+    const int need_conv = t->dtype == LOFP_DTYPE_F64 || (whole && t->dtype == LOFP_DTYPE_F16);
     if (need_conv) conv = malloc(chunk_rows * k * sizeof(float));
     lofp_row_chunk ch;
     size_t bad = 0;
@@ -168,14 +168,14 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
         global = INFINITY;
         while (lofp_row_reader_next(r, &ch, err) == LOFP_OK && ch.rows) {
             const void *x = ch.data;
-            if (t->dtype == LOFP_IO_F64) {
+            if (t->dtype == LOFP_DTYPE_F64) {
                 if (f64_to_f32(ch.data, ch.rows * k, conv, &bad)) goto range;
                 x = conv;
             }
             float g = lofp_nvfp4_global_scale(dt, x, ch.rows * k);
             if (isnan(g)) {
-                size_t i = first_nonfinite(conv ? LOFP_IO_F32 : t->dtype, x, ch.rows * k);
-                double v = value_at(conv ? LOFP_IO_F32 : t->dtype, x, i);
+                size_t i = first_nonfinite(conv ? LOFP_DTYPE_F32 : t->dtype, x, ch.rows * k);
+                double v = value_at(conv ? LOFP_DTYPE_F32 : t->dtype, x, i);
                 size_t at = ch.row0 * k + i;
                 st = lofp_ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s' holds %s at flat index %zu (row %zu, column %zu)", path,
                              t->name, v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf", at, at / k, at % k);
@@ -188,7 +188,7 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
     size_t nonfinite_blocks = 0;
     while (lofp_row_reader_next(r, &ch, err) == LOFP_OK && ch.rows) {
         const void *x = ch.data;
-        if (t->dtype == LOFP_IO_F64) {
+        if (t->dtype == LOFP_DTYPE_F64) {
             if (f64_to_f32(ch.data, ch.rows * k, conv, &bad)) goto range;
             x = conv;
         }
@@ -198,7 +198,7 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
         lofp_status qs;
         if (whole) {
             lofp_dtype d2 = dt;
-            if (t->dtype == LOFP_IO_F16) {
+            if (t->dtype == LOFP_DTYPE_F16) {
                 for (size_t i = 0; i < ch.rows * k; i++) {
                     uint16_t h;
                     memcpy(&h, (const uint8_t *)ch.data + 2 * i, 2);
@@ -206,7 +206,7 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
                 }
                 x = conv;
                 d2 = LOFP_DTYPE_F32;
-            } else if (t->dtype == LOFP_IO_F64) {
+            } else if (t->dtype == LOFP_DTYPE_F64) {
                 d2 = LOFP_DTYPE_F32;
             }
             qs = given ? lofp_quantize_with_global(s, d2, x, ch.rows, k, global, codes, sc, &rep)
@@ -253,7 +253,7 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
     goto out;
 range:
     st = lofp_ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s': F64 value %g at flat index %zu is outside the fp32 range", path, t->name,
-                 value_at(LOFP_IO_F64, ch.data, bad), ch.row0 * k + bad);
+                 value_at(LOFP_DTYPE_F64, ch.data, bad), ch.row0 * k + bad);
 out:
     lofp_row_reader_close(r);
     free(codes);
@@ -384,7 +384,7 @@ lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfi
             else if (t->ndim > LOFP_MAX_NDIM) why = "has more than 64 dimensions";
         }
         if (!wanted || why) {
-            if (why) note(o->note, o->ctx, "tensor '%s' (%s, %zu dims) %s: copied unchanged", t->name, lofp_io_dtype_name(t->dtype), t->ndim, why);
+            if (why) note(o->note, o->ctx, "tensor '%s' (%s, %zu dims) %s: copied unchanged", t->name, lofp_dtype_name(t->dtype), t->ndim, why);
             p->d_copy = nd;
             descs[nd++] = (lofp_tensor_desc){t->name, t->dtype, t->ndim, t->shape, NULL, t->nbytes};
             continue;
@@ -401,7 +401,7 @@ lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfi
         p->out[2] = SIZE_MAX;
         if (p->n_global) {
             p->out[2] = nd;
-            descs[nd++] = (lofp_tensor_desc){p->n_global, LOFP_IO_F32, 0, p->codes_shape, NULL, 4};
+            descs[nd++] = (lofp_tensor_desc){p->n_global, LOFP_DTYPE_F32, 0, p->codes_shape, NULL, 4};
         }
         meta[nm].key = p->key;
         meta[nm].value = p->val;
@@ -439,17 +439,17 @@ done:
 
 /* ---- dequantizing ---------------------------------------------------------------------------- */
 
-lofp_status lofp_qfile_dequantize_tensor(const lofp_file *f, const lofp_qtensor *q0, lofp_io_dtype odt, size_t chunk_bytes,
+lofp_status lofp_qfile_dequantize_tensor(const lofp_file *f, const lofp_qtensor *q0, lofp_dtype odt, size_t chunk_bytes,
                                          lofp_writer *w, size_t di, lofp_io_error *err)
 {
     if (!f || !q0 || !w || !q0->codes_t || !q0->scales_t)
         return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qfile_dequantize_tensor: NULL argument or a tensor not loaded");
-    if (odt != LOFP_IO_F32 && odt != LOFP_IO_BF16 && odt != LOFP_IO_F16)
+    if (odt != LOFP_DTYPE_F32 && odt != LOFP_DTYPE_BF16 && odt != LOFP_DTYPE_F16)
         return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "tensor '%s': output dtype %s is not F32, BF16 or F16", q0->name,
-                       lofp_io_dtype_name(odt) ? lofp_io_dtype_name(odt) : "?");
+                       lofp_dtype_name(odt) ? lofp_dtype_name(odt) : "?");
     const lofp_qtensor *q = q0;
     if (!chunk_bytes) chunk_bytes = (size_t)2 << 20;
-    const size_t k = q->k, rows = q->rows, nb = q->kp / q->scheme.block, es = odt == LOFP_IO_F32 ? 4 : 2;
+    const size_t k = q->k, rows = q->rows, nb = q->kp / q->scheme.block, es = odt == LOFP_DTYPE_F32 ? 4 : 2;
     size_t cr = chunk_bytes / (k * es);
     if (cr < 1) cr = 1;
     if (cr > rows) cr = rows;
@@ -468,7 +468,7 @@ lofp_status lofp_qfile_dequantize_tensor(const lofp_file *f, const lofp_qtensor 
     if ((st = lofp_row_reader_open(f, q->codes_t, cr, &rc, err)) != LOFP_OK ||
         (linear && (st = lofp_row_reader_open(f, q->scales_t, cr, &rs, err)) != LOFP_OK))
         goto done;
-    lofp_dtype dt = odt == LOFP_IO_F32 ? LOFP_DTYPE_F32 : odt == LOFP_IO_BF16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F16;
+    lofp_dtype dt = odt == LOFP_DTYPE_F32 ? LOFP_DTYPE_F32 : odt == LOFP_DTYPE_BF16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F16;
     lofp_row_chunk cc, sc;
     while (lofp_row_reader_next(rc, &cc, err) == LOFP_OK && cc.rows) {
         const uint8_t *scales;
@@ -497,7 +497,7 @@ void lofp_qfile_dequantize_options_init(lofp_qfile_dequantize_options *o)
 {
     if (!o) return;
     memset(o, 0, sizeof *o);
-    o->dtype = LOFP_IO_F32;
+    o->dtype = LOFP_DTYPE_F32;
     o->threads = 1;
 }
 
@@ -526,9 +526,9 @@ static int is_part(const char *name, const char **sorted, size_t n)
 lofp_status lofp_qfile_dequantize(const char *in, const char *outp, const lofp_qfile_dequantize_options *o, lofp_io_error *err)
 {
     if (!in || !outp || !o) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qfile_dequantize: NULL argument");
-    const lofp_io_dtype odt = o->dtype;
-    if (odt != LOFP_IO_F32 && odt != LOFP_IO_BF16 && odt != LOFP_IO_F16)
-        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "output dtype %s is not F32, BF16 or F16", lofp_io_dtype_name(odt) ? lofp_io_dtype_name(odt) : "?");
+    const lofp_dtype odt = o->dtype;
+    if (odt != LOFP_DTYPE_F32 && odt != LOFP_DTYPE_BF16 && odt != LOFP_DTYPE_F16)
+        return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "output dtype %s is not F32, BF16 or F16", lofp_dtype_name(odt) ? lofp_dtype_name(odt) : "?");
     if (same_file(outp, in))
         return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "the output %s is the input %s (the same file); write to another path", outp, in);
     lofp_file *f = NULL;
@@ -556,7 +556,7 @@ lofp_status lofp_qfile_dequantize(const char *in, const char *outp, const lofp_q
         if (lofp_qfile_name_at(f, i)) qnames[nq++] = lofp_qfile_name_at(f, i);
     memcpy(sorted, qnames, nq * sizeof *sorted);
     qsort(sorted, nq, sizeof *sorted, strp_cmp);
-    const size_t es = odt == LOFP_IO_F32 ? 4 : 2;
+    const size_t es = odt == LOFP_DTYPE_F32 ? 4 : 2;
     /* every quantized tensor is checked before anything is written */
     for (size_t i = 0; i < nq; i++) {
         lofp_qtensor *q = &qs[i];

@@ -76,11 +76,6 @@ void lofp_gemm_args_init(lofp_gemm_args *args)
     args->threads = 1;
 }
 
-static int valid_dtype(lofp_dtype dt)
-{
-    return dt == LOFP_DTYPE_F32 || dt == LOFP_DTYPE_BF16 || dt == LOFP_DTYPE_F16;
-}
-
 static size_t dtype_size(lofp_dtype dt) { return dt == LOFP_DTYPE_F32 ? 4 : 2; }
 
 static lofp_status check_scheme_k(const lofp_scheme *s, size_t k)
@@ -118,7 +113,7 @@ lofp_status lofp_gemm_validate(const lofp_gemm_args *a)
     lofp_status st = check_qmatrix(&a->b, a->n, a->k, 1);
     if (st != LOFP_OK) return st;
     if (a->a) {
-        if (!valid_dtype(a->a_dtype)) return LOFP_ERR_INVALID_ARG;
+        if (!lofp_dtype_is_dense(a->a_dtype)) return LOFP_ERR_INVALID_ARG;
         if (a->lda != 0 && a->lda < a->k) return LOFP_ERR_INVALID_ARG;
         if (a->a_quant && (st = check_scheme_k(a->a_quant, a->k)) != LOFP_OK) return st;
     } else {

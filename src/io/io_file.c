@@ -44,7 +44,7 @@ lofp_status lofp_io_check_desc(const lofp_tensor_desc *t, size_t i, int check_na
             return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, file,
                                 "%s: the name is reserved for the metadata", who);
     }
-    if (!lofp_io_dtype_name(t->dtype))
+    if (!lofp_dtype_name(t->dtype))
         return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, file, "%s: unknown dtype %d", who, (int)t->dtype);
     if (t->ndim && !t->shape)
         return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, file, "%s: NULL shape", who);
@@ -57,20 +57,20 @@ lofp_status lofp_io_check_desc(const lofp_tensor_desc *t, size_t i, int check_na
     if (st == LOFP_ERR_SIZE_OVERFLOW)
         return lofp_io_fail(err, LOFP_ERR_SIZE_OVERFLOW, file, "%s: shape %s x %s overflows size_t",
                             who, lofp_io_shape_str(shp, sizeof shp, t->shape, t->ndim),
-                            lofp_io_dtype_name(t->dtype));
+                            lofp_dtype_name(t->dtype));
     if (st == LOFP_ERR_SHAPE ||
-        (t->dtype == LOFP_IO_F4 && (t->ndim == 0 || t->shape[t->ndim - 1] % 2)))
+        (t->dtype == LOFP_DTYPE_F4 && (t->ndim == 0 || t->shape[t->ndim - 1] % 2)))
         return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, file,
                             "%s: shape %s does not fill whole bytes of %s (F4 needs an even last "
                             "dimension: the shape counts elements, two per byte; F6 a multiple "
                             "of 4 elements)", who, lofp_io_shape_str(shp, sizeof shp, t->shape, t->ndim),
-                            lofp_io_dtype_name(t->dtype));
+                            lofp_dtype_name(t->dtype));
     if (st) return lofp_io_fail(err, st, file, "%s: invalid shape", who);
     if (need != t->nbytes)
         return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, file,
                             "%s: shape %s x %s needs %zu bytes but %zu were given", who,
                             lofp_io_shape_str(shp, sizeof shp, t->shape, t->ndim),
-                            lofp_io_dtype_name(t->dtype), need, t->nbytes);
+                            lofp_dtype_name(t->dtype), need, t->nbytes);
     return LOFP_OK;
 }
 

@@ -34,11 +34,11 @@ LOFP_INTERNAL const char *lofp_io_shape_str(char *buf, size_t cap, const size_t 
 
 /* Rank of a dtype in the safetensors Dtype enum (ascending alignment); writers order tensors by
  * descending rank, then name. Returns -1 for an unknown dtype. */
-LOFP_INTERNAL int lofp_io_dtype_rank(lofp_io_dtype dt);
+LOFP_INTERNAL int lofp_dtype_rank(lofp_dtype dt);
 /* Looks a dtype up by the first len bytes of name. Returns 0 if unknown. */
-LOFP_INTERNAL lofp_io_dtype lofp_io_dtype_lookup(const char *name, size_t len);
+LOFP_INTERNAL lofp_dtype lofp_dtype_lookup(const char *name, size_t len);
 /* numpy descr (e.g. "<f4", "|u1") of a dtype, or NULL when .npy cannot hold it. */
-LOFP_INTERNAL const char *lofp_io_npy_descr(lofp_io_dtype dt);
+LOFP_INTERNAL const char *lofp_io_npy_descr(lofp_dtype dt);
 
 /* Returns 1 if the len bytes at s are valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 LOFP_INTERNAL int lofp_io_utf8_valid(const uint8_t *s, size_t len);

@@ -115,7 +115,7 @@ static lofp_status lit_shape(lit *p, size_t **dims, size_t *ndim)
 }
 
 /* Maps a numpy descr to a dtype, or explains why not. */
-static lofp_status npy_descr(lit *p, const uint8_t *d, size_t n, lofp_io_dtype *dt)
+static lofp_status npy_descr(lit *p, const uint8_t *d, size_t n, lofp_dtype *dt)
 {
     char shown[64];
     lofp_io_quote(shown, sizeof shown, (const char *)d, n);
@@ -129,15 +129,15 @@ static lofp_status npy_descr(lit *p, const uint8_t *d, size_t n, lofp_io_dtype *
         return lofp_io_fail(p->err, LOFP_ERR_UNSUPPORTED, p->file,
                             "object arrays (descr %s) are stored with pickle, which lofp does not read",
                             shown);
-    static const struct { const char *code; lofp_io_dtype dt; } map[] = {
-        {"b1", LOFP_IO_BOOL}, {"?", LOFP_IO_BOOL}, {"u1", LOFP_IO_U8}, {"i1", LOFP_IO_I8},
-        {"u2", LOFP_IO_U16}, {"i2", LOFP_IO_I16}, {"u4", LOFP_IO_U32}, {"i4", LOFP_IO_I32},
-        {"u8", LOFP_IO_U64}, {"i8", LOFP_IO_I64}, {"f2", LOFP_IO_F16}, {"f4", LOFP_IO_F32},
-        {"f8", LOFP_IO_F64}, {"c8", LOFP_IO_C64},
+    static const struct { const char *code; lofp_dtype dt; } map[] = {
+        {"b1", LOFP_DTYPE_BOOL}, {"?", LOFP_DTYPE_BOOL}, {"u1", LOFP_DTYPE_U8}, {"i1", LOFP_DTYPE_I8},
+        {"u2", LOFP_DTYPE_U16}, {"i2", LOFP_DTYPE_I16}, {"u4", LOFP_DTYPE_U32}, {"i4", LOFP_DTYPE_I32},
+        {"u8", LOFP_DTYPE_U64}, {"i8", LOFP_DTYPE_I64}, {"f2", LOFP_DTYPE_F16}, {"f4", LOFP_DTYPE_F32},
+        {"f8", LOFP_DTYPE_F64}, {"c8", LOFP_DTYPE_C64},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         if (strlen(map[i].code) == n && memcmp(map[i].code, d, n) == 0) {
-            if ((order == '>' || order == '!') && lofp_io_dtype_bits(map[i].dt) > 8)
+            if ((order == '>' || order == '!') && lofp_dtype_bits(map[i].dt) > 8)
                 return lofp_io_fail(p->err, LOFP_ERR_UNSUPPORTED, p->file,
                                     "big-endian data (descr %s) is not supported; "
                                     "save with a little-endian dtype", shown);
@@ -263,7 +263,7 @@ lofp_status lofp_npy_parse(lofp_file *f, lofp_io_error *err)
                           !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
         goto fail;
     }
-    lofp_io_dtype dt = (lofp_io_dtype)0;
+    lofp_dtype dt = (lofp_dtype)0;
     if ((st = npy_descr(&p, descr, descr_len, &dt))) goto fail;
     if (fortran) {
         st = lofp_io_fail(err, LOFP_ERR_UNSUPPORTED, file,
@@ -286,9 +286,9 @@ lofp_status lofp_npy_parse(lofp_file *f, lofp_io_error *err)
             goto fail;
         }
     }
-    if (!lofp_mul_size(numel, lofp_io_dtype_bits(dt) / 8, &nbytes)) {
+    if (!lofp_mul_size(numel, lofp_dtype_bits(dt) / 8, &nbytes)) {
         st = lofp_io_fail(err, LOFP_ERR_FORMAT, file, "shape %s x %s overflows 64 bits",
-                          lofp_io_shape_str(shp, sizeof shp, dims, ndim), lofp_io_dtype_name(dt));
+                          lofp_io_shape_str(shp, sizeof shp, dims, ndim), lofp_dtype_name(dt));
         goto fail;
     }
     size_t off = pre + hlen, avail = size - off;
@@ -296,7 +296,7 @@ lofp_status lofp_npy_parse(lofp_file *f, lofp_io_error *err)
         st = lofp_io_fail(err, LOFP_ERR_FORMAT, file,
                           avail < nbytes ? "data truncated: shape %s x %s needs %zu bytes but %zu follow the header"
                                          : "shape %s x %s needs %zu bytes but %zu follow the header (trailing bytes)",
-                          lofp_io_shape_str(shp, sizeof shp, dims, ndim), lofp_io_dtype_name(dt),
+                          lofp_io_shape_str(shp, sizeof shp, dims, ndim), lofp_dtype_name(dt),
                           nbytes, avail);
         goto fail;
     }
@@ -340,7 +340,7 @@ lofp_status lofp_npy_header(const lofp_tensor_desc *t, size_t n, size_t n_meta, 
     if (!descr)
         return lofp_io_fail(err, LOFP_ERR_UNSUPPORTED, file,
                             "numpy has no dtype for %s; write it to a .safetensors file",
-                            lofp_io_dtype_name(t->dtype));
+                            lofp_dtype_name(t->dtype));
 
     lofp_sbuf h = {0};
     lofp_sbuf_printf(&h, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);

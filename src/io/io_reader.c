@@ -58,7 +58,7 @@ lofp_status lofp_row_reader_open(const lofp_file *f, const lofp_tensor_info *t, 
         return lofp_io_fail(err, LOFP_ERR_INVALID_ARG, f->display,
                             "the tensor given to the row reader is not one of this file's");
     char q[128];
-    unsigned bits = lofp_io_dtype_bits(t->dtype);
+    unsigned bits = lofp_dtype_bits(t->dtype);
     size_t k = t->ndim ? t->shape[t->ndim - 1] : 1;
     size_t rows = k ? t->numel / k : 0;
     size_t row_bits = k * bits;   /* cannot overflow: numel * bits fits (checked at open) */
@@ -66,7 +66,7 @@ lofp_status lofp_row_reader_open(const lofp_file *f, const lofp_tensor_info *t, 
         return lofp_io_fail(err, LOFP_ERR_SHAPE, f->display,
                             "tensor %s: a row of %zu %s elements does not fill whole bytes",
                             lofp_io_quote(q, sizeof q, t->name, strlen(t->name)), k,
-                            lofp_io_dtype_name(t->dtype));
+                            lofp_dtype_name(t->dtype));
     lofp_row_reader *r = calloc(1, sizeof *r);
     if (!r) return lofp_io_fail(err, LOFP_ERR_NOMEM, f->display, "out of memory");
     r->f = f;

@@ -161,7 +161,7 @@ lofp_status lofp_st_parse(lofp_file *f, lofp_io_error *err)
                               jtype_name(d->nodes[dt_n].type));
             goto out;
         }
-        lofp_io_dtype dt = lofp_io_dtype_lookup(jstr(d, dt_n), d->nodes[dt_n].count);
+        lofp_dtype dt = lofp_dtype_lookup(jstr(d, dt_n), d->nodes[dt_n].count);
         if (!dt) {
             char dq[64];
             st = lofp_io_fail(err, LOFP_ERR_FORMAT, file, "tensor %s: unknown dtype %s", q,
@@ -206,13 +206,13 @@ lofp_status lofp_st_parse(lofp_file *f, lofp_io_error *err)
         if (bs == LOFP_ERR_SHAPE) {
             st = lofp_io_fail(err, LOFP_ERR_FORMAT, file,
                               "tensor %s: %zu %s elements do not fill whole bytes (%s packs %s)",
-                              q, numel, lofp_io_dtype_name(dt), lofp_io_dtype_name(dt),
-                              dt == LOFP_IO_F4 ? "two per byte" : "four per three bytes");
+                              q, numel, lofp_dtype_name(dt), lofp_dtype_name(dt),
+                              dt == LOFP_DTYPE_F4 ? "two per byte" : "four per three bytes");
             goto out;
         } else if (bs) {
             st = lofp_io_fail(err, LOFP_ERR_FORMAT, file,
                               "tensor %s: shape %s x %s overflows 64 bits", q,
-                              lofp_io_shape_str(shp, sizeof shp, dims, ndim), lofp_io_dtype_name(dt));
+                              lofp_io_shape_str(shp, sizeof shp, dims, ndim), lofp_dtype_name(dt));
             goto out;
         }
         /* data_offsets */
@@ -250,7 +250,7 @@ lofp_status lofp_st_parse(lofp_file *f, lofp_io_error *err)
             st = lofp_io_fail(err, LOFP_ERR_FORMAT, file,
                               "tensor %s: data_offsets [%zu, %zu] span %zu bytes but shape %s x %s "
                               "needs %zu", q, begin, end, end - begin,
-                              lofp_io_shape_str(shp, sizeof shp, dims, ndim), lofp_io_dtype_name(dt),
+                              lofp_io_shape_str(shp, sizeof shp, dims, ndim), lofp_dtype_name(dt),
                               nbytes);
             goto out;
         }
@@ -390,7 +390,7 @@ lofp_status lofp_st_header(const lofp_tensor_desc *t, size_t n, const lofp_metad
     for (size_t i = 0; i < n; i++) {
         items[i].t = &t[i];
         items[i].i = i;
-        items[i].rank = lofp_io_dtype_rank(t[i].dtype);
+        items[i].rank = lofp_dtype_rank(t[i].dtype);
     }
     qsort(items, n, sizeof *items, order_cmp);
 
@@ -412,7 +412,7 @@ lofp_status lofp_st_header(const lofp_tensor_desc *t, size_t n, const lofp_metad
         const lofp_tensor_desc *d = items[i].t;
         if (i || n_meta) lofp_sbuf_put(&j, ",", 1);
         lofp_sbuf_json_string(&j, d->name, strlen(d->name));
-        lofp_sbuf_printf(&j, ":{\"dtype\":\"%s\",\"shape\":[", lofp_io_dtype_name(d->dtype));
+        lofp_sbuf_printf(&j, ":{\"dtype\":\"%s\",\"shape\":[", lofp_dtype_name(d->dtype));
         for (size_t k = 0; k < d->ndim; k++) lofp_sbuf_printf(&j, k ? ",%zu" : "%zu", d->shape[k]);
         size_t end;
         if (!lofp_add_size(offset, d->nbytes, &end)) {

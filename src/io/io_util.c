@@ -92,94 +92,83 @@ typedef struct {
     const char *descr;  /* numpy, NULL when not expressible */
 } dtype_row;
 
-static const dtype_row dtype_table[LOFP_IO_DTYPE_COUNT_] = {
-    [LOFP_IO_BOOL] = {"BOOL", 8, 0, "|b1"},
-    [LOFP_IO_F4] = {"F4", 4, 1, NULL},
-    [LOFP_IO_F6_E2M3] = {"F6_E2M3", 6, 2, NULL},
-    [LOFP_IO_F6_E3M2] = {"F6_E3M2", 6, 3, NULL},
-    [LOFP_IO_U8] = {"U8", 8, 4, "|u1"},
-    [LOFP_IO_I8] = {"I8", 8, 5, "|i1"},
-    [LOFP_IO_F8_E5M2] = {"F8_E5M2", 8, 6, NULL},
-    [LOFP_IO_F8_E4M3] = {"F8_E4M3", 8, 7, NULL},
-    [LOFP_IO_F8_E8M0] = {"F8_E8M0", 8, 8, NULL},
-    [LOFP_IO_F8_E4M3FNUZ] = {"F8_E4M3FNUZ", 8, 9, NULL},
-    [LOFP_IO_F8_E5M2FNUZ] = {"F8_E5M2FNUZ", 8, 10, NULL},
-    [LOFP_IO_I16] = {"I16", 16, 11, "<i2"},
-    [LOFP_IO_U16] = {"U16", 16, 12, "<u2"},
-    [LOFP_IO_F16] = {"F16", 16, 13, "<f2"},
-    [LOFP_IO_BF16] = {"BF16", 16, 14, NULL},
-    [LOFP_IO_I32] = {"I32", 32, 15, "<i4"},
-    [LOFP_IO_U32] = {"U32", 32, 16, "<u4"},
-    [LOFP_IO_F32] = {"F32", 32, 17, "<f4"},
-    [LOFP_IO_C64] = {"C64", 64, 18, "<c8"},
-    [LOFP_IO_F64] = {"F64", 64, 19, "<f8"},
-    [LOFP_IO_I64] = {"I64", 64, 20, "<i8"},
-    [LOFP_IO_U64] = {"U64", 64, 21, "<u8"},
+static const dtype_row dtype_table[LOFP_DTYPE_COUNT_] = {
+    [LOFP_DTYPE_BOOL] = {"BOOL", 8, 0, "|b1"},
+    [LOFP_DTYPE_F4] = {"F4", 4, 1, NULL},
+    [LOFP_DTYPE_F6_E2M3] = {"F6_E2M3", 6, 2, NULL},
+    [LOFP_DTYPE_F6_E3M2] = {"F6_E3M2", 6, 3, NULL},
+    [LOFP_DTYPE_U8] = {"U8", 8, 4, "|u1"},
+    [LOFP_DTYPE_I8] = {"I8", 8, 5, "|i1"},
+    [LOFP_DTYPE_F8_E5M2] = {"F8_E5M2", 8, 6, NULL},
+    [LOFP_DTYPE_F8_E4M3] = {"F8_E4M3", 8, 7, NULL},
+    [LOFP_DTYPE_F8_E8M0] = {"F8_E8M0", 8, 8, NULL},
+    [LOFP_DTYPE_F8_E4M3FNUZ] = {"F8_E4M3FNUZ", 8, 9, NULL},
+    [LOFP_DTYPE_F8_E5M2FNUZ] = {"F8_E5M2FNUZ", 8, 10, NULL},
+    [LOFP_DTYPE_I16] = {"I16", 16, 11, "<i2"},
+    [LOFP_DTYPE_U16] = {"U16", 16, 12, "<u2"},
+    [LOFP_DTYPE_F16] = {"F16", 16, 13, "<f2"},
+    [LOFP_DTYPE_BF16] = {"BF16", 16, 14, NULL},
+    [LOFP_DTYPE_I32] = {"I32", 32, 15, "<i4"},
+    [LOFP_DTYPE_U32] = {"U32", 32, 16, "<u4"},
+    [LOFP_DTYPE_F32] = {"F32", 32, 17, "<f4"},
+    [LOFP_DTYPE_C64] = {"C64", 64, 18, "<c8"},
+    [LOFP_DTYPE_F64] = {"F64", 64, 19, "<f8"},
+    [LOFP_DTYPE_I64] = {"I64", 64, 20, "<i8"},
+    [LOFP_DTYPE_U64] = {"U64", 64, 21, "<u8"},
 };
 
-static const dtype_row *dtype_row_of(lofp_io_dtype dt)
+static const dtype_row *dtype_row_of(lofp_dtype dt)
 {
-    if ((int)dt <= 0 || (int)dt >= LOFP_IO_DTYPE_COUNT_) return NULL;
+    if ((int)dt <= 0 || (int)dt >= LOFP_DTYPE_COUNT_) return NULL;
     return dtype_table[dt].name ? &dtype_table[dt] : NULL;
 }
 
-const char *lofp_io_dtype_name(lofp_io_dtype dt)
+const char *lofp_dtype_name(lofp_dtype dt)
 {
     const dtype_row *r = dtype_row_of(dt);
     return r ? r->name : NULL;
 }
 
-unsigned lofp_io_dtype_bits(lofp_io_dtype dt)
+unsigned lofp_dtype_bits(lofp_dtype dt)
 {
     const dtype_row *r = dtype_row_of(dt);
     return r ? r->bits : 0;
 }
 
-int lofp_io_dtype_rank(lofp_io_dtype dt)
+int lofp_dtype_rank(lofp_dtype dt)
 {
     const dtype_row *r = dtype_row_of(dt);
     return r ? r->rank : -1;
 }
 
-const char *lofp_io_npy_descr(lofp_io_dtype dt)
+const char *lofp_io_npy_descr(lofp_dtype dt)
 {
     const dtype_row *r = dtype_row_of(dt);
     return r ? r->descr : NULL;
 }
 
-lofp_io_dtype lofp_io_dtype_lookup(const char *name, size_t len)
+lofp_dtype lofp_dtype_lookup(const char *name, size_t len)
 {
-    for (int i = 1; i < LOFP_IO_DTYPE_COUNT_; i++) {
+    for (int i = 1; i < LOFP_DTYPE_COUNT_; i++) {
         const char *n = dtype_table[i].name;
-        if (n && strlen(n) == len && memcmp(n, name, len) == 0) return (lofp_io_dtype)i;
+        if (n && strlen(n) == len && memcmp(n, name, len) == 0) return (lofp_dtype)i;
     }
-    return (lofp_io_dtype)0;
+    return (lofp_dtype)0;
 }
 
-lofp_status lofp_io_dtype_from_name(const char *name, lofp_io_dtype *out)
+lofp_status lofp_dtype_from_name(const char *name, lofp_dtype *out)
 {
     if (!name || !out) return LOFP_ERR_NOT_FOUND;
-    lofp_io_dtype dt = lofp_io_dtype_lookup(name, strlen(name));
+    lofp_dtype dt = lofp_dtype_lookup(name, strlen(name));
     if (!dt) return LOFP_ERR_NOT_FOUND;
     *out = dt;
     return LOFP_OK;
 }
 
-lofp_status lofp_io_dtype_to_lofp(lofp_io_dtype dt, lofp_dtype *out)
-{
-    if (!out) return LOFP_ERR_INVALID_ARG;
-    switch (dt) {
-    case LOFP_IO_F32: *out = LOFP_DTYPE_F32; return LOFP_OK;
-    case LOFP_IO_BF16: *out = LOFP_DTYPE_BF16; return LOFP_OK;
-    case LOFP_IO_F16: *out = LOFP_DTYPE_F16; return LOFP_OK;
-    default: return LOFP_ERR_UNSUPPORTED;
-    }
-}
-
-lofp_status lofp_io_tensor_bytes(lofp_io_dtype dt, const size_t *shape, size_t ndim,
+lofp_status lofp_io_tensor_bytes(lofp_dtype dt, const size_t *shape, size_t ndim,
                                  size_t *nbytes)
 {
-    unsigned bits = lofp_io_dtype_bits(dt);
+    unsigned bits = lofp_dtype_bits(dt);
     if (!bits || !nbytes || (ndim && !shape)) return LOFP_ERR_INVALID_ARG;
     size_t numel = 1;
     for (size_t i = 0; i < ndim; i++)

@@ -16,11 +16,6 @@
 #include "profile.h"
 #include "runtime/threadpool.h"
 
-static int valid_dtype(lofp_dtype dt)
-{
-    return dt == LOFP_DTYPE_F32 || dt == LOFP_DTYPE_BF16 || dt == LOFP_DTYPE_F16;
-}
-
 static size_t dtype_size(lofp_dtype dt) { return dt == LOFP_DTYPE_F32 ? 4 : 2; }
 
 static float global_from_amax(float amax)
@@ -35,7 +30,7 @@ float lofp_nvfp4_decode_scale(lofp_dtype dt, const void *x, size_t n)
 {
     float amax = 0.0f;
     size_t first;
-    if (!valid_dtype(dt) || (n && !x)) return NAN;
+    if (!lofp_dtype_is_dense(dt) || (n && !x)) return NAN;
     if (n && lofp_kernels()->scan(dt, x, n, &amax, &first)) return NAN;
     if (amax < 1e-12f) amax = 1e-12f;
     return amax / 2688.0f;
@@ -45,7 +40,7 @@ float lofp_nvfp4_global_scale(lofp_dtype dt, const void *x, size_t n)
 {
     float amax = 0.0f;
     size_t first;
-    if (!valid_dtype(dt) || (n && !x)) return NAN;
+    if (!lofp_dtype_is_dense(dt) || (n && !x)) return NAN;
     if (n && lofp_kernels()->scan(dt, x, n, &amax, &first)) return NAN;
     return global_from_amax(amax);
 }
@@ -57,7 +52,7 @@ static lofp_status check_common(const lofp_scheme *s, lofp_dtype dt, const void 
                                 size_t k, const uint8_t *codes, const uint8_t *scales,
                                 size_t *kp_out, size_t *n_out)
 {
-    if (lofp_scheme_validate(s) != LOFP_OK || !valid_dtype(dt)) return LOFP_ERR_INVALID_ARG;
+    if (lofp_scheme_validate(s) != LOFP_OK || !lofp_dtype_is_dense(dt)) return LOFP_ERR_INVALID_ARG;
     if (rows == 0 || k == 0) return LOFP_ERR_INVALID_ARG;
     if (!p || !codes || !scales) return LOFP_ERR_INVALID_ARG;
     if (k % s->block != 0 && !s->pad) return LOFP_ERR_SHAPE;

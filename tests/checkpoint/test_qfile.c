@@ -31,7 +31,7 @@ static void test_meta_bytes(void)
     q.ndim = 3;
     q.shape[0] = 2; q.shape[1] = 3; q.shape[2] = 64;
     q.kp = 64;
-    q.src_dtype = LOFP_IO_BF16;
+    q.src_dtype = LOFP_DTYPE_BF16;
     char want[512];
     snprintf(want, sizeof want,
              "scheme=nvfp4;rounding=rne;scale_rule=ue4m3;block=16;layout=swizzle-128x4;pad_byte=0;shape=[2,3,64];"
@@ -53,7 +53,7 @@ static void test_meta_bytes(void)
     memset(&r, 0, sizeof r);
     CHECK_OK(lofp_qtensor_meta_parse(buf, &r, NULL));
     CHECK(r.ndim == 3 && r.rows == 6 && r.k == 64 && r.kp == 64 && r.layout == LOFP_LAYOUT_SWIZZLE_128X4 &&
-          r.scheme.profile == LOFP_PROFILE_MODELOPT && r.src_dtype == LOFP_IO_BF16 && r.scheme.block == 16);
+          r.scheme.profile == LOFP_PROFILE_MODELOPT && r.src_dtype == LOFP_DTYPE_BF16 && r.scheme.block == 16);
     /* no dimensions, more than 64: not describable */
     q.ndim = 0;
     CHECK(lofp_qtensor_meta_format(&q, buf, sizeof buf) == 0);
@@ -69,8 +69,8 @@ static lofp_file *lying_file(const char *value, size_t crows, void **mem)
     static uint8_t codes[4096 * 32], scales[4096 * 2];
     memset(scales, 127, sizeof scales);
     size_t cs[2] = {crows, 32}, ss[2] = {crows, 2};
-    lofp_tensor_desc t[2] = {{"w.codes", LOFP_IO_U8, 2, cs, codes, crows * 32},
-                             {"w.scales", LOFP_IO_F8_E8M0, 2, ss, scales, crows * 2}};
+    lofp_tensor_desc t[2] = {{"w.codes", LOFP_DTYPE_U8, 2, cs, codes, crows * 32},
+                             {"w.scales", LOFP_DTYPE_F8_E8M0, 2, ss, scales, crows * 2}};
     lofp_metadata_entry m = {"lofp:w", value};
     size_t len = 0;
     lofp_file_encode(LOFP_FORMAT_SAFETENSORS, t, 2, &m, 1, NULL, 0, &len, NULL);
@@ -144,7 +144,7 @@ static void test_pipelines(void)
     for (size_t i = 0; i < R * K; i++) x[i] = (float)tu_normal(&rng);
     int32_t ids[3] = {1, 2, 3};
     size_t xs[2] = {R, K}, is[1] = {3};
-    lofp_tensor_desc in[2] = {{"layer.w", LOFP_IO_F32, 2, xs, x, sizeof x}, {"ids", LOFP_IO_I32, 1, is, ids, sizeof ids}};
+    lofp_tensor_desc in[2] = {{"layer.w", LOFP_DTYPE_F32, 2, xs, x, sizeof x}, {"ids", LOFP_DTYPE_I32, 1, is, ids, sizeof ids}};
     char pin[300], pq[300], pd[300];
     path_of(pin, sizeof pin, "in.safetensors");
     path_of(pq, sizeof pq, "q.safetensors");
@@ -222,13 +222,13 @@ static void test_pipelines(void)
     /* the output is never the input; a non-safetensors output is refused before anything */
     seen.opened = 0;
     CHECK(lofp_qfile_quantize(pin, pin, &o, &e) == LOFP_ERR_INVALID_ARG && strstr(e.message, "same file"));
-    CHECK(lofp_qfile_dequantize(pq, pq, &(lofp_qfile_dequantize_options){LOFP_IO_F32, 1, 0, 0, NULL, NULL, NULL}, &e) ==
+    CHECK(lofp_qfile_dequantize(pq, pq, &(lofp_qfile_dequantize_options){LOFP_DTYPE_F32, 1, 0, 0, NULL, NULL, NULL}, &e) ==
           LOFP_ERR_INVALID_ARG);
     char pn[300];
     path_of(pn, sizeof pn, "q.npy");
     CHECK(lofp_qfile_quantize(pin, pn, &o, &e) == LOFP_ERR_INVALID_ARG && access(pn, F_OK) != 0);
     /* dequantize of a file without lofp tensors */
-    CHECK(lofp_qfile_dequantize(pin, pd, &(lofp_qfile_dequantize_options){LOFP_IO_F32, 1, 0, 0, NULL, NULL, NULL}, &e) ==
+    CHECK(lofp_qfile_dequantize(pin, pd, &(lofp_qfile_dequantize_options){LOFP_DTYPE_F32, 1, 0, 0, NULL, NULL, NULL}, &e) ==
           LOFP_ERR_NOT_FOUND);
     CHECK(seen.opened == 0);
 }

@@ -23,16 +23,16 @@
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
-static uint8_t pat_byte(unsigned seed, size_t j, lofp_io_dtype dt)
+static uint8_t pat_byte(unsigned seed, size_t j, lofp_dtype dt)
 {
-    if (dt == LOFP_IO_BOOL) return (uint8_t)((j + seed) & 1);
+    if (dt == LOFP_DTYPE_BOOL) return (uint8_t)((j + seed) & 1);
     return (uint8_t)(j * 29u + seed * 71u + 5u);
 }
 
 static void expect_error(const uint8_t *buf, size_t len, lofp_file_format fmt, lofp_status status,
                          const char *want, const char *label);
 
-static void fill_pattern(uint8_t *p, size_t n, unsigned seed, lofp_io_dtype dt)
+static void fill_pattern(uint8_t *p, size_t n, unsigned seed, lofp_dtype dt)
 {
     for (size_t j = 0; j < n; j++) p[j] = pat_byte(seed, j, dt);
 }
@@ -123,21 +123,21 @@ static const char *sname(lofp_status s)
 /* ---- every dtype -------------------------------------------------------------------------- */
 
 typedef struct {
-    lofp_io_dtype dt;
+    lofp_dtype dt;
     size_t ndim;
     size_t shape[4];
 } tcase;
 
 /* A shape per dtype (sub-byte types need whole bytes). */
 static const tcase cases[] = {
-    {LOFP_IO_BOOL, 2, {3, 5}},      {LOFP_IO_U8, 2, {4, 7}},       {LOFP_IO_I8, 1, {9}},
-    {LOFP_IO_U16, 2, {2, 3}},       {LOFP_IO_I16, 3, {2, 1, 3}},   {LOFP_IO_U32, 2, {3, 4}},
-    {LOFP_IO_I32, 1, {5}},          {LOFP_IO_U64, 2, {2, 2}},      {LOFP_IO_I64, 0, {0}},
-    {LOFP_IO_F16, 2, {3, 3}},       {LOFP_IO_BF16, 2, {4, 8}},     {LOFP_IO_F32, 2, {6, 5}},
-    {LOFP_IO_F64, 3, {2, 2, 2}},    {LOFP_IO_F8_E4M3, 2, {4, 32}}, {LOFP_IO_F8_E5M2, 1, {7}},
-    {LOFP_IO_F8_E8M0, 2, {4, 1}},   {LOFP_IO_F4, 2, {4, 32}},      {LOFP_IO_F6_E2M3, 2, {2, 4}},
-    {LOFP_IO_F6_E3M2, 1, {8}},      {LOFP_IO_F8_E4M3FNUZ, 1, {3}}, {LOFP_IO_F8_E5M2FNUZ, 1, {2}},
-    {LOFP_IO_C64, 1, {3}},
+    {LOFP_DTYPE_BOOL, 2, {3, 5}},      {LOFP_DTYPE_U8, 2, {4, 7}},       {LOFP_DTYPE_I8, 1, {9}},
+    {LOFP_DTYPE_U16, 2, {2, 3}},       {LOFP_DTYPE_I16, 3, {2, 1, 3}},   {LOFP_DTYPE_U32, 2, {3, 4}},
+    {LOFP_DTYPE_I32, 1, {5}},          {LOFP_DTYPE_U64, 2, {2, 2}},      {LOFP_DTYPE_I64, 0, {0}},
+    {LOFP_DTYPE_F16, 2, {3, 3}},       {LOFP_DTYPE_BF16, 2, {4, 8}},     {LOFP_DTYPE_F32, 2, {6, 5}},
+    {LOFP_DTYPE_F64, 3, {2, 2, 2}},    {LOFP_DTYPE_F8_E4M3, 2, {4, 32}}, {LOFP_DTYPE_F8_E5M2, 1, {7}},
+    {LOFP_DTYPE_F8_E8M0, 2, {4, 1}},   {LOFP_DTYPE_F4, 2, {4, 32}},      {LOFP_DTYPE_F6_E2M3, 2, {2, 4}},
+    {LOFP_DTYPE_F6_E3M2, 1, {8}},      {LOFP_DTYPE_F8_E4M3FNUZ, 1, {3}}, {LOFP_DTYPE_F8_E5M2FNUZ, 1, {2}},
+    {LOFP_DTYPE_C64, 1, {3}},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -150,40 +150,43 @@ static size_t case_bytes(const tcase *c)
 
 static void test_dtypes(void)
 {
-    for (int i = 1; i < LOFP_IO_DTYPE_COUNT_; i++) {
-        const char *n = lofp_io_dtype_name((lofp_io_dtype)i);
+    for (int i = 1; i < LOFP_DTYPE_COUNT_; i++) {
+        const char *n = lofp_dtype_name((lofp_dtype)i);
         CHECKF(n != NULL, "dtype %d has no name", i);
-        lofp_io_dtype back;
-        CHECK(lofp_io_dtype_from_name(n, &back) == LOFP_OK && back == (lofp_io_dtype)i);
+        lofp_dtype back;
+        CHECK(lofp_dtype_from_name(n, &back) == LOFP_OK && back == (lofp_dtype)i);
     }
-    lofp_io_dtype x;
-    CHECK(lofp_io_dtype_from_name("f32", &x) == LOFP_ERR_NOT_FOUND);
-    CHECK(lofp_io_dtype_name((lofp_io_dtype)0) == NULL);
-    CHECK(lofp_io_dtype_name(LOFP_IO_DTYPE_COUNT_) == NULL);
-    CHECK(lofp_io_dtype_bits(LOFP_IO_F4) == 4 && lofp_io_dtype_bits(LOFP_IO_BF16) == 16);
-    /* the one io dtype -> lofp_dtype mapping: the three float types, nothing else */
-    for (int i = 0; i <= LOFP_IO_DTYPE_COUNT_; i++) {
-        lofp_dtype d = (lofp_dtype)0;
-        lofp_status st = lofp_io_dtype_to_lofp((lofp_io_dtype)i, &d);
-        lofp_dtype want = i == LOFP_IO_F32 ? LOFP_DTYPE_F32 : i == LOFP_IO_BF16 ? LOFP_DTYPE_BF16
-                        : i == LOFP_IO_F16 ? LOFP_DTYPE_F16 : (lofp_dtype)0;
-        CHECKF(want ? st == LOFP_OK && d == want : st == LOFP_ERR_UNSUPPORTED && d == (lofp_dtype)0,
-               "lofp_io_dtype_to_lofp(%d) -> %d, %d", i, (int)st, (int)d);
+    lofp_dtype x;
+    CHECK(lofp_dtype_from_name("f32", &x) == LOFP_ERR_NOT_FOUND);
+    CHECK(lofp_dtype_name((lofp_dtype)0) == NULL);
+    CHECK(lofp_dtype_name(LOFP_DTYPE_COUNT_) == NULL);
+    CHECK(lofp_dtype_bits(LOFP_DTYPE_F4) == 4 && lofp_dtype_bits(LOFP_DTYPE_BF16) == 16);
+    /* the dense dtypes (what the quantizers take) are F32, BF16 and F16, nothing else; quantize
+     * refuses every other dtype of the one enum, and values outside it */
+    for (int i = -1; i <= LOFP_DTYPE_COUNT_; i++) {
+        int want = i == LOFP_DTYPE_F32 || i == LOFP_DTYPE_BF16 || i == LOFP_DTYPE_F16;
+        CHECKF(lofp_dtype_is_dense((lofp_dtype)i) == want, "lofp_dtype_is_dense(%d)", i);
+        lofp_scheme s;
+        CHECK(lofp_scheme_init(&s, LOFP_SCHEME_MXFP4) == LOFP_OK);
+        uint64_t xb[8] = {0}; /* 32 elements of any width up to 16 bits: zeros */
+        uint8_t codes[16], scales[1];
+        float g = 0.0f;
+        lofp_status st = lofp_quantize(&s, (lofp_dtype)i, xb, 1, 32, codes, scales, &g, NULL);
+        CHECKF(want ? st == LOFP_OK : st == LOFP_ERR_INVALID_ARG, "lofp_quantize(dtype %d) -> %d", i, (int)st);
     }
-    CHECK(lofp_io_dtype_to_lofp(LOFP_IO_F32, NULL) == LOFP_ERR_INVALID_ARG);
     size_t nb, sh[3] = {3, 5, 0};
-    CHECK(lofp_io_tensor_bytes(LOFP_IO_F4, sh, 2, &nb) == LOFP_ERR_SHAPE);
+    CHECK(lofp_io_tensor_bytes(LOFP_DTYPE_F4, sh, 2, &nb) == LOFP_ERR_SHAPE);
     sh[1] = 6;
-    CHECK(lofp_io_tensor_bytes(LOFP_IO_F4, sh, 2, &nb) == LOFP_OK && nb == 9);
-    CHECK(lofp_io_tensor_bytes(LOFP_IO_F6_E2M3, sh, 2, &nb) == LOFP_ERR_SHAPE);
+    CHECK(lofp_io_tensor_bytes(LOFP_DTYPE_F4, sh, 2, &nb) == LOFP_OK && nb == 9);
+    CHECK(lofp_io_tensor_bytes(LOFP_DTYPE_F6_E2M3, sh, 2, &nb) == LOFP_ERR_SHAPE);
     size_t big[2] = {(size_t)1 << 40, (size_t)1 << 40};
-    CHECK(lofp_io_tensor_bytes(LOFP_IO_U8, big, 2, &nb) == LOFP_ERR_SIZE_OVERFLOW);
+    CHECK(lofp_io_tensor_bytes(LOFP_DTYPE_U8, big, 2, &nb) == LOFP_ERR_SIZE_OVERFLOW);
     size_t big2[1] = {SIZE_MAX / 2};
-    CHECK(lofp_io_tensor_bytes(LOFP_IO_F32, big2, 1, &nb) == LOFP_ERR_SIZE_OVERFLOW);
-    CHECK(lofp_io_tensor_bytes(LOFP_IO_F32, NULL, 0, &nb) == LOFP_OK && nb == 4);
-    CHECK(lofp_io_tensor_bytes((lofp_io_dtype)99, NULL, 0, &nb) == LOFP_ERR_INVALID_ARG);
+    CHECK(lofp_io_tensor_bytes(LOFP_DTYPE_F32, big2, 1, &nb) == LOFP_ERR_SIZE_OVERFLOW);
+    CHECK(lofp_io_tensor_bytes(LOFP_DTYPE_F32, NULL, 0, &nb) == LOFP_OK && nb == 4);
+    CHECK(lofp_io_tensor_bytes((lofp_dtype)99, NULL, 0, &nb) == LOFP_ERR_INVALID_ARG);
     sh[0] = 0;
-    CHECK(lofp_io_tensor_bytes(LOFP_IO_F4, sh, 2, &nb) == LOFP_OK && nb == 0);
+    CHECK(lofp_io_tensor_bytes(LOFP_DTYPE_F4, sh, 2, &nb) == LOFP_OK && nb == 0);
 }
 
 /* Checks that an open file holds tensor `name` = case c with pattern `seed`. */
@@ -215,7 +218,7 @@ static void test_roundtrip_safetensors(void)
         size_t nb = case_bytes(&cases[i]);
         bufs[i] = malloc(nb + 1);
         fill_pattern(bufs[i], nb, (unsigned)i, cases[i].dt);
-        snprintf(names[i], sizeof names[i], "t%02zu.%s", NCASES - i, lofp_io_dtype_name(cases[i].dt));
+        snprintf(names[i], sizeof names[i], "t%02zu.%s", NCASES - i, lofp_dtype_name(cases[i].dt));
         d[i] = (lofp_tensor_desc){names[i], cases[i].dt, cases[i].ndim, cases[i].shape, bufs[i], nb};
     }
     lofp_metadata_entry meta[] = {{"scheme", "nvfp4"}, {"a \"quoted\"\nkey\x1f", "v\\al\tue \xc3\xa9"},
@@ -264,9 +267,9 @@ static void test_roundtrip_safetensors(void)
             const lofp_tensor_info *t = lofp_file_tensor(f, i);
             CHECK_EQ_U(t->offset, at);                         /* data order, contiguous */
             CHECK((const uint8_t *)t->data == (const uint8_t *)lofp_file_tensor(f, 0)->data + (at - lofp_file_tensor(f, 0)->offset));
-            unsigned bits = lofp_io_dtype_bits(t->dtype);
+            unsigned bits = lofp_dtype_bits(t->dtype);
             if (bits >= 8) CHECKF(t->offset % (bits / 8) == 0, "%s misaligned", t->name);
-            int rank = lofp_io_dtype_rank(t->dtype);
+            int rank = lofp_dtype_rank(t->dtype);
             CHECK(rank < prev_rank || (rank == prev_rank && strcmp(prev_name, t->name) < 0));
             prev_rank = rank;
             prev_name = t->name;
@@ -325,11 +328,11 @@ static void test_roundtrip_npy(void)
         uint8_t *buf = malloc(nb + 1);
         fill_pattern(buf, nb, (unsigned)i + 100, c->dt);
         lofp_tensor_desc d = {NULL, c->dt, c->ndim, c->shape, buf, nb};
-        snprintf(path, sizeof path, "%s/arr_%s.npy", tmp_root, lofp_io_dtype_name(c->dt));
+        snprintf(path, sizeof path, "%s/arr_%s.npy", tmp_root, lofp_dtype_name(c->dt));
         lofp_status st = lofp_file_write(path, LOFP_FORMAT_AUTO, &d, 1, NULL, 0, &err);
         if (!lofp_io_npy_descr(c->dt)) {
-            CHECKF(st == LOFP_ERR_UNSUPPORTED, "%s into .npy: %s", lofp_io_dtype_name(c->dt), sname(st));
-            CHECK(strstr(err.message, lofp_io_dtype_name(c->dt)) != NULL);
+            CHECKF(st == LOFP_ERR_UNSUPPORTED, "%s into .npy: %s", lofp_dtype_name(c->dt), sname(st));
+            CHECK(strstr(err.message, lofp_dtype_name(c->dt)) != NULL);
             CHECK(access(path, F_OK) != 0);
             free(buf);
             continue;
@@ -344,7 +347,7 @@ static void test_roundtrip_npy(void)
         CHECKF(st == LOFP_OK, "open %s: %s", path, err.message);
         if (f) {
             char stem[64];
-            snprintf(stem, sizeof stem, "arr_%s", lofp_io_dtype_name(c->dt));
+            snprintf(stem, sizeof stem, "arr_%s", lofp_dtype_name(c->dt));
             CHECK(lofp_file_format_of(f) == LOFP_FORMAT_NPY && lofp_file_count(f) == 1);
             CHECK(!strcmp(lofp_file_tensor(f, 0)->name, stem));
             CHECK(lofp_file_tensor(f, 0)->offset % 64 == 0);
@@ -356,7 +359,7 @@ static void test_roundtrip_npy(void)
     /* npy: exactly one tensor, no metadata */
     size_t sh[1] = {2};
     float v[2] = {1, 2};
-    lofp_tensor_desc d2[2] = {{"a", LOFP_IO_F32, 1, sh, v, 8}, {"b", LOFP_IO_F32, 1, sh, v, 8}};
+    lofp_tensor_desc d2[2] = {{"a", LOFP_DTYPE_F32, 1, sh, v, 8}, {"b", LOFP_DTYPE_F32, 1, sh, v, 8}};
     lofp_metadata_entry m = {"k", "v"};
     size_t len;
     CHECK(lofp_file_encode(LOFP_FORMAT_NPY, d2, 2, NULL, 0, NULL, 0, &len, &err) == LOFP_ERR_INVALID_ARG);
@@ -368,7 +371,7 @@ static void test_roundtrip_npy(void)
     for (size_t i = 0; i < nd; i++) many[i] = 1;
     many[0] = 3;
     uint16_t h3[3] = {1, 2, 3};
-    lofp_tensor_desc dv2 = {NULL, LOFP_IO_F16, nd, many, h3, 6};
+    lofp_tensor_desc dv2 = {NULL, LOFP_DTYPE_F16, nd, many, h3, 6};
     CHECK(lofp_file_encode(LOFP_FORMAT_NPY, &dv2, 1, NULL, 0, NULL, 0, &len, &err) == LOFP_ERR_INVALID_ARG &&
           strstr(err.message, "65 dimensions") && strstr(err.message, "at most 64"));
     dv2.ndim = LOFP_MAX_NDIM;
@@ -423,14 +426,14 @@ static void test_roundtrip_npy(void)
     /* the exact bytes numpy writes for np.arange(3, dtype='<f4') (version 1.0, 64-byte aligned) */
     float a3[3] = {0, 1, 2};
     size_t s3[1] = {3};
-    lofp_tensor_desc d3 = {NULL, LOFP_IO_F32, 1, s3, a3, 12};
+    lofp_tensor_desc d3 = {NULL, LOFP_DTYPE_F32, 1, s3, a3, 12};
     uint8_t out[256];
     CHECK(lofp_file_encode(LOFP_FORMAT_NPY, &d3, 1, NULL, 0, out, sizeof out, &len, &err) == LOFP_OK);
     const char *want = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }";
     CHECK(len == 128 + 12 && memcmp(out, want, 10 + 57) == 0 && out[127] == '\n');
     for (size_t i = 67; i < 127; i++) CHECK(out[i] == ' ');
     /* scalar: shape () */
-    lofp_tensor_desc d0 = {NULL, LOFP_IO_F64, 0, NULL, (double[]){3.5}, 8};
+    lofp_tensor_desc d0 = {NULL, LOFP_DTYPE_F64, 0, NULL, (double[]){3.5}, 8};
     CHECK(lofp_file_encode(LOFP_FORMAT_NPY, &d0, 1, NULL, 0, out, sizeof out, &len, &err) == LOFP_OK);
     CHECK(mem_find(out, len, "'shape': (), }", 14) != NULL && len == 128 + 8);
 }
@@ -446,7 +449,7 @@ static uint8_t *st_build(const char *json, size_t jlen, size_t data_len, size_t 
     for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)h >> (8 * i));
     memcpy(b + 8, json, jlen);
     memset(b + 8 + jlen, ' ', h - jlen);
-    fill_pattern(b + 8 + h, data_len, 1, LOFP_IO_U8);
+    fill_pattern(b + 8 + h, data_len, 1, LOFP_DTYPE_U8);
     return b;
 }
 
@@ -675,9 +678,9 @@ static void test_torture(void)
     size_t sh_a[2] = {2, 3}, sh_b[1] = {4}, sh_c[2] = {2, 4};
     float a[6] = {1, 2, 3, 4, 5, 6};
     uint8_t bq[4] = {1, 2, 3, 4}, c4[4] = {0x12, 0x34, 0x56, 0x78};
-    lofp_tensor_desc d[3] = {{"w", LOFP_IO_F32, 2, sh_a, a, 24},
-                             {"w.scales", LOFP_IO_F8_E8M0, 1, sh_b, bq, 4},
-                             {"w.codes", LOFP_IO_F4, 2, sh_c, c4, 4}};
+    lofp_tensor_desc d[3] = {{"w", LOFP_DTYPE_F32, 2, sh_a, a, 24},
+                             {"w.scales", LOFP_DTYPE_F8_E8M0, 1, sh_b, bq, 4},
+                             {"w.codes", LOFP_DTYPE_F4, 2, sh_c, c4, 4}};
     lofp_metadata_entry meta[1] = {{"scheme", "mxfp4"}};
     size_t len;
     uint8_t buf[512];
@@ -704,7 +707,7 @@ static uint8_t *npy_build(unsigned major, unsigned minor, const char *dict, size
     memcpy(b + pre, dict, dl);
     memset(b + pre + dl, ' ', pad);
     b[pre + field - 1] = '\n';
-    fill_pattern(b + pre + field, data_len, 3, LOFP_IO_U8);
+    fill_pattern(b + pre + field, data_len, 3, LOFP_DTYPE_U8);
     return b;
 }
 
@@ -809,7 +812,7 @@ static void test_atomic_write(void)
     snprintf(path, sizeof path, "%s/out.safetensors", dir);
     size_t sh1[1] = {4};
     float v1[4] = {1, 2, 3, 4};
-    lofp_tensor_desc d1 = {"x", LOFP_IO_F32, 1, sh1, v1, 16};
+    lofp_tensor_desc d1 = {"x", LOFP_DTYPE_F32, 1, sh1, v1, 16};
     lofp_io_error err;
     CHECK(lofp_file_write(path, LOFP_FORMAT_AUTO, &d1, 1, NULL, 0, &err) == LOFP_OK);
     size_t alen = 0, blen = 0;
@@ -825,7 +828,7 @@ static void test_atomic_write(void)
     size_t nbig = 1 << 20;
     uint8_t *big = calloc(nbig, 1);
     size_t shb[1] = {nbig};
-    lofp_tensor_desc db = {"big", LOFP_IO_U8, 1, shb, big, nbig};
+    lofp_tensor_desc db = {"big", LOFP_DTYPE_U8, 1, shb, big, nbig};
     struct rlimit old, lim;
     CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
     void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
@@ -889,13 +892,13 @@ static void test_atomic_write(void)
     CHECK(lofp_file_write(path, LOFP_FORMAT_AUTO, &badutf, 1, NULL, 0, &err) == LOFP_ERR_INVALID_ARG);
     size_t odd[2] = {4, 3};
     uint8_t six[6] = {0};
-    lofp_tensor_desc f4odd = {"q", LOFP_IO_F4, 2, odd, six, 6};
+    lofp_tensor_desc f4odd = {"q", LOFP_DTYPE_F4, 2, odd, six, 6};
     CHECK(lofp_file_write(path, LOFP_FORMAT_AUTO, &f4odd, 1, NULL, 0, &err) == LOFP_ERR_INVALID_ARG);
     CHECK(strstr(err.message, "even last") != NULL);
     size_t huge[2] = {SIZE_MAX / 2, 4};
-    lofp_tensor_desc hd = {"h", LOFP_IO_U8, 2, huge, v1, 16};
+    lofp_tensor_desc hd = {"h", LOFP_DTYPE_U8, 2, huge, v1, 16};
     CHECK(lofp_file_write(path, LOFP_FORMAT_AUTO, &hd, 1, NULL, 0, &err) == LOFP_ERR_SIZE_OVERFLOW);
-    lofp_tensor_desc nodata = {"n", LOFP_IO_F32, 1, sh1, NULL, 16};
+    lofp_tensor_desc nodata = {"n", LOFP_DTYPE_F32, 1, sh1, NULL, 16};
     CHECK(lofp_file_write(path, LOFP_FORMAT_AUTO, &nodata, 1, NULL, 0, &err) == LOFP_ERR_INVALID_ARG);
     snprintf(sub, sizeof sub, "%s/out.bin", dir);
     CHECK(lofp_file_write(sub, LOFP_FORMAT_AUTO, &d1, 1, NULL, 0, &err) == LOFP_ERR_INVALID_ARG);
@@ -912,7 +915,7 @@ static void test_atomic_write(void)
     lofp_file *old_f = NULL;
     CHECK(lofp_file_open(path, LOFP_FORMAT_AUTO, &old_f, &err) == LOFP_OK);
     float v2[4] = {5, 6, 7, 8};
-    lofp_tensor_desc d2 = {"y", LOFP_IO_F32, 1, sh1, v2, 16};
+    lofp_tensor_desc d2 = {"y", LOFP_DTYPE_F32, 1, sh1, v2, 16};
     lofp_metadata_entry m1 = {"note", "second"};
     CHECK(lofp_file_write(path, LOFP_FORMAT_SAFETENSORS, &d2, 1, &m1, 1, &err) == LOFP_OK);
     CHECK(count_entries(dir) == 1);
@@ -1032,10 +1035,10 @@ static void interop_write(const char *dir)
         size_t nb = case_bytes(c);
         bufs[i] = malloc(nb + 1);
         fill_pattern(bufs[i], nb, (unsigned)i, c->dt);
-        lofp_tensor_desc d = {lofp_io_dtype_name(c->dt), c->dt, c->ndim, c->shape, bufs[i], nb};
-        int known = c->dt != LOFP_IO_F8_E4M3FNUZ && c->dt != LOFP_IO_F8_E5M2FNUZ && c->dt != LOFP_IO_C64;
-        int serializable = known && c->dt != LOFP_IO_F6_E2M3 && c->dt != LOFP_IO_F6_E3M2;
-        int numpy = lofp_io_npy_descr(c->dt) && c->dt != LOFP_IO_C64;
+        lofp_tensor_desc d = {lofp_dtype_name(c->dt), c->dt, c->ndim, c->shape, bufs[i], nb};
+        int known = c->dt != LOFP_DTYPE_F8_E4M3FNUZ && c->dt != LOFP_DTYPE_F8_E5M2FNUZ && c->dt != LOFP_DTYPE_C64;
+        int serializable = known && c->dt != LOFP_DTYPE_F6_E2M3 && c->dt != LOFP_DTYPE_F6_E3M2;
+        int numpy = lofp_io_npy_descr(c->dt) && c->dt != LOFP_DTYPE_C64;
         if (known) all[n_all++] = d;
         if (serializable) ident[n_ident++] = d;
         if (numpy) np_only[n_np++] = d;
@@ -1044,7 +1047,7 @@ static void interop_write(const char *dir)
                                 numpy ? "lofp_np.safetensors" : NULL, NULL};
         char npy[64];
         if (lofp_io_npy_descr(c->dt)) {
-            snprintf(npy, sizeof npy, "lofp_%s.npy", lofp_io_dtype_name(c->dt));
+            snprintf(npy, sizeof npy, "lofp_%s.npy", lofp_dtype_name(c->dt));
             files[3] = npy;
             snprintf(path, sizeof path, "%s/%s", dir, npy);
             lofp_io_error err;
@@ -1078,7 +1081,7 @@ static double dec_half(uint16_t h)
 }
 
 /* Element i of a tensor as a double, from first principles (an oracle independent of lofp). */
-static double dec_elem(lofp_io_dtype dt, const uint8_t *p, size_t i)
+static double dec_elem(lofp_dtype dt, const uint8_t *p, size_t i)
 {
     uint8_t b;
     uint16_t h;
@@ -1087,32 +1090,32 @@ static double dec_elem(lofp_io_dtype dt, const uint8_t *p, size_t i)
     float f;
     double d;
     switch (dt) {
-    case LOFP_IO_BOOL: case LOFP_IO_U8: return p[i];
-    case LOFP_IO_I8: return (int8_t)p[i];
-    case LOFP_IO_U16: memcpy(&h, p + 2 * i, 2); return h;
-    case LOFP_IO_I16: memcpy(&h, p + 2 * i, 2); return (int16_t)h;
-    case LOFP_IO_U32: memcpy(&u, p + 4 * i, 4); return u;
-    case LOFP_IO_I32: memcpy(&u, p + 4 * i, 4); return (int32_t)u;
-    case LOFP_IO_U64: memcpy(&q, p + 8 * i, 8); return (double)q;
-    case LOFP_IO_I64: memcpy(&q, p + 8 * i, 8); return (double)(int64_t)q;
-    case LOFP_IO_F16: memcpy(&h, p + 2 * i, 2); return dec_half(h);
-    case LOFP_IO_BF16: memcpy(&h, p + 2 * i, 2); u = (uint32_t)h << 16; memcpy(&f, &u, 4); return f;
-    case LOFP_IO_F32: memcpy(&f, p + 4 * i, 4); return f;
-    case LOFP_IO_F64: memcpy(&d, p + 8 * i, 8); return d;
-    case LOFP_IO_F8_E4M3: {
+    case LOFP_DTYPE_BOOL: case LOFP_DTYPE_U8: return p[i];
+    case LOFP_DTYPE_I8: return (int8_t)p[i];
+    case LOFP_DTYPE_U16: memcpy(&h, p + 2 * i, 2); return h;
+    case LOFP_DTYPE_I16: memcpy(&h, p + 2 * i, 2); return (int16_t)h;
+    case LOFP_DTYPE_U32: memcpy(&u, p + 4 * i, 4); return u;
+    case LOFP_DTYPE_I32: memcpy(&u, p + 4 * i, 4); return (int32_t)u;
+    case LOFP_DTYPE_U64: memcpy(&q, p + 8 * i, 8); return (double)q;
+    case LOFP_DTYPE_I64: memcpy(&q, p + 8 * i, 8); return (double)(int64_t)q;
+    case LOFP_DTYPE_F16: memcpy(&h, p + 2 * i, 2); return dec_half(h);
+    case LOFP_DTYPE_BF16: memcpy(&h, p + 2 * i, 2); u = (uint32_t)h << 16; memcpy(&f, &u, 4); return f;
+    case LOFP_DTYPE_F32: memcpy(&f, p + 4 * i, 4); return f;
+    case LOFP_DTYPE_F64: memcpy(&d, p + 8 * i, 8); return d;
+    case LOFP_DTYPE_F8_E4M3: {
         b = p[i];
         int e = (b >> 3) & 15, m = b & 7;
         double v = (e == 15 && m == 7) ? NAN : e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
         return b & 0x80 ? -v : v;
     }
-    case LOFP_IO_F8_E5M2: {
+    case LOFP_DTYPE_F8_E5M2: {
         b = p[i];
         int e = (b >> 2) & 31, m = b & 3;
         double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -16) : ldexp(4 + m, e - 17);
         return b & 0x80 ? -v : v;
     }
-    case LOFP_IO_F8_E8M0: return p[i] == 0xFF ? NAN : ldexp(1.0, p[i] - 127);
-    case LOFP_IO_F4: {
+    case LOFP_DTYPE_F8_E8M0: return p[i] == 0xFF ? NAN : ldexp(1.0, p[i] - 127);
+    case LOFP_DTYPE_F4: {
         static const double mag[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
         b = (uint8_t)(i % 2 ? p[i / 2] >> 4 : p[i / 2] & 15);
         return b & 8 ? -mag[b & 7] : mag[b & 7];
@@ -1165,9 +1168,9 @@ static void interop_read(const char *dir)
             const lofp_tensor_info *t = strcmp(name, "-") ? lofp_file_find(f, name) : lofp_file_tensor(f, 0);
             CHECKF(t != NULL, "%s: no tensor %s", file, name);
             if (t) {
-                lofp_io_dtype want;
-                CHECK(lofp_io_dtype_from_name(dtn, &want) == LOFP_OK);
-                CHECKF(t->dtype == want, "%s/%s: dtype %s, want %s", file, name, lofp_io_dtype_name(t->dtype), dtn);
+                lofp_dtype want;
+                CHECK(lofp_dtype_from_name(dtn, &want) == LOFP_OK);
+                CHECKF(t->dtype == want, "%s/%s: dtype %s, want %s", file, name, lofp_dtype_name(t->dtype), dtn);
                 CHECKF(t->ndim == ndim, "%s/%s: ndim %zu, want %zu", file, name, t->ndim, ndim);
                 for (size_t k = 0; k < ndim && k < t->ndim; k++) CHECK_EQ_U(t->shape[k], dims[k]);
                 char vpath[1100];

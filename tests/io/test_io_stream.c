@@ -82,11 +82,11 @@ static void test_writer_matches_file_write(void)
     uint8_t a[7 * 5 * 4], b[13], c[3 * 8 / 2], e[2 * 3 * 4 * 2];
     fill(a, sizeof a, 1); fill(b, sizeof b, 2); fill(c, sizeof c, 3); fill(e, sizeof e, 5);
     lofp_tensor_desc t[5] = {
-        {"w.codes", LOFP_IO_U8, 1, sh_b, b, sizeof b},
-        {"w", LOFP_IO_F32, 2, sh_a, a, sizeof a},
-        {"z.f4", LOFP_IO_F4, 2, sh_c, c, sizeof c},
-        {"empty", LOFP_IO_F16, 1, sh_d, NULL, 0},
-        {"h", LOFP_IO_BF16, 3, sh_e, e, sizeof e},
+        {"w.codes", LOFP_DTYPE_U8, 1, sh_b, b, sizeof b},
+        {"w", LOFP_DTYPE_F32, 2, sh_a, a, sizeof a},
+        {"z.f4", LOFP_DTYPE_F4, 2, sh_c, c, sizeof c},
+        {"empty", LOFP_DTYPE_F16, 1, sh_d, NULL, 0},
+        {"h", LOFP_DTYPE_BF16, 3, sh_e, e, sizeof e},
     };
     lofp_metadata_entry meta[2] = {{"k2", "v2"}, {"k1", "v1"}};
     char p1[600], p2[600];
@@ -146,7 +146,7 @@ static void test_writer_errors(void)
     snprintf(p, sizeof p, "%s/out.safetensors", dir);
     size_t sh[1] = {16};
     uint8_t d[16] = {0};
-    lofp_tensor_desc t[2] = {{"a", LOFP_IO_U8, 1, sh, NULL, 16}, {"b", LOFP_IO_U8, 1, sh, NULL, 16}};
+    lofp_tensor_desc t[2] = {{"a", LOFP_DTYPE_U8, 1, sh, NULL, 16}, {"b", LOFP_DTYPE_U8, 1, sh, NULL, 16}};
     lofp_io_error err;
     lofp_writer *w;
 
@@ -183,7 +183,7 @@ static void test_writer_errors(void)
     free(b);
 
     /* validation happens before anything is created */
-    lofp_tensor_desc bad = {"a", LOFP_IO_U8, 1, sh, NULL, 15};
+    lofp_tensor_desc bad = {"a", LOFP_DTYPE_U8, 1, sh, NULL, 15};
     CHECK(lofp_writer_open(p, LOFP_FORMAT_AUTO, &bad, 1, NULL, 0, 0, &w, &err) == LOFP_ERR_INVALID_ARG);
     CHECK(w == NULL && dir_entries(dir) == 1);
     CHECK(lofp_writer_open(dir, LOFP_FORMAT_SAFETENSORS, t, 2, NULL, 0, 0, &w, &err) == LOFP_ERR_IO);
@@ -200,7 +200,7 @@ static void test_writer_keeps_mode(void)
     snprintf(p, sizeof p, "%s/mode.safetensors", root);
     size_t sh[1] = {4};
     uint8_t d[4] = {1, 2, 3, 4};
-    lofp_tensor_desc t = {"a", LOFP_IO_U8, 1, sh, d, 4};
+    lofp_tensor_desc t = {"a", LOFP_DTYPE_U8, 1, sh, d, 4};
     lofp_io_error err;
     CHECK_OK(lofp_file_write(p, LOFP_FORMAT_AUTO, &t, 1, NULL, 0, &err));
     CHECK(chmod(p, 0640) == 0);
@@ -236,7 +236,7 @@ static void test_writer_long_path(void)
     memcpy(path + o + name_len - 12, ".safetensors", 13);
     size_t sh[1] = {3};
     uint8_t d[3] = {7, 8, 9};
-    lofp_tensor_desc t = {"x", LOFP_IO_U8, 1, sh, d, 3};
+    lofp_tensor_desc t = {"x", LOFP_DTYPE_U8, 1, sh, d, 3};
     lofp_io_error err;
     CHECKF(lofp_file_write(path, LOFP_FORMAT_AUTO, &t, 1, NULL, 0, &err) == LOFP_OK, "%s", err.message);
     CHECKF(lofp_file_write(path, LOFP_FORMAT_AUTO, &t, 1, NULL, 0, &err) == LOFP_OK, "%s", err.message);
@@ -262,11 +262,11 @@ static void test_reader_chunks(void)
     fill(f4, sizeof f4, 8);
     uint8_t odd[15] = {0};
     lofp_tensor_desc t[5] = {
-        {"a", LOFP_IO_BF16, 3, sh_a, a, sizeof a},
-        {"s", LOFP_IO_F32, 0, sh_s, &scalar, 4},
-        {"f4", LOFP_IO_F4, 2, sh_f, f4, sizeof f4},
-        {"z", LOFP_IO_F32, 2, sh_z, NULL, 0},
-        {"odd", LOFP_IO_U8, 2, sh_o, odd, 15},
+        {"a", LOFP_DTYPE_BF16, 3, sh_a, a, sizeof a},
+        {"s", LOFP_DTYPE_F32, 0, sh_s, &scalar, 4},
+        {"f4", LOFP_DTYPE_F4, 2, sh_f, f4, sizeof f4},
+        {"z", LOFP_DTYPE_F32, 2, sh_z, NULL, 0},
+        {"odd", LOFP_DTYPE_U8, 2, sh_o, odd, 15},
     };
     lofp_io_error err;
     CHECK_OK(lofp_file_write(p, LOFP_FORMAT_AUTO, t, 5, NULL, 0, &err));
@@ -399,7 +399,7 @@ static void test_reader_bounded_rss(void)
     size_t sh[2] = {rows, k};
     lofp_io_error err;
     lofp_writer *w;
-    lofp_tensor_desc t = {NULL, LOFP_IO_F32, 2, sh, NULL, rows * k * 4};
+    lofp_tensor_desc t = {NULL, LOFP_DTYPE_F32, 2, sh, NULL, rows * k * 4};
     CHECK_OK(lofp_writer_open(p, LOFP_FORMAT_AUTO, &t, 1, NULL, 0, LOFP_WRITE_NO_SYNC, &w, &err));
     float *row = malloc(k * 4);
     for (size_t r = 0; r < rows && w; r++) {

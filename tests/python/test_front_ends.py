@@ -45,9 +45,14 @@ def test_lofp_python_env_wins(tmp_path, cli):
 def test_python_m_lofp_eval_stays_in_python(monkeypatch):
     import lofp.__main__ as m
 
+    import subprocess
+
     def boom(*a, **k):
-        raise AssertionError("python -m lofp eval called the lofp command")
-    monkeypatch.setattr(m.subprocess, "call", boom)
+        raise AssertionError("python -m lofp started a process")
+    for name in ("call", "run", "Popen", "check_call", "check_output"):
+        monkeypatch.setattr(subprocess, name, boom)
+    monkeypatch.setattr(os, "execv", boom)
     with pytest.raises(SystemExit) as ei:
         m.main(["eval", "--help"])
     assert ei.value.code == 0
+    assert m.main(["inspect", "model.safetensors"]) == 2  # the command's, refused, not forwarded
