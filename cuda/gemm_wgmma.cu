@@ -45,6 +45,7 @@
  * (A cp.async kernel with one __syncthreads per chunk and two warpgroups measured slower; it is in
  * git history.)
  */
+#include <atomic>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -487,8 +488,10 @@ int is_sm90(void)
 
 } // namespace
 
-/* configuration forced by lofp_cuda_wgmma_test_config (tests and benchmark sweeps); -1 = auto */
-static int g_force = -1;
+/* configuration forced by lofp_cuda_wgmma_test_config (tests and benchmark sweeps); -1 = auto.
+ * Atomic: a test may set it while another thread launches (no data race; that launch takes one
+ * of the two settings). */
+static std::atomic<int> g_force{-1};
 
 /* The four configurations (MT, TN, stages, K splits, row groups, K parities) and their cost per
  * 128-chunk of one CTA, measured on an H200 (NVFP4 and MXFP4, 8192^2 and 14336 x 4096, M =
@@ -502,14 +505,17 @@ static const struct Cfg { int rows, tn, ks; double us_per_chunk; } k_cfg[4] = {
     {256, 128, 2, 2.1},  /* 3: (2,128), 4 stages, K split over a cluster of 2 */
 };
 
-extern "C" void lofp_cuda_wgmma_test_config(int cfg) { g_force = cfg >= 0 && cfg < LOFP_WGMMA_NCFG ? cfg : -1; }
+extern "C" void lofp_cuda_wgmma_test_config(int cfg)
+{
+    g_force.store(cfg >= 0 && cfg < LOFP_WGMMA_NCFG ? cfg : -1);
+}
 
 lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st)
 {
     if (!is_sm90()) return LOFP_ERR_UNSUPPORTED;
     const long long sms = sm_count();
     const long long chunks = p.k / 128;
-    int sel = g_force;
+    int sel = g_force.load();
     if (sel < 0) {
         /* estimated time: rounds of one CTA per SM (tiles x splits over the SMs) x chunks per
          * CTA and round x the measured cost per chunk; the best measured configuration at

@@ -32,15 +32,17 @@ lofp_status lofp_cuda_w4a16_gemm_route(const lofp_cuda_w4 *w, const void *d_a, s
                                        lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream,
                                        int route);
 /* Test hooks of the large path: cap_bytes (0 = default 256 MiB) bounds the transient bf16 weight
- * buffer (smaller -> more N chunks); lt_off != 0 makes cuBLASLt look absent. Not thread-safe
- * with respect to concurrent GEMM calls' choice of route (tests only). */
+ * buffer (smaller -> more N chunks); lt_off != 0 makes cuBLASLt look absent. Process-wide
+ * settings kept in atomics (no data race); a GEMM call running concurrently sees the old or the
+ * new setting (tests and benchmark sweeps only). */
 void lofp_cuda_large_test_config(size_t cap_bytes, int lt_off);
 /* 1 when the large path can run (cuBLASLt opened and not switched off by the hook). */
 int lofp_cuda_large_available(void);
 /* Test / benchmark hook of the wgmma kernel (gemm_wgmma.cu): cfg 0..LOFP_WGMMA_NCFG-1 forces
  * that configuration for every later wgmma launch (0 (1,64) persistent with two K parities,
  * 1 (2,128) persistent, 2 (1,64) split K over 2, 3 (2,128) split K over 2), anything else
- * restores the automatic choice. Not thread-safe (tests only). */
+ * restores the automatic choice. A process-wide atomic setting, like the large path's (tests and
+ * benchmark sweeps only). */
 void lofp_cuda_wgmma_test_config(int cfg);
 #define LOFP_WGMMA_NCFG 4
 #ifdef __cplusplus
