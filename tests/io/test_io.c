@@ -168,7 +168,7 @@ static void test_dtypes(void)
         CHECKF(lofp_dtype_is_dense((lofp_dtype)i) == want, "lofp_dtype_is_dense(%d)", i);
         lofp_scheme s;
         CHECK(lofp_scheme_init(&s, LOFP_SCHEME_MXFP4) == LOFP_OK);
-        uint64_t xb[8] = {0}; /* 32 elements of any width up to 16 bits: zeros */
+        uint64_t xb[16] = {0}; /* 32 elements of any width up to 32 bits: zeros */
         uint8_t codes[16], scales[1];
         float g = 0.0f;
         lofp_status st = lofp_quantize(&s, (lofp_dtype)i, xb, 1, 32, codes, scales, &g, NULL);
