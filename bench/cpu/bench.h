@@ -24,6 +24,8 @@ int bench_group_quant(const bench_opts *o);
 int bench_group_gemm(const bench_opts *o);
 int bench_group_attention(const bench_opts *o);
 int bench_group_pool(const bench_opts *o);
+/* `lofp bench methods`: MSE and GPTQ wall times (bench_methods.c); not part of `all`. */
+int bench_group_methods(const bench_opts *o);
 /* `lofp bench io`: quantize/dequantize end to end against read()/write() (bench_io.c). */
 int bench_io(int argc, char **argv);
 

@@ -10,7 +10,7 @@
 
 static void bench_usage(FILE *f)
 {
-    fprintf(f, "usage: lofp-bench [quant|gemm|attention|pool|all] [--threads N] [--quick] [--min-time S]\n"
+    fprintf(f, "usage: lofp-bench [quant|gemm|attention|pool|methods|all] [--threads N] [--quick] [--min-time S]\n"
                "       lofp-bench io [options]   (the file pipeline against read()/write(); --help)\n\n"
                "Measures the machine's read bandwidth (STREAM-like, 512 MiB) for 1..N threads, then\n"
                "runs the chosen benchmark group(s) and prints time, GB/s, GFLOP/s, the ratio to the\n"
@@ -48,7 +48,8 @@ int main(int argc, char **argv)
     if (!strcmp(group, "gemm") || !strcmp(group, "all")) { rc |= bench_group_gemm(&o); ran = 1; }
     if (!strcmp(group, "attention") || !strcmp(group, "all")) { rc |= bench_group_attention(&o); ran = 1; }
     if (!strcmp(group, "pool") || !strcmp(group, "all")) { rc |= bench_group_pool(&o); ran = 1; }
-    if (!ran) return cli_error("bench", "unknown group '%s' (quant, gemm, attention, pool, all)", group);
+    if (!strcmp(group, "methods")) { rc |= bench_group_methods(&o); ran = 1; }
+    if (!ran) return cli_error("bench", "unknown group '%s' (quant, gemm, attention, pool, methods, all)", group);
     if (rc) fprintf(stderr, "lofp-bench: a benchmark's self-check FAILED\n");
     return rc;
 }

@@ -114,6 +114,8 @@ typedef struct lofp_gptq_options {
     int mse_scales;       /* 0 (default): block scales by the scheme's rule; 1: by the MSE search,
                              weighted by diag H, over the block's values when it is fixed */
     unsigned mse_window;  /* window of that search (default LOFP_MSE_WINDOW_DEFAULT) */
+    unsigned threads;     /* worker threads of lofp_gptq_prepare (default 1; the sweep uses
+                             s->threads). Results never depend on it. */
 } lofp_gptq_options;
 
 /* Fills *o with the defaults above. */
@@ -140,7 +142,7 @@ typedef struct lofp_gptq_factor {
  * factor of H^-1 (H^-1 = U^T U) that GPTQ uses; f->u = fp32(U).
  * Returns LOFP_OK; LOFP_ERR_INVALID_ARG for NULL pointers, k == 0 or f->k != k, a non-finite
  * entry of h, a negative damp, or an H that is not positive definite after damping (a pivot
- * <= 0; the caller names the layer). Single-threaded; re-entrant. */
+ * <= 0; the caller names the layer). Threads: o->threads; re-entrant. */
 LOFP_API lofp_status lofp_gptq_prepare(const float *h, size_t k, const lofp_gptq_options *o,
                                        lofp_gptq_factor *f);
 

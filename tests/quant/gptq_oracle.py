@@ -52,11 +52,11 @@ def prepare(h, damp, act_order):
         v = a[:j, j] / r
         v_mat[:j, j] = v
         a[:j, :j] = a[:j, :j] - np.outer(v, v)
-    # U = V^-1 row by row from the last, sums in increasing p
+    # U = V^-1 row by row from the last, sums in decreasing p
     u = np.zeros((k, k))
     for i in range(k - 1, -1, -1):
         acc = np.zeros(k)
-        for q in range(i + 1, k):
+        for q in range(k - 1, i, -1):
             acc[q:] = acc[q:] + v_mat[i, q] * u[q, q:]
         u[i, i] = 1.0 / v_mat[i, i]
         u[i, i + 1:] = (-acc[i + 1:]) / v_mat[i, i]

@@ -49,6 +49,7 @@ int main(int argc, char **argv)
     o.act_order = atoi(argv[4]);
     o.lazy_block = (uint32_t)strtoul(argv[5], NULL, 10);
     o.damp = strtod(argv[6], NULL);
+    o.threads = 2;
     float *w = malloc(rows * k * sizeof(float)), *h = malloc(k * k * sizeof(float));
     lofp_gptq_factor f = { k, malloc(k * k * sizeof(float)), malloc(k * sizeof(uint32_t)),
                            malloc(k), malloc(k * sizeof(float)) };
