@@ -32,6 +32,7 @@
 #include "lofp/io.h"
 #include "lofp/kvcache.h"
 #include "lofp/lofp.h"
+#include "lofp/method.h"
 #include "lofp/qfile.h"
 #ifdef LOFP_PY_CUDA
 #include "lofp/lofp_cuda.h"
@@ -829,6 +830,102 @@ static PyObject *py_quantize(PyObject *self, PyObject *args)
     ret = Py_BuildValue("(dnn)", (double)global, (Py_ssize_t)rep.nonfinite_blocks, (Py_ssize_t)rep.padded_k);
 out:
     arr_release(&x); arr_release(&c); arr_release(&sc);
+    return ret;
+}
+
+/* quantize_method(blob, dt, x, rows, k, codes, scales, global_in|None, threads, method,
+ *                 importance|None, hessian|None, damp, act_order) -> (global_scale, padded_k)
+ * method 1 = MSE (importance: k float32, or None), 2 = GPTQ (hessian: k*k float32; the factor
+ * is prepared here, per call). global_in None: the tensor's own NVFP4 multiplier. */
+static PyObject *py_quantize_method(PyObject *self, PyObject *args)
+{
+    PyObject *blob, *xo, *co, *so, *gin, *impo, *heso;
+    int dt, method, act_order;
+    Py_ssize_t rows, k;
+    unsigned threads;
+    double damp;
+    lofp_scheme s;
+    if (!PyArg_ParseTuple(args, "OiOnnOOOIiOOdp", &blob, &dt, &xo, &rows, &k, &co, &so, &gin, &threads, &method,
+                          &impo, &heso, &damp, &act_order))
+        return NULL;
+    if (get_scheme(blob, &s) || check_dtype(dt) || check_sizes(rows, k, "x")) return NULL;
+    if (method != LOFP_METHOD_MSE && method != LOFP_METHOD_GPTQ)
+        return raise_error(LOFP_ERR_INVALID_ARG, -1, "method must be mse or gptq here");
+    s.threads = threads;
+    size_t kp = lofp_padded_k(&s, (size_t)k);
+    if (!kp) return raise_error(LOFP_ERR_SHAPE, -1, "last dimension %zd is not a multiple of the block %u (pass pad=True)", k, s.block);
+    size_t cb = lofp_codes_bytes(&s, (size_t)rows, (size_t)k), sb = lofp_scales_bytes(&s, (size_t)rows, (size_t)k), xb, hb;
+    if (!cb || !sb || !mul_ok((size_t)rows, (size_t)k, &xb) || !mul_ok(xb, dtype_size(dt), &xb) ||
+        !mul_ok((size_t)k, (size_t)k, &hb) || !mul_ok(hb, sizeof(float), &hb))
+        return raise_error(LOFP_ERR_SIZE_OVERFLOW, -1, "[%zd, %zd] overflows", rows, k);
+    arr_t x, c, sc, aux;
+    memset(&aux, 0, sizeof aux);
+    if (arr_get(xo, "x", 0, WANT_CPU, NULL, &x)) return NULL;
+    if (arr_get(co, "codes", 1, WANT_CPU, NULL, &c)) { arr_release(&x); return NULL; }
+    if (arr_get(so, "scales", 1, WANT_CPU, NULL, &sc)) { arr_release(&x); arr_release(&c); return NULL; }
+    PyObject *ret = NULL;
+    lofp_gptq_factor f;
+    memset(&f, 0, sizeof f);
+    if (arr_need(&x, "x", xb) || arr_need(&c, "codes", cb) || arr_need(&sc, "scales", sb)) goto out;
+    PyObject *auxo = method == LOFP_METHOD_MSE ? impo : heso;
+    if (auxo != Py_None) {
+        if (arr_get(auxo, method == LOFP_METHOD_MSE ? "importance" : "hessian", 0, WANT_CPU, NULL, &aux)) goto out;
+        if (arr_need(&aux, method == LOFP_METHOD_MSE ? "importance" : "hessian",
+                     method == LOFP_METHOD_MSE ? (size_t)k * sizeof(float) : hb))
+            goto out;
+    } else if (method == LOFP_METHOD_GPTQ) {
+        raise_error(LOFP_ERR_INVALID_ARG, -1, "method gptq needs hessian");
+        goto out;
+    }
+    float gval = 1.0f;
+    if (gin != Py_None) {
+        double g = PyFloat_AsDouble(gin);
+        if (g == -1.0 && PyErr_Occurred()) goto out;
+        gval = (float)g;
+        if (!(isfinite(gval) && gval > 0)) { raise_error(LOFP_ERR_INVALID_ARG, -1, "global_scale must be finite and > 0, got %g", g); goto out; }
+    } else if (s.id == LOFP_SCHEME_NVFP4 && s.two_level) {
+        gval = lofp_nvfp4_global_scale((lofp_dtype)dt, x.ptr, (size_t)rows * (size_t)k);
+        if (!isfinite(gval)) { raise_error(LOFP_ERR_NONFINITE, -1, "x has a non-finite value"); goto out; }
+    }
+    if (s.id != LOFP_SCHEME_NVFP4) gval = 1.0f;
+    lofp_quant_report rep;
+    memset(&rep, 0, sizeof rep);
+    lofp_status st;
+    const char *what = "quantize";
+    if (method == LOFP_METHOD_GPTQ) {
+        f.k = (size_t)k;
+        f.u = malloc(hb);
+        f.perm = malloc((size_t)k * sizeof(uint32_t));
+        f.dead = malloc((size_t)k);
+        f.hdiag = malloc((size_t)k * sizeof(float));
+        if (!f.u || !f.perm || !f.dead || !f.hdiag) { PyErr_NoMemory(); goto out; }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (method == LOFP_METHOD_MSE) {
+        st = lofp_mse_quantize_rows(&s, (lofp_dtype)dt, x.ptr, 0, (size_t)rows, (size_t)k, gval,
+                                    auxo != Py_None ? (const float *)(const void *)aux.ptr : NULL,
+                                    LOFP_MSE_WINDOW_DEFAULT, (uint8_t *)c.ptr, (uint8_t *)sc.ptr, NULL, &rep);
+    } else {
+        lofp_gptq_options o;
+        lofp_gptq_options_init(&o);
+        o.damp = damp;
+        o.act_order = act_order;
+        o.threads = threads;
+        st = lofp_gptq_prepare((const float *)(const void *)aux.ptr, (size_t)k, &o, &f);
+        if (st != LOFP_OK) what = "gptq prepare (is hessian finite, symmetric and positive definite after damping?)";
+        else st = lofp_gptq_quantize_rows(&s, (lofp_dtype)dt, x.ptr, 0, (size_t)rows, (size_t)k, gval, &f, &o,
+                                          (uint8_t *)c.ptr, (uint8_t *)sc.ptr, &rep);
+    }
+    Py_END_ALLOW_THREADS
+    if (st == LOFP_ERR_NONFINITE) {
+        raise_error(st, (long long)rep.first_bad_index, "x has a non-finite value at flat index %zu", rep.first_bad_index);
+        goto out;
+    }
+    if (st != LOFP_OK) { raise_call(st, what); goto out; }
+    ret = Py_BuildValue("(dn)", (double)gval, (Py_ssize_t)kp);
+out:
+    free(f.u); free(f.perm); free(f.dead); free(f.hdiag);
+    arr_release(&x); arr_release(&c); arr_release(&sc); arr_release(&aux);
     return ret;
 }
 
@@ -2549,6 +2646,7 @@ static PyMethodDef methods[] = {
     {"scheme", py_scheme, METH_VARARGS, "scheme(name, rounding, scale_rule, block, two_level, pad, propagate, c, rotate, hadamard, seed) -> bytes"},
     {"scheme_info", py_scheme_info, METH_VARARGS, "scheme_info(scheme) -> dict"},
     {"sizes", py_sizes, METH_VARARGS, "sizes(scheme, rows, k) -> (padded_k, codes_bytes, scales_bytes)"},
+    {"quantize_method", py_quantize_method, METH_VARARGS, "quantize_method(scheme, dtype, x, rows, k, codes, scales, global|None, threads, method, importance|None, hessian|None, damp, act_order) -> (global, padded_k)"},
     {"quantize", py_quantize, METH_VARARGS, "quantize(scheme, dtype, x, rows, k, codes, scales, global|None, threads) -> (global, nonfinite_blocks, padded_k)"},
     {"dequantize", py_dequantize, METH_VARARGS, "dequantize(scheme, codes, scales, global, rows, k, dtype, out, threads)"},
     {"nvfp4_scales", py_nvfp4_scales, METH_VARARGS, "nvfp4_scales(dtype, x) -> (encode_global, decode_scale)"},

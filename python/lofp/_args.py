@@ -15,6 +15,7 @@ SEED_MAX = (1 << 64) - 1  # lofp_scheme.seed is a uint64_t
 
 ROUNDINGS = ("rne", "ties-to-zero", "ties-away", "stochastic")
 SCALE_RULES = ("floor", "ceil", "even", "rceil")
+METHODS = ("rtn", "mse", "gptq")
 
 
 def _is_int(v: Any) -> bool:
@@ -87,3 +88,42 @@ def dense_out(name: str, out: Any, shape: tuple, np_dtype: Any) -> None:
         return  # the size check after this one says "buffer too small" with the byte counts
     if tuple(out.shape) != tuple(shape):
         raise Error(f"invalid argument: {name} has shape {tuple(out.shape)}, the result is {tuple(shape)}")
+
+
+def method_args(method: Any, importance: Any, hessian: Any, damp: Any, act_order: Any, k: int):
+    """lofp.quantize's method arguments: returns (method id 0/1/2, importance, hessian, damp,
+    act_order) with importance / hessian as C-contiguous float32 numpy arrays of shape (k,) /
+    (k, k), or raises lofp.Error naming the argument."""
+    if not isinstance(method, str) or method not in METHODS:
+        raise Error(f"invalid argument: method must be one of {', '.join(METHODS)}; got {method!r}")
+    mid = METHODS.index(method)
+    if importance is not None and method != "mse":
+        raise Error(f"invalid argument: importance is for method='mse' (got method={method!r})")
+    if hessian is not None and method != "gptq":
+        raise Error(f"invalid argument: hessian is for method='gptq' (got method={method!r})")
+    if method == "gptq" and hessian is None:
+        raise Error("invalid argument: method='gptq' needs hessian, the [K, K] input Hessian X^T X")
+    if isinstance(damp, (bool, np.bool_)) or not isinstance(damp, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(damp) and damp >= 0):
+        raise Error(f"invalid argument: damp must be a finite number >= 0, got {damp!r}")
+    ao = flag("act_order", act_order)
+    if (ao or float(damp) != 0.01) and method != "gptq":
+        raise Error(f"invalid argument: damp and act_order are for method='gptq' (got method={method!r})")
+
+    def as_f32(name: str, v: Any, shape: tuple) -> Any:
+        if v is None:
+            return None
+        if hasattr(v, "detach") and hasattr(v, "cpu"):  # a torch tensor
+            v = v.detach().cpu().numpy()
+        try:
+            a = np.asarray(v)
+        except Exception:  # noqa: BLE001 -- whatever it is, it is not an array
+            raise Error(f"invalid argument: {name} must be an array, got {type(v).__name__}") from None
+        if a.dtype.kind not in "fiu":
+            raise Error(f"invalid argument: {name} must hold real numbers, got dtype {a.dtype}")
+        if tuple(a.shape) != shape:
+            raise Error(f"invalid argument: {name} has shape {tuple(a.shape)}, expected {shape}")
+        return np.ascontiguousarray(a, dtype=np.float32)
+
+    return (mid, as_f32("importance", importance, (k,)), as_f32("hessian", hessian, (k, k)), float(damp),
+            bool(ao))

@@ -307,7 +307,8 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
              scale_layout: str = "linear", pad: Optional[bool] = None, pad_byte: Optional[int] = None,
              propagate_nonfinite: Optional[bool] = None, global_scale: Optional[float] = None,
              profile: Optional[str] = None, seed: Optional[int] = None, threads: Optional[int] = None,
-             out: Optional[Tuple[Any, Any]] = None) -> QTensor:
+             out: Optional[Tuple[Any, Any]] = None, method: str = "rtn", importance: Any = None,
+             hessian: Any = None, damp: float = 0.01, act_order: bool = False) -> QTensor:
     """Block-quantizes x (numpy array or torch tensor, CPU or CUDA) along its last dimension.
 
     x: float32, bfloat16 or float16, any shape [..., K] (leading dims are rows); float64 is rounded
@@ -328,6 +329,14 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
     out: (codes, scales) arrays to fill in place (zero-copy), exactly the sizes quantize would
        allocate (uint8 codes; 1-byte scales, or uint32 for packed layouts), C-contiguous.
 
+    method: how codes and scales are chosen (docs/QUALITY.md); the result decodes the same way:
+       'rtn' (default) the scale rule and round to nearest; 'mse' per block the scale code of least
+       squared error among a window around the rule's (weighted by importance, K non-negative
+       floats such as an imatrix diagonal); 'gptq' GPTQ over hessian, the [K, K] input Hessian
+       X^T X of this layer (damp: relative diagonal damping, default 0.01; act_order: visit
+       columns by descending diag). 'mse' and 'gptq' run on the CPU with a lofp profile and
+       non-stochastic rounding; x's rows are output features for 'gptq'.
+
     Returns a QTensor in x's framework and on x's device. CUDA tensors are quantized on the GPU on
     torch's current stream, bit-identical to the CPU.
 
@@ -337,7 +346,8 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
     """
     if threads is not None:
         _args.threads(threads)
-    if (type(x) is _ndarray and type(scheme) is str and scale_layout == "linear" and rounding is None
+    if (method == "rtn" and importance is None and hessian is None and damp == 0.01 and act_order is False
+            and type(x) is _ndarray and type(scheme) is str and scale_layout == "linear" and rounding is None
             and scale_rule is None and block is None and two_level is None and rotate is None and c is None
             and hadamard is None and pad is None and pad_byte is None and propagate_nonfinite is None
             and global_scale is None and profile is None and seed is None):
@@ -412,7 +422,19 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
         codes, codes_raw = alloc.bytes(codes_shape)
         scales, scales_raw = alloc.bytes(sshape, sview)
     pb = -1 if pad_byte is None else int(pad_byte)
-    if alloc.cuda:
+    mid, imp, hes, dmp, ao = _args.method_args(method, importance, hessian, damp, act_order, k)
+    if mid and alloc.cuda:
+        raise Error(f"unsupported: method={method!r} runs on the CPU; quantize a CPU tensor")
+    if mid:
+        nthreads = _threads(threads, rows * k)
+        lin = scales_raw if scale_layout == "linear" else np.empty(rows * cols, np.uint8)
+        g, _ = _lofp.quantize_method(sch.blob, dt, xr, rows, k, codes_raw, lin, global_scale, nthreads, mid, imp,
+                                     hes, dmp, ao)
+        if scale_layout != "linear":
+            _lofp.layout_convert(lin, rows, cols, "linear", scale_layout, pb, scales_raw)
+        if alloc.torch is not None:
+            g = alloc.torch.tensor(g, dtype=alloc.torch.float32)
+    elif alloc.cuda:
         g = _quantize_cuda(sch, dt, xr, rows, k, scale_layout, codes_raw, scales_raw, global_scale, alloc)
     else:
         nthreads = _threads(threads, rows * k)
