@@ -61,11 +61,16 @@ int main(int argc, char **argv)
     float g = s.id == LOFP_SCHEME_NVFP4 ? lofp_nvfp4_global_scale(LOFP_DTYPE_F32, w, rows * k) : 1.0f;
     lofp_status st = lofp_gptq_prepare(h, k, &o, &f);
     if (st == LOFP_OK) st = lofp_gptq_quantize_rows(&s, LOFP_DTYPE_F32, w, 0, rows, k, g, &f, &o, codes, scales, NULL);
-    if (st != LOFP_OK) { printf("status %s\n", lofp_status_name(st)); return 1; }
-    if (!write_file(argv[9], "codes", codes, cb) || !write_file(argv[9], "scales", scales, sb) ||
-        !write_file(argv[9], "u", f.u, k * k * sizeof(float)) ||
-        !write_file(argv[9], "perm", f.perm, k * sizeof(uint32_t)) ||
-        !write_file(argv[9], "global", &g, sizeof g))
-        return 2;
-    return 0;
+    int rc = 0;
+    if (st != LOFP_OK) {
+        printf("status %s\n", lofp_status_name(st));
+        rc = 1;
+    } else if (!write_file(argv[9], "codes", codes, cb) || !write_file(argv[9], "scales", scales, sb) ||
+               !write_file(argv[9], "u", f.u, k * k * sizeof(float)) ||
+               !write_file(argv[9], "perm", f.perm, k * sizeof(uint32_t)) ||
+               !write_file(argv[9], "global", &g, sizeof g)) {
+        rc = 2;
+    }
+    free(w); free(h); free(f.u); free(f.perm); free(f.dead); free(f.hdiag); free(codes); free(scales);
+    return rc;
 }
