@@ -141,8 +141,11 @@ typedef struct lofp_gptq_factor {
  * factorization run from the last column to the first); U = V^-1, which is the upper Cholesky
  * factor of H^-1 (H^-1 = U^T U) that GPTQ uses; f->u = fp32(U).
  * Returns LOFP_OK; LOFP_ERR_INVALID_ARG for NULL pointers, k == 0 or f->k != k, a non-finite
- * entry of h, a negative damp, or an H that is not positive definite after damping (a pivot
- * <= 0; the caller names the layer). Threads: o->threads; re-entrant. */
+ * entry of h, a negative or non-finite damp, or an H that is not positive definite after damping
+ * (a pivot <= 0, or a factor that over- or underflows fp32; the caller names the layer);
+ * LOFP_ERR_SIZE_OVERFLOW when k * k doubles are not addressable; LOFP_ERR_NOMEM when its scratch
+ * (k * k doubles) cannot be allocated. On error f's arrays may be partly written. Threads:
+ * o->threads (results never depend on it); re-entrant. */
 LOFP_API lofp_status lofp_gptq_prepare(const float *h, size_t k, const lofp_gptq_options *o,
                                        lofp_gptq_factor *f);
 
