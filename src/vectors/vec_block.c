@@ -143,9 +143,16 @@ static int same(const result *a, const result *b)
            memcmp(a->codes, b->codes, a->ncodes) == 0 && memcmp(a->scales, b->scales, a->nscales) == 0;
 }
 
+/* The status as a short token: "ok", "nonfinite" (the one refusal the cases provoke) or the
+ * library's name for anything else. */
+static const char *status_token(lofp_status st)
+{
+    return st == LOFP_OK ? "ok" : st == LOFP_ERR_NONFINITE ? "nonfinite" : lofp_status_name(st);
+}
+
 static void result_json(lofp_sbuf *b, const result *r)
 {
-    lofp_vec_printf(b, "{\"status\":\"%s\"", lofp_status_name(r->st));
+    lofp_vec_printf(b, "{\"status\":\"%s\"", status_token(r->st));
     if (r->st == LOFP_OK) {
         lofp_sbuf_puts(b, ",\"codes\":\"");
         lofp_vec_hex(b, r->codes, r->ncodes);
