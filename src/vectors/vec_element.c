@@ -2,7 +2,8 @@
  * wrong (every representable value, every midpoint between neighbours and the fp32 values one
  * ulp either side of it, zeros, max, the first value past max and the overflow midpoint, the
  * smallest subnormal's half, fp32 subnormals, NaN, Inf), encoded under each rounding mode and
- * overflow policy. Stochastic rounding is enumerated at the midpoints and their neighbours only,
+ * overflow policy. Stochastic rounding is enumerated at the midpoints (the smallest subnormal's half
+ * among them) and their neighbours only,
  * with the two random words either side of the half-way threshold 2^31, which pins the exact
  * comparison rule. */
 #include <float.h>
@@ -62,6 +63,11 @@ static void build_inputs(lofp_elem t, input_set *s)
     add_bits(s, 0x7fc00000u, "nan");
     add_bits(s, 0xffc00000u, "nan");
     add_bits(s, 0x7f800001u, "nan");
+    /* Before the midpoints, whose first one it also is: the class names the sharper reason. */
+    float smin = vals[0] > 0.0f ? vals[0] : vals[1];
+    add_signed(s, smin / 2.0f, "half-min-subnormal", sg);
+    add_signed(s, nextafterf(smin / 2.0f, 0.0f), "below-half-min-subnormal", sg);
+    add_signed(s, nextafterf(smin / 2.0f, INFINITY), "above-half-min-subnormal", sg);
     for (size_t i = 0; i < nv; i++) add_signed(s, vals[i], "value", sg);
     for (size_t i = 0; i + 1 < nv; i++) {
         /* The midpoint of two neighbours is exact in fp32 (their significands are short). */
@@ -79,10 +85,6 @@ static void build_inputs(lofp_elem t, input_set *s)
     if (t == LOFP_ELEM_E8M0) add(s, 1.5f * mx, "overflow-midpoint"); /* E8M0's spacing is geometric */
     add_signed(s, 2.0f * mx, "twice-max", sg);
     add_signed(s, FLT_MAX, "fp32-max", sg);
-    float smin = vals[0] > 0.0f ? vals[0] : vals[1];
-    add_signed(s, smin / 2.0f, "half-min-subnormal", sg);
-    add_signed(s, nextafterf(smin / 2.0f, 0.0f), "below-half-min-subnormal", sg);
-    add_signed(s, nextafterf(smin / 2.0f, INFINITY), "above-half-min-subnormal", sg);
     add_signed(s, smin / 4.0f, "quarter-min-subnormal", sg);
     add_bits(s, 0x00000001u, "fp32-subnormal");
     add_bits(s, 0x80000001u, "fp32-subnormal");
@@ -124,7 +126,7 @@ lofp_status lofp_vec_element(lofp_sbuf *b, size_t *count)
                     lofp_vec_printf(b, "%s\"%s\":\"0x%02x\"", r ? "," : "", lofp_rounding_name(rnd[r]),
                                     lofp_encode(t, x, rnd[r], ovf[o], 0));
                 lofp_sbuf_putc(b, '}');
-                if (strstr(in->cls, "midpoint") != NULL) {
+                if (strstr(in->cls, "midpoint") != NULL || strstr(in->cls, "half-min") != NULL) {
                     lofp_sbuf_puts(b, ",\"stochastic\":{");
                     for (size_t k = 0; k < 2; k++)
                         lofp_vec_printf(b, "%s\"0x%08x\":\"0x%02x\"", k ? "," : "", srbits[k],
