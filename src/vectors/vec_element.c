@@ -2,10 +2,9 @@
  * wrong (every representable value, every midpoint between neighbours and the fp32 values one
  * ulp either side of it, zeros, max, the first value past max and the overflow midpoint, the
  * smallest subnormal's half, fp32 subnormals, NaN, Inf), encoded under each rounding mode and
- * overflow policy. Stochastic rounding is enumerated at the midpoints (the smallest subnormal's half
- * among them) and their neighbours only,
- * with the two random words either side of the half-way threshold 2^31, which pins the exact
- * comparison rule. */
+ * overflow policy. Stochastic rounding is enumerated at the midpoints (the smallest subnormal's
+ * half among them) and their neighbours only, with the two random words either side of the
+ * half-way threshold 2^31, which pins the exact comparison rule. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
