@@ -143,10 +143,11 @@ int main(void)
                 snprintf(pre, sizeof pre, "\"elem\":\"%s\",\"overflow\":\"%s\"", elems[e], o ? "ieee" : "saturate");
                 snprintf(cls, sizeof cls, "\"class\":\"%s\"", classes[c]);
                 int found = 0;
-                for (const char *p = el; !found && (p = strstr(p, pre)) != NULL; p++) {
-                    const char *eol = strchr(p, '\n');
-                    const char *q = strstr(p, cls);
-                    found = q && q < eol;
+                for (char *p = el; !found && (p = strstr(p, pre)) != NULL; p++) {
+                    char *eol = strchr(p, '\n'); /* search this line only */
+                    if (eol) *eol = 0;
+                    found = strstr(p, cls) != NULL;
+                    if (eol) *eol = '\n';
                 }
                 CHECKF(found, "no %s input for %s", classes[c], pre);
             }
