@@ -28,6 +28,7 @@ int lofp_cmd_import(int argc, char **argv);
 extern const char *lofp_cli_argv0;
 int lofp_cmd_eval(int argc, char **argv);
 int lofp_cmd_verify_checkpoint(int argc, char **argv);
+int lofp_cmd_vectors(int argc, char **argv);
 
 /* Wall-clock seconds from a monotonic clock. */
 double cli_now(void);

@@ -33,6 +33,7 @@ USES = {
     "gemm": {"core", "runtime", "quant", "layout"},
     "kv": {"core", "runtime", "quant"},
     "checkpoint": {"core", "quant", "layout", "io"},
+    "vectors": {"core", "quant", "layout", "io"},
 }
 # The headers a component offers the others; everything else in its folder is its own business.
 INTERFACE = {

@@ -226,6 +226,22 @@ np.save(f"{WORK}/C_bad.npy", (Abad.astype(np.float64) @ Bd.astype(np.float64).T)
 p = run("verify", f"{WORK}/A.q.safetensors", f"{WORK}/B.q.safetensors", f"{WORK}/C_bad.npy", ok=False)
 check(p.returncode == 1 and "explained: A scales (written swizzle-128x4) read as linear" in p.stdout, f"verify names the mistake: {p.stdout[-400:]}")
 
+# lofp vectors: the suite's files, with the manifest's counts and SHA-256 (hashlib), an E2M1 tie
+# derived by hand (1.25 between 1.0 = 0x2 and 1.5 = 0x3), usage errors
+import hashlib
+vdir = f"{WORK}/vectors/sub"
+p = run("vectors", vdir)
+man = json.load(open(f"{vdir}/manifest.json"))
+for e in man["files"]:
+    data = open(f"{vdir}/{e['name']}", "rb").read()
+    check(hashlib.sha256(data).hexdigest() == e["sha256"], f"vectors: {e['name']} SHA-256")
+    check(data.count(b"\n") == e["cases"] and f"{e['cases']} cases" in p.stdout, f"vectors: {e['name']} count")
+tie = [json.loads(l) for l in open(f"{vdir}/element.jsonl") if '"id":"e2m1/saturate/3fa00000"' in l]
+check(len(tie) == 1 and tie[0]["codes"] == {"rne": "0x02", "ties-to-zero": "0x02", "ties-away": "0x03"}, f"vectors: E2M1 1.25 {tie}")
+check(run("vectors", ok=False).returncode == 2, "vectors without DIR exits 2")
+check(run("vectors", "--bogus", vdir, ok=False).returncode == 1, "vectors refuses unknown options")
+check("usage: lofp vectors" in run("vectors", "--help").stdout, "vectors --help")
+
 # killing quantize midway leaves the destination absent or the previous complete file
 big = rng.standard_normal((4096, 4096)).astype(np.float32)
 np.save(f"{WORK}/big.npy", big)
