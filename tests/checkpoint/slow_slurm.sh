@@ -15,6 +15,8 @@
 # The daemons are stopped on exit, whatever happens.
 #   bash tests/checkpoint/slow_slurm.sh <build_dir> <source_dir>
 # LOFP_PYTHON: the Python with numpy/safetensors/ml_dtypes (default: the pinned .venv).
+# LOFP_SLURM_HIDDEN, LOFP_SLURM_LAYERS: the model's hidden size and layers per shard (512 and 4:
+# 4 shards, 76 MiB); larger ones make the timings mean more than Slurm's own latency.
 set -euo pipefail
 build=$(cd "${1:?usage: slow_slurm.sh <build_dir> <source_dir>}" && pwd)
 src=$(cd "${2:?usage: slow_slurm.sh <build_dir> <source_dir>}" && pwd)
@@ -142,11 +144,18 @@ submit() {   # submit LOGNAME slurm_convert.sh args... ; sets $array and $merge
 
 # ---- the model and its single-process conversion --------------------------------------------
 in="$work/model"
-bytes=$("$py" "$src/tests/checkpoint/scale_out_model.py" "$in" --shards $S --layers-per-shard 4 --hidden 512)
+bytes=$("$py" "$src/tests/checkpoint/scale_out_model.py" "$in" --shards $S \
+        --layers-per-shard "${LOFP_SLURM_LAYERS:-4}" --hidden "${LOFP_SLURM_HIDDEN:-512}")
 opts=(--to modelopt --threads 1 --quiet)
+sync
 t0=$(now); "$exe" convert "${opts[@]}" "$in" "$work/ref"; t1=$(now)
 t_single=$(elapsed "$t0" "$t1")
-echo "slow_slurm: model: $S shards, $((bytes >> 20)) MiB bf16; single process: $t_single s"
+# One process converting $ncpu shards at once (--jobs): what a single machine does without Slurm.
+t0=$(now); "$exe" convert "${opts[@]}" --jobs "$ncpu" "$in" "$work/ref_jobs"; t1=$(now)
+t_jobs=$(elapsed "$t0" "$t1")
+diff -r "$work/ref" "$work/ref_jobs" || fail "--jobs $ncpu differs from --jobs 1"
+rm -rf "$work/ref_jobs"
+echo "slow_slurm: model: $S shards, $((bytes >> 20)) MiB bf16; one process: $t_single s, with --jobs $ncpu: $t_jobs s"
 
 # ---- 1. arrays of N tasks + merge, against the single process -------------------------------
 summary=()
@@ -218,6 +227,6 @@ diff -r "$work/ref" "$out" || fail "after re-running tasks $T,$K and the merge, 
 echo "slow_slurm: tasks $T,$K re-run alone + merge: every file identical to the single-process conversion"
 
 echo "slow_slurm: wall times on $ncpu CPUs ($((bytes >> 20)) MiB model, --threads 1 per process):"
-echo "  single process: $t_single s"
+echo "  one process: $t_single s; one process with --jobs $ncpu: $t_jobs s"
 for s in "${summary[@]}"; do echo "  $s"; done
 echo "slow_slurm: PASS"
