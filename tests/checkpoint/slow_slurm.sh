@@ -22,6 +22,8 @@ build=$(cd "${1:?usage: slow_slurm.sh <build_dir> <source_dir>}" && pwd)
 src=$(cd "${2:?usage: slow_slurm.sh <build_dir> <source_dir>}" && pwd)
 exe="$build/lofp"
 [ -x "$exe" ] || { echo "slow_slurm: $exe is missing (build the lofp target)" >&2; exit 1; }
+# slurmd starts every job as its user, which needs root; the throw-away cluster runs as root.
+[ "$(id -u)" = 0 ] || { echo "slow_slurm: run as root (slurmd starts jobs as their user)" >&2; exit 1; }
 "$src/scripts/install-deps.sh" --slurm
 if [ -z "${LOFP_PYTHON:-}" ]; then "$src/scripts/venv.sh"; fi
 py="${LOFP_PYTHON:-$src/.venv/bin/python}"
@@ -37,6 +39,7 @@ cleanup() {
   local rc=$?
   if [ ${#daemons[@]} -gt 0 ]; then
     scancel --quiet --user=root 2>/dev/null || true
+    for _ in $(seq 150); do [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.1; done
     kill "${daemons[@]}" 2>/dev/null || true
     wait "${daemons[@]}" 2>/dev/null || true
   fi
