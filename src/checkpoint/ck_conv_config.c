@@ -1,6 +1,7 @@
 /* ck_conv_config.c -- the files of a converted directory besides the shards: config.json with
  * the target's quantization_config (and hf_quant_config.json for ModelOpt), the exclusion list
- * those name, the copied files of the input directory and the shard index. */
+ * those name, the copied files of the input directory and the shard index; the records of --shard
+ * slices and the removal of temporaries that killed slices left. */
 #include "ck_conv.h"
 
 #include <dirent.h>
