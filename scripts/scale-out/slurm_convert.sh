@@ -24,7 +24,7 @@
 # then cancelled (--kill-on-invalid-dep) and `--tasks I` re-runs that task with a new merge.
 set -euo pipefail
 
-usage() { sed -n '7,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '7,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
 
 # ---- inside a job: one slice or the merge --------------------------------------------------
 if [ "${1:-}" = "--job" ]; then
@@ -49,7 +49,7 @@ while [ $# -gt 0 ]; do
     --tasks) tasks=${2:?--tasks needs a list}; shift 2 ;;
     --cpus) cpus=${2:?--cpus needs a number}; shift 2 ;;
     --local) local=1; shift ;;
-    -h|--help) usage ;;
+    -h|--help) usage 0 ;;
     --) shift; break ;;
     -*) echo "slurm_convert.sh: unknown option $1 (lofp convert options go after IN OUT N)" >&2; usage ;;
     *) break ;;
