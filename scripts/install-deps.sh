@@ -18,6 +18,13 @@ if [ "${1:-}" != "--build-only" ]; then
   python3 -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' \
     >/dev/null 2>&1 || need+=(python3-dev)
 fi
+# --slurm: a one-node Slurm for tests/checkpoint/slow_slurm.sh (make test-slurm), and strace,
+# which it uses to slow one array task down.
+if [ "${1:-}" = "--slurm" ]; then
+  for c in slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge strace:strace; do
+    command -v "${c%%:*}" >/dev/null || [ -x "/usr/sbin/${c%%:*}" ] || need+=("${c#*:}")
+  done
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}" >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo

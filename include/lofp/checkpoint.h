@@ -111,7 +111,9 @@ LOFP_API void lofp_ckpt_options_init(lofp_ckpt_options *o);
  * the NVFP4 per-tensor scale converted, MXFP4 -> NVFP4 by the closed form (blocks that do not
  * fit: LOFP_ERR_UNSUPPORTED unless o->requantize_unfit), pairs with no exact path
  * LOFP_ERR_UNSUPPORTED naming the pair and the import-then-convert alternative. Safetensors formats: `out` is a directory that must not exist or be
- * empty (with shard_count > 0 it may hold the other slices' shards); the result is staged in a
+ * empty (with shard_count > 0 it may hold the other slices' shards, and the temporaries that a
+ * killed earlier run of this slice left there are removed; merge_index removes every leftover
+ * temporary of the slices, which must all be done); the result is staged in a
  * hidden sibling directory and renamed at the end. GGUF: `out` is the .gguf file, written
  * atomically. Returns LOFP_OK; LOFP_ERR_SHAPE (K not a multiple of the block, without pad: the
  * message names the tensor and what --pad would do), LOFP_ERR_FORMAT (broken index, shard,

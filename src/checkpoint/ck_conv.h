@@ -126,5 +126,8 @@ LOFP_INTERNAL lofp_status lofp_conv_record_slice(ck_conv *c, const char *dir, lo
 LOFP_INTERNAL lofp_status lofp_conv_check_slices(ck_conv *c, const char *dir, lofp_io_error *err);
 /* Removes the slice records of dir (after a merge). */
 LOFP_INTERNAL void lofp_conv_drop_slice_records(const char *dir);
+/* Removes from dir the temporaries a killed earlier run left of the files this run writes: a
+ * slice's shards and record, or for --merge-index (every slice done) every lofp temporary. */
+LOFP_INTERNAL void lofp_conv_drop_stale_temps(ck_conv *c, const char *dir);
 
 #endif

@@ -1,14 +1,20 @@
 /* ck_conv_config.c -- the files of a converted directory besides the shards: config.json with
  * the target's quantization_config (and hf_quant_config.json for ModelOpt), the exclusion list
- * those name, the copied files of the input directory and the shard index. */
+ * those name, the copied files of the input directory and the shard index; the records of --shard
+ * slices and the removal of temporaries that killed slices left. */
 #include "ck_conv.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#ifndef NAME_MAX
+#define NAME_MAX 255
+#endif
 
 static int cmp_cstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -351,5 +357,47 @@ void lofp_conv_drop_slice_records(const char *dir)
         if (p) unlink(p);
         free(p);
     }
+    closedir(d);
+}
+
+/* ---- temporaries of killed runs ----------------------------------------------------------------
+ * Every file goes into OUT under a temporary name (".NAME.tmp-" and 12 hex digits, io's atomic.h)
+ * and is renamed when complete. A run killed without a chance to clean up (SIGKILL, the OOM
+ * killer, a node that went down: a job array's usual failures) leaves that temporary behind; the
+ * run that replaces it removes it, so that a re-run slice and merge leave OUT as a whole
+ * conversion would. A second run of the same slice still going at that moment loses its temporary
+ * and fails at the rename; the run that removed it writes the shard. */
+
+/* 1 when name is a temporary of target (target NULL: of any file). io cuts the base so that the
+ * name fits NAME_MAX; such a name is accepted for a target it starts. */
+static int is_temp_of(const char *name, const char *target)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = strlen(name);
+    if (name[0] != '.' || n < 1 + 1 + 5 + 12) return 0;
+    const char *suf = name + n - 17;
+    if (memcmp(suf, ".tmp-", 5) != 0) return 0;
+    for (size_t k = 5; k < 17; k++)
+        if (!suf[k] || !strchr(hex, suf[k])) return 0;
+    size_t b = (size_t)(suf - name) - 1, t = target ? strlen(target) : b;
+    if (!target) return b > 0;
+    return memcmp(name + 1, target, b < t ? b : t) == 0 && (b == t || (b < t && n >= NAME_MAX));
+}
+
+/* Removes the temporaries in dir of the files this run writes: a slice's shards and record, or,
+ * for the merge (every slice done), all of them. */
+void lofp_conv_drop_stale_temps(ck_conv *c, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char *rec = c->o->merge_index ? NULL : record_name(c->o->shard_index + 1, c->o->shard_count);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int stale = c->o->merge_index ? is_temp_of(e->d_name, NULL) : rec && is_temp_of(e->d_name, rec);
+        for (size_t s = 0; !stale && !c->o->merge_index && s < c->m.n_shards; s++)
+            stale = lofp_conv_shard_in_slice(c, s) && is_temp_of(e->d_name, c->m.shards[s].name);
+        if (stale) (void)unlinkat(dirfd(d), e->d_name, 0);
+    }
+    free(rec);
     closedir(d);
 }

@@ -142,6 +142,7 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
     if (o->merge_index) {
         /* every check before the first byte goes into OUT */
         st = lofp_conv_check_slices(&c, out, err);
+        if (!st) lofp_conv_drop_stale_temps(&c, out);
         if (!st) st = lofp_conv_finalize(&c, out, err);
         if (!st) lofp_conv_drop_slice_records(out);
         goto done;
@@ -149,6 +150,7 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
     if (o->shard_count) {
         st = lofp_ck_mkdirs(out, err);
         if (st) goto done;
+        lofp_conv_drop_stale_temps(&c, out);
         c.out_dir = lofp_ck_strdup(out);
     } else {
         st = lofp_ck_stage_dir(out, &stage, err);

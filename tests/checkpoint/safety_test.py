@@ -380,7 +380,8 @@ def stop_midway(args, ready, sig, out):
     """Starts lofp, waits until ready(pid) is true (its temporaries exist), freezes it with
     SIGSTOP, checks they still exist (so the conversion is certainly unfinished, however loaded
     the machine), sends sig and SIGCONT; returns (exit status, stderr). A run that finished
-    before it could be frozen is repeated (OUT removed) up to five times."""
+    before it could be frozen is repeated (OUT removed, or out() called when it is a function)
+    up to five times."""
     for _ in range(5):
         p = subprocess.Popen([LOFP, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              preexec_fn=default_signals)
@@ -400,7 +401,9 @@ def stop_midway(args, ready, sig, out):
             return rc, err
         if rc != 0:
             raise AssertionError(f"lofp {' '.join(args)} failed before the signal: {err}")
-        if os.path.isdir(out):
+        if callable(out):
+            out()
+        elif os.path.isdir(out):
             shutil.rmtree(out)
         elif os.path.exists(out):
             os.remove(out)
@@ -476,6 +479,45 @@ def signals_remove_temporaries():
     assert rc == -signal.SIGINT, (rc, err)
     assert not os.path.exists(g)
     no_temps(par)
+
+
+@test
+def killed_slice_rerun():
+    """SIGKILL (no handler runs: what a scheduler's kill, the OOM killer or a lost node does) of a
+    --shard slice mid-write leaves the shard's temporary but never a torn shard under its name;
+    running that slice again removes the temporary, and the merged result equals a whole
+    conversion byte for byte (docs/CHECKPOINTS.md "Scale-out")."""
+    src = big_model()
+    whole = os.path.join(TMP, "kill_whole")
+    run("convert", "--to", "modelopt", "--quiet", "--threads", "1", src, whole)
+    out = os.path.join(TMP, "kill_sliced")
+    run("convert", "--to", "modelopt", "--quiet", "--threads", "1", "--shard", "1/2", src, out)
+    names = sorted(f for f in os.listdir(src) if f.endswith(".safetensors"))
+    second = names[4:]                                  # slice 2 of 2: shards 5..8
+
+    def mid_second(pid):
+        have = os.listdir(out)
+        return any(f.startswith("." + second[1]) and ".tmp-" in f for f in have) and second[-1] not in have
+    rc, err = stop_midway(["convert", "--to", "modelopt", "--threads", "1", "--shard", "2/2", src, out],
+                          mid_second, signal.SIGKILL,
+                          lambda: [os.remove(os.path.join(out, f)) for f in second if os.path.exists(os.path.join(out, f))])
+    assert rc == -signal.SIGKILL, (rc, err)
+    have = os.listdir(out)
+    left = [f for f in have if ".tmp-" in f]
+    assert left, f"SIGKILL left no temporary (the slice was not killed mid-write?): {have}"
+    for f in have:                                      # no torn file under a final name
+        if not f.startswith("."):
+            assert open(os.path.join(out, f), "rb").read() == open(os.path.join(whole, f), "rb").read(), f
+    assert second[-1] not in have and "config.json" not in have, have
+    fails(["convert", "--to", "modelopt", "--merge-index", src, out], "nothing written")
+    run("convert", "--to", "modelopt", "--quiet", "--threads", "1", "--shard", "2/2", src, out)
+    assert not [f for f in os.listdir(out) if ".tmp-" in f], os.listdir(out)
+    # a second run of slice 1, killed after the first had finished: the merge removes its leftover
+    with open(os.path.join(out, "." + names[0] + ".tmp-0123456789ab"), "wb") as f:
+        f.write(b"partial")
+    run("convert", "--to", "modelopt", "--quiet", "--merge-index", src, out)
+    assert digest_tree(out) == digest_tree(whole), "re-run slice + merge differs from a whole conversion"
+    assert sorted(os.listdir(out)) == sorted(os.listdir(whole)), (os.listdir(out), os.listdir(whole))
 
 
 @test
