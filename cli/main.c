@@ -17,6 +17,7 @@ static const lofp_cli_cmd commands[] = {
     { "verify-checkpoint", "which producer, scale direction, layout and nibble order reproduce a checkpoint from its original", lofp_cmd_verify_checkpoint },
     { "attention", "decode attention over an UltraQuant (or fp32/bf16) paged KV cache built from .npy files", lofp_cmd_attention },
     { "eval", "what each format does to a real model: perplexity, KL, top-1, cosine (Python package)", lofp_cmd_eval },
+    { "calibrate", "per-layer input statistics (X^T X) over calibration text, for GPTQ and imatrix methods (Python package)", lofp_cmd_calibrate },
     { "bench", "benchmarks: quantize/dequantize, GEMV/GEMM, attention, against measured bandwidth", lofp_cmd_bench },
 };
 #define NCMD (sizeof commands / sizeof commands[0])
