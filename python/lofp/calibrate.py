@@ -25,7 +25,7 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -49,7 +49,7 @@ class Calibration:
     the tensor and the index of a NaN, an infinity, a negative diagonal entry or a zero count; a
     file of another model is a MISMATCH naming both shapes; a missing weight NOT_FOUND)."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike) -> None:
         self.path = os.fspath(path)
         self._h, self.statistic, self.source, self.names = _lofp.calib_open(self.path)
 
@@ -90,7 +90,7 @@ class Collector:
     float64. Layers fed the same array object in a row (q/k/v, gate/up) share one product, which
     is computed once. `rename` maps the forward's weight name to the checkpoint's."""
 
-    def __init__(self, diag: bool = False, rename: Optional[Callable[[str], str]] = None):
+    def __init__(self, diag: bool = False, rename: Optional[Callable[[str], str]] = None) -> None:
         self.diag = diag
         self.rename = rename or (lambda s: s)
         self.sums: Dict[str, np.ndarray] = {}
@@ -133,7 +133,6 @@ class CalibrationResult:
     seq_len: int
     text: str
     out: Optional[str] = None
-    notes: List[str] = field(default_factory=list)
 
 
 _SENT = re.compile(r"(?<=[.!?])\s+|\n+")
