@@ -193,10 +193,13 @@ def calibrate_torch(model_path: str, text: Optional[str] = None, samples: int = 
     forward pre-hooks on every torch.nn.Linear sum x^T x in float64 on `device`. Weight names are
     the module names + ".weight", as the model's safetensors checkpoint names them."""
     import torch  # imported here: the package does not need torch otherwise
+    import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from .eval import calib_texts
     tok = AutoTokenizer.from_pretrained(model_path)
-    mdl = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=torch.float32).to(device).eval()
+    # fp32 whatever the checkpoint's dtype (transformers 5 names the argument dtype, 4 torch_dtype)
+    dkw = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+    mdl = AutoModelForCausalLM.from_pretrained(model_path, **{dkw: torch.float32}).to(device).eval()
     text = calib_texts.ENGLISH if text is None else text
     ids = tok(text)["input_ids"]
     L = max(2, seq_len)
@@ -210,6 +213,8 @@ def calibrate_torch(model_path: str, text: Optional[str] = None, samples: int = 
 
     def hook_for(name):
         def hook(mod, inputs):
+            if not inputs:  # called with keyword arguments only: nothing to see
+                return
             x = inputs[0]
             if last[0] is x:
                 prod = last[1]

@@ -439,7 +439,7 @@ static lofp_status find_imatrix(const lofp_calib *c, const char *weight, size_t 
         goto done;
     }
     uint64_t n_mat = 1, n_cnt = 1;
-    for (uint32_t d = 1; d < st->n_dims; d++) n_mat *= st->ne[d] ? st->ne[d] : 0;
+    for (uint32_t d = 1; d < st->n_dims; d++) n_mat *= st->ne[d]; /* the parser bounds the product unless a dim is 0 */
     for (uint32_t d = 0; d < ct->n_dims; d++) n_cnt *= ct->ne[d];
     if (st->n_dims == 0 || st->ne[0] != k || n_mat == 0) {
         char sh[96];
