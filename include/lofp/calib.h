@@ -105,8 +105,8 @@ LOFP_API const char *lofp_calib_meta(const lofp_calib *c, const char *key);
  * Returns LOFP_OK; LOFP_ERR_NOT_FOUND when the file has no statistics for `weight` (the message
  * names it); LOFP_ERR_MISMATCH when the stored statistic's length is not k (the message names both
  * shapes: a file of another model); LOFP_ERR_FORMAT for a bad value (a NaN or infinity anywhere,
- * a negative diagonal entry, a token count of 0, negative or not finite; the message names the
- * file, the tensor and the flat index); LOFP_ERR_SIZE_OVERFLOW when k*k overflows;
+ * a negative diagonal entry, a token count that is not a whole number >= 1; the message names
+ * the file, the tensor and the flat index); LOFP_ERR_SIZE_OVERFLOW when k*k overflows;
  * LOFP_ERR_UNSUPPORTED for an imatrix entry of several matrices (MoE experts);
  * LOFP_ERR_INVALID_ARG for NULL c / weight, or k == 0. On failure the buffers' contents are
  * unspecified. Thread-safe on one handle. */

@@ -461,8 +461,9 @@ static lofp_status find_imatrix(const lofp_calib *c, const char *weight, size_t 
         goto done;
     }
     float cnt = load_f32(ct->data, 0);
-    if (!(cnt > 0) || !isfinite(cnt) || cnt >= 18446744073709551616.0f) {
-        s = bad_value(c, cn, 0, cnt, "token count is not positive and finite:", err);
+    /* llama.cpp counts tokens in an integer and stores it as a float: a whole number >= 1 */
+    if (!(cnt >= 1) || !isfinite(cnt) || cnt >= 18446744073709551616.0f || floorf(cnt) != cnt) {
+        s = bad_value(c, cn, 0, cnt, "token count is not a positive whole number:", err);
         goto done;
     }
     if (tokens) *tokens = (uint64_t)cnt;

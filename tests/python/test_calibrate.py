@@ -262,7 +262,7 @@ def test_imatrix_refusals(tmp_path):
     neg[2] = -1
     p = _imatrix(tmp_path / "bad.gguf", {"a.weight": (nan, [4.0]), "b.weight": (ok, [0.0]),
                                          "c.weight": (neg, [4.0]), "d.weight": (np.ones((2, 8), np.float32), [[1.0], [1.0]]),
-                                         "e.weight": (ok, [np.inf])})
+                                         "e.weight": (ok, [np.inf]), "f.weight": (ok, [0.5])})
     cal = C.open_calibration(p)
     with _raises("FORMAT", r"'a\.weight\.in_sum2' \[5\]: not finite"):
         cal.diag("a.weight", 8)
@@ -274,6 +274,8 @@ def test_imatrix_refusals(tmp_path):
         cal.diag("d.weight", 8)
     with _raises("FORMAT", r"'e\.weight\.counts'"):
         cal.diag("e.weight", 8)
+    with _raises("FORMAT", r"'f\.weight\.counts' \[0\]: token count is not a positive whole number: 0\.5"):
+        cal.diag("f.weight", 8)
     with _raises("MISMATCH", r"'a\.weight\.in_sum2' has shape ne \[8\].*k = 16"):
         cal.diag("a.weight", 16)
     with _raises("NOT_FOUND", r"'z\.weight'"):
