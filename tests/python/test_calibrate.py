@@ -17,7 +17,6 @@ import lofp
 from lofp import calibrate as C
 from lofp.eval import calib_texts, texts
 
-glassllm = pytest.importorskip("glassllm")
 
 
 _CODES = {"UNSUPPORTED": 5, "FORMAT": 9, "NOT_FOUND": 10, "MISMATCH": 11}  # lofp_status values
@@ -67,12 +66,14 @@ def test_calibration_text_is_disjoint_from_evaluation_texts():
 
 @pytest.fixture(scope="module")
 def gmodel():
+    pytest.importorskip("glassllm")
     from lofp.eval.glassllm import GlassLLM
     return GlassLLM.from_package("en")
 
 
 def _package_inputs(windows):
     """{name: [X as float64 [tokens, k], ...]} captured from the glassllm package's own forward."""
+    import glassllm
     from glassllm import autograd
     ref, _ = glassllm.load_pretrained("en")
     names = {}
@@ -149,7 +150,7 @@ def test_observe_leaves_the_forward_unchanged(gmodel):
         assert np.array_equal(x, y)
 
 
-def test_cli_writes_the_file(tmp_path, capsys):
+def test_cli_writes_the_file(tmp_path, gmodel):
     from lofp.__main__ import main
     out = tmp_path / "c.safetensors"
     txt = tmp_path / "t.txt"
