@@ -27,6 +27,7 @@ int lofp_cmd_import(int argc, char **argv);
 /* The command as invoked (main's argv[0]): `lofp eval` looks for the Python installed beside it. */
 extern const char *lofp_cli_argv0;
 int lofp_cmd_eval(int argc, char **argv);
+int lofp_cmd_calibrate(int argc, char **argv);
 int lofp_cmd_verify_checkpoint(int argc, char **argv);
 int lofp_cmd_vectors(int argc, char **argv);
 

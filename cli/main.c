@@ -18,6 +18,7 @@ static const lofp_cli_cmd commands[] = {
     { "attention", "decode attention over an UltraQuant (or fp32/bf16) paged KV cache built from .npy files", lofp_cmd_attention },
     { "eval", "what each format does to a real model: perplexity, KL, top-1, cosine (Python package)", lofp_cmd_eval },
     { "vectors", "write the conformance suite: bit-exact vectors for every codec, scheme, profile and layout", lofp_cmd_vectors },
+    { "calibrate", "per-layer input statistics (X^T X) over calibration text, for GPTQ and imatrix methods (Python package)", lofp_cmd_calibrate },
     { "bench", "benchmarks: quantize/dequantize, GEMV/GEMM, attention, against measured bandwidth", lofp_cmd_bench },
 };
 #define NCMD (sizeof commands / sizeof commands[0])

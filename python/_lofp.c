@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lofp/calib.h"
 #include "lofp/checkpoint.h"
 #include "lofp/gemm.h"
 #include "lofp/io.h"
@@ -2148,6 +2149,92 @@ static void ckpt_capsule_free(PyObject *cap)
     else PyErr_Clear();
 }
 
+/* ---- calibration files (lofp/calib.h) ---------------------------------------------------- */
+
+static void calib_capsule_free(PyObject *cap)
+{
+    lofp_calib *c = PyCapsule_GetPointer(cap, "lofp.calib");
+    if (c) lofp_calib_close(c);
+    else PyErr_Clear();
+}
+
+/* calib_open(path) -> (handle, statistic 'hessian'|'diag', source 'lofp'|'imatrix', [names]) */
+static PyObject *py_calib_open(PyObject *self, PyObject *args)
+{
+    PyObject *po;
+    if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &po)) return NULL;
+    lofp_calib *c = NULL;
+    lofp_io_error err;
+    lofp_status st;
+    const char *path = PyBytes_AsString(po);
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_calib_open(path, &c, &err);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(po);
+    if (st != LOFP_OK) return raise_error(st, -1, "%s", err.message);
+    PyObject *cap = PyCapsule_New(c, "lofp.calib", calib_capsule_free);
+    if (!cap) { lofp_calib_close(c); return NULL; }
+    size_t n = lofp_calib_count(c);
+    PyObject *names = PyList_New((Py_ssize_t)n);
+    if (!names) { Py_DECREF(cap); return NULL; }
+    for (size_t i = 0; i < n; i++) {
+        PyObject *s = PyUnicode_DecodeUTF8(lofp_calib_name(c, i), (Py_ssize_t)strlen(lofp_calib_name(c, i)), "replace");
+        if (!s) { Py_DECREF(names); Py_DECREF(cap); return NULL; }
+        if (PyList_SetItem(names, (Py_ssize_t)i, s) < 0) { Py_DECREF(names); Py_DECREF(cap); return NULL; }
+    }
+    return Py_BuildValue("(NssN)", cap, lofp_calib_kind(c) == LOFP_CALIB_HESSIAN ? "hessian" : "diag",
+                         lofp_calib_source_of(c) == LOFP_CALIB_SOURCE_IMATRIX ? "imatrix" : "lofp", names);
+}
+
+/* calib_meta(handle, key) -> str | None */
+static PyObject *py_calib_meta(PyObject *self, PyObject *args)
+{
+    PyObject *cap;
+    const char *key;
+    if (!PyArg_ParseTuple(args, "Os", &cap, &key)) return NULL;
+    lofp_calib *c = PyCapsule_GetPointer(cap, "lofp.calib");
+    if (!c) return NULL;
+    const char *v = lofp_calib_meta(c, key);
+    if (!v) Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(v, (Py_ssize_t)strlen(v), "replace");
+}
+
+/* calib_find(handle, weight, k, diag_out|None, hess_out|None) -> tokens; fills float32 buffers of
+ * k and k*k elements */
+static PyObject *py_calib_find(PyObject *self, PyObject *args)
+{
+    PyObject *cap, *dov, *hov;
+    const char *name;
+    Py_ssize_t k;
+    if (!PyArg_ParseTuple(args, "OsnOO", &cap, &name, &k, &dov, &hov)) return NULL;
+    lofp_calib *c = PyCapsule_GetPointer(cap, "lofp.calib");
+    if (!c) return NULL;
+    if (k <= 0) return raise_error(LOFP_ERR_INVALID_ARG, -1, "k must be positive, got %zd", k);
+    arr_t d, h;
+    memset(&d, 0, sizeof d);
+    memset(&h, 0, sizeof h);
+    if (dov != Py_None) {
+        if (arr_get(dov, "diag", 1, WANT_CPU, NULL, &d)) return NULL;
+        if (arr_need(&d, "diag", (size_t)k * 4)) { arr_release(&d); return NULL; }
+    }
+    if (hov != Py_None) {
+        if ((size_t)k > SIZE_MAX / 4 / (size_t)k) { arr_release(&d); return raise_error(LOFP_ERR_SIZE_OVERFLOW, -1, "k * k overflows"); }
+        if (arr_get(hov, "hess", 1, WANT_CPU, NULL, &h)) { arr_release(&d); return NULL; }
+        if (arr_need(&h, "hess", (size_t)k * (size_t)k * 4)) { arr_release(&d); arr_release(&h); return NULL; }
+    }
+    uint64_t tokens = 0;
+    lofp_io_error err;
+    lofp_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_calib_find(c, name, (size_t)k, dov != Py_None ? (float *)d.ptr : NULL,
+                         hov != Py_None ? (float *)h.ptr : NULL, &tokens, &err);
+    Py_END_ALLOW_THREADS
+    if (dov != Py_None) arr_release(&d);
+    if (hov != Py_None) arr_release(&h);
+    if (st != LOFP_OK) return raise_error(st, -1, "%s", err.message);
+    return PyLong_FromUnsignedLongLong((unsigned long long)tokens);
+}
+
 /* ckpt_open(path) -> (handle, format, description, count) */
 static PyObject *py_ckpt_open(PyObject *self, PyObject *args)
 {
@@ -2676,6 +2763,9 @@ static PyMethodDef methods[] = {
     {"ckpt_convert", py_ckpt_convert, METH_VARARGS, "ckpt_convert(in, out, to, scheme, include, exclude, no_fuse, pad, input_scales, jobs, threads[, requantize_unfit[, profile]]) -> notes"},
     {"ckpt_verify", py_ckpt_verify, METH_VARARGS, "ckpt_verify(original, quantized, quiet) -> (description, n_quantized, n_ok, n_bad, lines)"},
     {"ckpt_import", py_ckpt_import, METH_VARARGS, "ckpt_import(in, out, dtype) -> notes"},
+    {"calib_open", py_calib_open, METH_VARARGS, "calib_open(path) -> (handle, statistic, source, names)"},
+    {"calib_meta", py_calib_meta, METH_VARARGS, "calib_meta(handle, key) -> str | None"},
+    {"calib_find", py_calib_find, METH_VARARGS, "calib_find(handle, weight, k, diag|None, hess|None) -> tokens"},
     {"ckpt_open", py_ckpt_open, METH_VARARGS, "ckpt_open(path) -> (handle, format, description, count)"},
     {"ckpt_tensor", py_ckpt_tensor, METH_VARARGS, "ckpt_tensor(handle, i, codes|None, scales|None, data|None) -> dict"},
     {"ckpt_dequantize", py_ckpt_dequantize, METH_VARARGS, "ckpt_dequantize(handle, i, dtype, out)"},

@@ -3,7 +3,7 @@
 # clang -fsanitize=fuzzer,address,undefined and runs each for SECONDS (default 60).
 #
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]      HARNESS: npy, safetensors, gguf, gguf_ckpt, qtmeta,
-#                                               ckpt_dir (default: all)
+#                                               ckpt_dir, calib (default: all)
 #
 # gguf fuzzes the GGUF parser alone; it links the library's components (the parser's writer side
 # registers its temporaries with the checkpoint layer's signal cleanup).
@@ -11,6 +11,8 @@
 # tensor, fuzz/fuzz_gguf_ckpt.c); it links the library's components, checkpoint included.
 # qtmeta fuzzes the library's `lofp:` metadata interpreter (src/checkpoint/qfile.c) on valid files;
 # it links the components it uses (core, runtime, quant with its AVX2/AVX-512 kernels, layout, io).
+# calib fuzzes the calibration-file reader (lofp/calib.h: lofp's safetensors statistics and llama.cpp
+# imatrix GGUFs, fuzz/fuzz_calib.c); it links the library's components, checkpoint included.
 # ckpt_dir fuzzes whole model directories through the public checkpoint API (fuzz/fuzz_ckpt_dir.c:
 # the input is split into config.json, hf_quant_config.json, the index and shards); it links the
 # library without gemm and kv and writes its scratch directories to $TMPDIR (default here: /dev/shm when it
@@ -22,14 +24,15 @@
 # Exits non-zero when a harness finds a crash; the reproducer is in build-fuzz/artifacts_<h>/.
 # Re-run one input:  build-fuzz/fuzz_<h> build-fuzz/artifacts_<h>/crash-...
 # Keep it as a regression: copy it to fuzz/corpus/<h>/regress-<what>, which tests/io/test_io_corpus.c
-# (gguf: tests/checkpoint/test_gguf_corpus.c; gguf_ckpt: tests/checkpoint/test_gguf_ckpt_corpus.c)
+# (gguf: tests/checkpoint/test_gguf_corpus.c; gguf_ckpt: tests/checkpoint/test_gguf_ckpt_corpus.c;
+# calib: tests/checkpoint/test_calib.c)
 # replays on every ctest run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors gguf gguf_ckpt qtmeta ckpt_dir)
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(npy safetensors gguf gguf_ckpt qtmeta ckpt_dir calib)
 out=${LOFP_FUZZ_DIR:-$root/build-fuzz}
 cc=${CC:-clang}
 mkdir -p "$out"
@@ -44,7 +47,7 @@ sed -e "s/@LOFP_VERSION_MAJOR@/$vmaj/" -e "s/@LOFP_VERSION_MINOR@/$vmin/" -e "s/
 # gemm and kv (its ISA kernels compiled with their flags) for the GGUF and checkpoint harnesses.
 sources() {
   case "$1" in
-    gguf|qtmeta|gguf_ckpt|ckpt_dir)
+    gguf|qtmeta|gguf_ckpt|ckpt_dir|calib)
       mkdir -p "$out/lib"
       for k in "$root"/src/quant/x86/*_avx2.c "$root"/src/quant/x86/*_avx512.c; do
         [ -f "$k" ] || continue

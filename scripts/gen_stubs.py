@@ -35,6 +35,7 @@ STUBS = {
     "kv.pyi": ("kv.py", ""),
     "torch.pyi": ("torch.py", "import torch\n\nfrom . import QTensor\n"),
     "eval/__init__.pyi": ("eval/__init__.py", ""),
+    "calibrate.pyi": ("calibrate.py", ""),
 }
 
 # Names whose values are not worth spelling in a stub: annotated instead.

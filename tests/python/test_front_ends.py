@@ -1,6 +1,6 @@
-"""`lofp eval` runs the Python that lofp was installed with: a venv's bin/lofp finds bin/python3
+"""`lofp eval` (and `lofp calibrate`) runs the Python that lofp was installed with: a venv's bin/lofp finds bin/python3
 beside it (copied or symlinked there), $LOFP_PYTHON wins over both, and `python -m lofp eval`
-is handled in Python without calling back into the command."""
+is handled in Python without calling back into the command (so is `python -m lofp calibrate`)."""
 import os
 import shutil
 import subprocess
@@ -23,13 +23,14 @@ def _fake_venv(tmp_path, cli, link):
     return exe, py
 
 
+@pytest.mark.parametrize("cmd", ["eval", "calibrate"])
 @pytest.mark.parametrize("link", [False, True])
-def test_venv_lofp_eval_finds_venv_python(tmp_path, cli, link):
+def test_venv_lofp_eval_finds_venv_python(tmp_path, cli, link, cmd):
     exe, py = _fake_venv(tmp_path, cli, link)
     env = {k: v for k, v in os.environ.items() if k != "LOFP_PYTHON"}
-    r = subprocess.run([str(exe), "eval", "--help"], capture_output=True, text=True, env=env)
+    r = subprocess.run([str(exe), cmd, "--help"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == f"FAKEPY {py} -m lofp eval --help"
+    assert r.stdout.strip() == f"FAKEPY {py} -m lofp {cmd} --help"
 
 
 def test_lofp_python_env_wins(tmp_path, cli):
@@ -54,5 +55,8 @@ def test_python_m_lofp_eval_stays_in_python(monkeypatch):
     monkeypatch.setattr(os, "execv", boom)
     with pytest.raises(SystemExit) as ei:
         m.main(["eval", "--help"])
+    assert ei.value.code == 0
+    with pytest.raises(SystemExit) as ei:
+        m.main(["calibrate", "--help"])
     assert ei.value.code == 0
     assert m.main(["inspect", "model.safetensors"]) == 2  # the command's, refused, not forwarded

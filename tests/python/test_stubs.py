@@ -19,7 +19,7 @@ import lofp
 
 PKG = pathlib.Path(lofp.__file__).parent
 STUBS = {"lofp": "__init__.pyi", "lofp.layout": "layout.pyi", "lofp.kv": "kv.pyi", "lofp.torch": "torch.pyi",
-         "lofp.eval": "eval/__init__.pyi"}
+         "lofp.eval": "eval/__init__.pyi", "lofp.calibrate": "calibrate.pyi"}
 
 
 def _module(name):

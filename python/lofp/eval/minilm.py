@@ -165,6 +165,9 @@ class MiniLM(Model):
             raise ValueError(f"{path}: model_type {self.cfg.get('model_type')!r} is not bert")
         self.p = {k: np.ascontiguousarray(v, np.float32) if v.dtype != np.int64 else v
                   for k, v in read_safetensors(path / "model.safetensors").items()}
+        # names as the file gives them: a "bert." prefix is dropped here and put back by
+        # checkpoint_name()
+        self.prefix = "bert." if any(k.startswith("bert.") for k in self.p) else ""
         self.p = {k[5:] if k.startswith("bert.") else k: v for k, v in self.p.items()}
         self.tok = WordPiece(path / "vocab.txt",
                              lowercase=json.loads((path / "tokenizer_config.json").read_text())
@@ -214,10 +217,16 @@ class MiniLM(Model):
         sents = texts.SENTENCES if text is None else [s for s in text.splitlines() if s.strip()]
         return [np.asarray(self.tok.encode(s), np.int64) for s in sents]
 
-    def forward(self, inputs, weights=None, kv=None, backend=None):
-        return np.stack([self._embed(ids, weights or {}, kv, backend) for ids in inputs])
+    def checkpoint_name(self, name):
+        return self.prefix + name
 
-    def hidden(self, ids, weights=None, kv=None, backend=None):
+    def max_seq_len(self):
+        return int(self.cfg.get("max_position_embeddings", 512))
+
+    def forward(self, inputs, weights=None, kv=None, backend=None, observe=None):
+        return np.stack([self._embed(ids, weights or {}, kv, backend, observe) for ids in inputs])
+
+    def hidden(self, ids, weights=None, kv=None, backend=None, observe=None):
         """Last hidden states [n, d] of one tokenized sentence."""
         p, w, H = self.p, weights or {}, self.H
         dk = self.d // H
@@ -232,6 +241,8 @@ class MiniLM(Model):
 
             def lin(name, h):
                 W = w.get(b + name + ".weight", p[b + name + ".weight"])
+                if observe is not None:
+                    observe(b + name + ".weight", h)
                 return h @ W.T + p[b + name + ".bias"]
             q = lin("attention.self.query", x).reshape(n, H, dk)
             k = lin("attention.self.key", x).reshape(n, H, dk)
@@ -249,6 +260,6 @@ class MiniLM(Model):
                            p[b + "output.LayerNorm.bias"], self.eps)
         return x
 
-    def _embed(self, ids, w, kv, backend):
-        e = self.hidden(ids, w, kv, backend).mean(axis=0)
+    def _embed(self, ids, w, kv, backend, observe=None):
+        e = self.hidden(ids, w, kv, backend, observe).mean(axis=0)
         return e / np.linalg.norm(e)

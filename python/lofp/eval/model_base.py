@@ -29,6 +29,11 @@ class Model:
     orientation lofp quantizes, blocks along the input dimension). forward(...) takes a dict of
     replacements in the same orientation (missing names keep the original) and `kv`, None or a
     lofp KV cache type ("ultraquant", "fp32", "bf16") that every attention layer's K/V go through.
+
+    forward(..., observe=f) also calls f(weight_name, x) just before each linear layer's product,
+    with x that layer's input as a 2-D array [tokens, k] in the precision the forward computes in
+    (a view of the operand itself: f must not modify it; layers that share an input get the same
+    array object). It changes nothing in the forward's numerics (lofp.calibrate uses it).
     """
 
     info: ModelInfo
@@ -43,8 +48,18 @@ class Model:
         """The evaluation inputs: token windows (lm) or token lists of sentences (embed)."""
         raise NotImplementedError
 
-    def forward(self, inputs, weights: dict | None = None, kv: str | None = None, backend=None):
+    def forward(self, inputs, weights: dict | None = None, kv: str | None = None, backend=None,
+                observe=None):
         """lm: list of fp32 logits [n, V] per window; embed: fp32 [S, d] sentence embeddings."""
+        raise NotImplementedError
+
+    def checkpoint_name(self, name: str) -> str:
+        """The name the model's checkpoint file gives the linear weight `name` of
+        linear_weights() (what `lofp convert` of that file looks the weight up by)."""
+        return name
+
+    def max_seq_len(self) -> int:
+        """The longest token window the forward takes."""
         raise NotImplementedError
 
 
