@@ -34,6 +34,17 @@ static void convert_usage(FILE *f)
             "  --pad               zero-pad K to a whole block instead of refusing the tensor\n"
             "  --input-scales F    NVFP4: JSON {\"module\": activation amax}; gives quant_algo NVFP4 with\n"
             "                      input scales (default: weight-only, W4A16_NVFP4 / NVFP4A16)\n"
+            "  --method M          how codes and scales are chosen (docs/QUALITY.md): rtn (default, round\n"
+            "                      to nearest), mse (per-block scale search, least squared error), gptq\n"
+            "                      (GPTQ over each layer's input Hessian; needs --calibration)\n"
+            "  --calibration F     statistics from lofp calibrate (X^T X per layer; gptq needs it, mse\n"
+            "                      weighs errors by its diagonal); names as IN names its tensors\n"
+            "  --imatrix F         mse: importance per input channel from llama.cpp's imatrix.gguf or\n"
+            "                      lofp calibrate --diag (same as --calibration)\n"
+            "  --damp X            gptq: damping relative to mean(diag H) (default 0.01)\n"
+            "  --act-order         gptq: visit columns by descending diag H\n"
+            "  --mse-scales        gptq: each block's scale by the MSE search (weighted by diag H)\n"
+            "                      when the sweep fixes it, instead of the scale rule\n"
             "  --requantize-unfit  MXFP4 -> NVFP4: requantize the blocks that do not fit exactly (listed\n"
             "                      in the notes) instead of refusing the input\n"
             "  --jobs N            convert N shards at once (1..256)\n"
@@ -92,7 +103,8 @@ range:
 /* an option that takes a value, given last: say so rather than "unknown option" */
 static int needs_value(const char *a)
 {
-    static const char *const v[] = { "--to", "--scheme", "--include", "--exclude", "--jobs", "--threads", "--input-scales", "--shard" };
+    static const char *const v[] = { "--to", "--scheme", "--include", "--exclude", "--jobs", "--threads", "--input-scales", "--shard",
+                                     "--method", "--calibration", "--imatrix", "--damp" };
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
         if (!strcmp(a, v[k])) return 1;
     return 0;
@@ -126,6 +138,21 @@ int lofp_cmd_convert(int argc, char **argv)
         else if (!strcmp(a, "--input-scales") && i + 1 < argc) o.input_scales = argv[++i];
         else if (!strcmp(a, "--merge-index")) o.merge_index = 1;
         else if (!strcmp(a, "--requantize-unfit")) o.requantize_unfit = 1;
+        else if (!strcmp(a, "--method") && i + 1 < argc) {
+            if (lofp_method_from_name(argv[++i], &o.method) != LOFP_OK) {
+                free(inc); free(exc);
+                return cli_error("convert", "unknown method '%s' (rtn, mse, gptq)", argv[i]);
+            }
+        }
+        else if ((!strcmp(a, "--calibration") || !strcmp(a, "--imatrix")) && i + 1 < argc) {
+            if (o.calibration) { free(inc); free(exc); return cli_error("convert", "give one statistics file (--calibration or --imatrix)"); }
+            o.calibration = argv[++i];
+        }
+        else if (!strcmp(a, "--damp") && i + 1 < argc) {
+            if (cli_parse_float("convert", "--damp", argv[++i], 1, &o.damp)) { free(inc); free(exc); return 1; }
+        }
+        else if (!strcmp(a, "--act-order")) o.act_order = 1;
+        else if (!strcmp(a, "--mse-scales")) o.mse_scales = 1;
         else if (!strcmp(a, "--shard") && i + 1 < argc) {
             unsigned si = 0, sn = 0;
             if (parse_shard(argv[++i], &si, &sn)) { free(inc); free(exc); return 1; }

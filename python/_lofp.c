@@ -841,13 +841,13 @@ out:
 static PyObject *py_quantize_method(PyObject *self, PyObject *args)
 {
     PyObject *blob, *xo, *co, *so, *gin, *impo, *heso;
-    int dt, method, act_order;
+    int dt, method, act_order, mse_scales;
     Py_ssize_t rows, k;
     unsigned threads;
     double damp;
     lofp_scheme s;
-    if (!PyArg_ParseTuple(args, "OiOnnOOOIiOOdp", &blob, &dt, &xo, &rows, &k, &co, &so, &gin, &threads, &method,
-                          &impo, &heso, &damp, &act_order))
+    if (!PyArg_ParseTuple(args, "OiOnnOOOIiOOdpp", &blob, &dt, &xo, &rows, &k, &co, &so, &gin, &threads, &method,
+                          &impo, &heso, &damp, &act_order, &mse_scales))
         return NULL;
     if (get_scheme(blob, &s) || check_dtype(dt) || check_sizes(rows, k, "x")) return NULL;
     if (method != LOFP_METHOD_MSE && method != LOFP_METHOD_GPTQ)
@@ -911,6 +911,7 @@ static PyObject *py_quantize_method(PyObject *self, PyObject *args)
         lofp_gptq_options_init(&o);
         o.damp = damp;
         o.act_order = act_order;
+        o.mse_scales = mse_scales;
         o.threads = threads;
         st = lofp_gptq_prepare((const float *)(const void *)aux.ptr, (size_t)k, &o, &f);
         if (st != LOFP_OK) what = "gptq prepare (is hessian finite, symmetric and positive definite after damping?)";
@@ -2733,7 +2734,7 @@ static PyMethodDef methods[] = {
     {"scheme", py_scheme, METH_VARARGS, "scheme(name, rounding, scale_rule, block, two_level, pad, propagate, c, rotate, hadamard, seed) -> bytes"},
     {"scheme_info", py_scheme_info, METH_VARARGS, "scheme_info(scheme) -> dict"},
     {"sizes", py_sizes, METH_VARARGS, "sizes(scheme, rows, k) -> (padded_k, codes_bytes, scales_bytes)"},
-    {"quantize_method", py_quantize_method, METH_VARARGS, "quantize_method(scheme, dtype, x, rows, k, codes, scales, global|None, threads, method, importance|None, hessian|None, damp, act_order) -> (global, padded_k)"},
+    {"quantize_method", py_quantize_method, METH_VARARGS, "quantize_method(scheme, dtype, x, rows, k, codes, scales, global|None, threads, method, importance|None, hessian|None, damp, act_order, mse_scales) -> (global, padded_k)"},
     {"quantize", py_quantize, METH_VARARGS, "quantize(scheme, dtype, x, rows, k, codes, scales, global|None, threads) -> (global, nonfinite_blocks, padded_k)"},
     {"dequantize", py_dequantize, METH_VARARGS, "dequantize(scheme, codes, scales, global, rows, k, dtype, out, threads)"},
     {"nvfp4_scales", py_nvfp4_scales, METH_VARARGS, "nvfp4_scales(dtype, x) -> (encode_global, decode_scale)"},

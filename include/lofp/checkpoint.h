@@ -22,6 +22,7 @@
 
 #include "lofp/io.h"
 #include "lofp/lofp.h"
+#include "lofp/method.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,6 +90,17 @@ typedef struct lofp_ckpt_options {
     int merge_index;              /* write only what follows the slices: config files, copied
                                      files, the index (every shard must be in OUT already) */
     lofp_dtype import_dtype;   /* import: BF16 (0 = BF16), F16 or F32 */
+    lofp_method method;           /* how a quantizing convert picks codes and scales (lofp/method.h,
+                                     docs/QUALITY.md): RTN (0, the default), MSE or GPTQ; methods
+                                     other than RTN need the lofp profile */
+    const char *calibration;      /* statistics file (lofp/calib.h): lofp calibrate's file or
+                                     llama.cpp's imatrix.gguf, its names the input's tensor names.
+                                     GPTQ needs lofp's Hessian file; MSE weighs each block's error
+                                     by the file's diagonal (NULL: unweighted) */
+    double damp;                  /* GPTQ damping relative to mean(diag H) (0: 0.01) */
+    int act_order;                /* GPTQ: visit columns by descending diag H */
+    int mse_scales;               /* GPTQ: each block's scale by the MSE search (weighted by diag H)
+                                     when the sweep fixes it, instead of the scale rule */
     int requantize_unfit;         /* convert of an MXFP4 checkpoint to NVFP4: requantize the blocks
                                      that do not fit the exact cast (from their decoded values, under
                                      the tensor's per-tensor scale) instead of refusing the input */

@@ -168,6 +168,31 @@ LOFP_API lofp_status lofp_gptq_quantize_rows(const lofp_scheme *s, lofp_dtype dt
                                              const lofp_gptq_options *o, uint8_t *codes,
                                              uint8_t *scales, lofp_quant_report *report);
 
+/* ------------------------------------------------------------------------------------------ */
+/* One entry for pipelines                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A tensor's method and what it reads, for pipelines that quantize tensors in row chunks
+ * whatever the method (lofp convert, lofp quantize). The pointed-to arrays are the caller's and
+ * must outlive the calls that use the plan. */
+typedef struct lofp_method_plan {
+    lofp_method method;              /* LOFP_METHOD_RTN, _MSE or _GPTQ */
+    const float *importance;         /* MSE: k weights >= 0 (an imatrix diagonal) or NULL */
+    unsigned window;                 /* MSE search window (LOFP_MSE_WINDOW_DEFAULT) */
+    const lofp_gptq_factor *factor;  /* GPTQ: the tensor's lofp_gptq_prepare result */
+    const lofp_gptq_options *gptq;   /* GPTQ options (NULL = defaults) */
+} lofp_method_plan;
+
+/* Quantizes rows [row0, row0 + rows) of a [*, k] tensor by plan p: RTN (p NULL or method RTN)
+ * is lofp_quantize_rows, MSE lofp_mse_quantize_rows, GPTQ lofp_gptq_quantize_rows, with the same
+ * arguments, outputs and errors as those (LOFP_ERR_INVALID_ARG for an unknown method or a GPTQ
+ * plan without a factor). Re-entrant. */
+LOFP_API lofp_status lofp_method_quantize_rows(const lofp_scheme *s, const lofp_method_plan *p,
+                                               lofp_dtype dt, const void *x, size_t row0,
+                                               size_t rows, size_t k, float global_scale,
+                                               uint8_t *codes, uint8_t *scales,
+                                               lofp_quant_report *report);
+
 #ifdef __cplusplus
 }
 #endif

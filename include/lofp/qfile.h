@@ -34,6 +34,7 @@
 
 #include "lofp/io.h"
 #include "lofp/lofp.h"
+#include "lofp/method.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -231,11 +232,14 @@ typedef struct lofp_qfile_tensor_report {
  * multiplier goes to out_index[2] unless that is SIZE_MAX. `global` (may be NULL) fixes the
  * NVFP4 multiplier (a fused group's); else it is the tensor's own, found in a first pass over the
  * chunks. Memory: a few chunks, plus the tensor's linear scales when q->layout is not linear; a
- * producer profile reads the tensor whole. Returns LOFP_OK (report filled; may be NULL) or the
+ * producer profile reads the tensor whole. `plan` (may be NULL: round to nearest) chooses the
+ * method (lofp/method.h) each chunk is quantized by; methods other than RTN are refused under a
+ * producer profile. Returns LOFP_OK (report filled; may be NULL) or the
  * error with a message naming path, tensor and flat index (LOFP_ERR_NONFINITE, also for an F64
  * value outside the fp32 range; lofp_quantize's and the writer's errors). The writer is not aborted. */
 LOFP_API lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path,
                                                 const lofp_tensor_info *t, const lofp_qtensor *q,
+                                                const lofp_method_plan *plan,
                                                 const float *global, size_t chunk_bytes,
                                                 lofp_writer *w, const size_t out_index[3],
                                                 lofp_qfile_tensor_report *report,

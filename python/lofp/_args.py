@@ -90,10 +90,11 @@ def dense_out(name: str, out: Any, shape: tuple, np_dtype: Any) -> None:
         raise Error(f"invalid argument: {name} has shape {tuple(out.shape)}, the result is {tuple(shape)}")
 
 
-def method_args(method: Any, importance: Any, hessian: Any, damp: Any, act_order: Any, k: int):
+def method_args(method: Any, importance: Any, hessian: Any, damp: Any, act_order: Any, k: int,
+                mse_scales: Any = False):
     """lofp.quantize's method arguments: returns (method id 0/1/2, importance, hessian, damp,
-    act_order) with importance / hessian as C-contiguous float32 numpy arrays of shape (k,) /
-    (k, k), or raises lofp.Error naming the argument."""
+    act_order, mse_scales) with importance / hessian as C-contiguous float32 numpy arrays of shape
+    (k,) / (k, k), or raises lofp.Error naming the argument."""
     if not isinstance(method, str) or method not in METHODS:
         raise Error(f"invalid argument: method must be one of {', '.join(METHODS)}; got {method!r}")
     mid = METHODS.index(method)
@@ -107,8 +108,9 @@ def method_args(method: Any, importance: Any, hessian: Any, damp: Any, act_order
             or not (np.isfinite(damp) and damp >= 0):
         raise Error(f"invalid argument: damp must be a finite number >= 0, got {damp!r}")
     ao = flag("act_order", act_order)
-    if (ao or float(damp) != 0.01) and method != "gptq":
-        raise Error(f"invalid argument: damp and act_order are for method='gptq' (got method={method!r})")
+    ms = flag("mse_scales", mse_scales)
+    if (ao or ms or float(damp) != 0.01) and method != "gptq":
+        raise Error(f"invalid argument: damp, act_order and mse_scales are for method='gptq' (got method={method!r})")
 
     def as_f32(name: str, v: Any, shape: tuple) -> Any:
         if v is None:
@@ -126,4 +128,4 @@ def method_args(method: Any, importance: Any, hessian: Any, damp: Any, act_order
         return np.ascontiguousarray(a, dtype=np.float32)
 
     return (mid, as_f32("importance", importance, (k,)), as_f32("hessian", hessian, (k, k)), float(damp),
-            bool(ao))
+            bool(ao), bool(ms))

@@ -308,7 +308,8 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
              propagate_nonfinite: Optional[bool] = None, global_scale: Optional[float] = None,
              profile: Optional[str] = None, seed: Optional[int] = None, threads: Optional[int] = None,
              out: Optional[Tuple[Any, Any]] = None, method: str = "rtn", importance: Any = None,
-             hessian: Any = None, damp: float = 0.01, act_order: bool = False) -> QTensor:
+             hessian: Any = None, damp: float = 0.01, act_order: bool = False,
+             mse_scales: bool = False) -> QTensor:
     """Block-quantizes x (numpy array or torch tensor, CPU or CUDA) along its last dimension.
 
     x: float32, bfloat16 or float16, any shape [..., K] (leading dims are rows); float64 is rounded
@@ -334,7 +335,8 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
        squared error among a window around the rule's (weighted by importance, K non-negative
        floats such as an imatrix diagonal); 'gptq' GPTQ over hessian, the [K, K] input Hessian
        X^T X of this layer (damp: relative diagonal damping, default 0.01; act_order: visit
-       columns by descending diag). 'mse' and 'gptq' run on the CPU with a lofp profile and
+       columns by descending diag; mse_scales: each block's scale by the MSE search, weighted by
+       diag H, when the sweep fixes it). 'mse' and 'gptq' run on the CPU with a lofp profile and
        non-stochastic rounding; x's rows are output features for 'gptq'.
 
     Returns a QTensor in x's framework and on x's device. CUDA tensors are quantized on the GPU on
@@ -347,6 +349,7 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
     if threads is not None:
         _args.threads(threads)
     if (method == "rtn" and importance is None and hessian is None and damp == 0.01 and act_order is False
+            and mse_scales is False
             and type(x) is _ndarray and type(scheme) is str and scale_layout == "linear" and rounding is None
             and scale_rule is None and block is None and two_level is None and rotate is None and c is None
             and hadamard is None and pad is None and pad_byte is None and propagate_nonfinite is None
@@ -422,14 +425,14 @@ def quantize(x: Any, scheme: Union[str, Scheme] = "nvfp4", *, rounding: Optional
         codes, codes_raw = alloc.bytes(codes_shape)
         scales, scales_raw = alloc.bytes(sshape, sview)
     pb = -1 if pad_byte is None else int(pad_byte)
-    mid, imp, hes, dmp, ao = _args.method_args(method, importance, hessian, damp, act_order, k)
+    mid, imp, hes, dmp, ao, ms = _args.method_args(method, importance, hessian, damp, act_order, k, mse_scales)
     if mid and alloc.cuda:
         raise Error(f"unsupported: method={method!r} runs on the CPU; quantize a CPU tensor")
     if mid:
         nthreads = _threads(threads, rows * k)
         lin = scales_raw if scale_layout == "linear" else np.empty(rows * cols, np.uint8)
         g, _ = _lofp.quantize_method(sch.blob, dt, xr, rows, k, codes_raw, lin, global_scale, nthreads, mid, imp,
-                                     hes, dmp, ao)
+                                     hes, dmp, ao, ms)
         if scale_layout != "linear":
             _lofp.layout_convert(lin, rows, cols, "linear", scale_layout, pb, scales_raw)
         if alloc.torch is not None:

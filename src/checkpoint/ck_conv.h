@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include "ck_internal.h"
+#include "ck_method.h"
 
 enum { A_COPY, A_QUANT, A_MOE_SPLIT, A_MOE_FUSED, A_SKIP,
        A_CAST_COPY,   /* already quantized, same scheme: codes and scales copied, renamed */
@@ -58,6 +59,7 @@ typedef struct ck_conv {
     ck_model m;
     lofp_ckpt_format to;
     lofp_scheme s;
+    ck_method meth;            /* --method and its statistics file (ck_method.h) */
     const char *scheme_name;
     int nvfp4, mxfp8;
     ck_item *it;

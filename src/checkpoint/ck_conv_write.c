@@ -183,8 +183,12 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
         q.src_dtype = ti->dtype;
         const size_t idx[3] = { base + 0, base + 1, SIZE_MAX };
         lofp_qfile_tensor_report rep;
-        st = lofp_qfile_quantize_tensor(c->m.shards[r->shard].f, c->m.shards[r->shard].name, ti, &q,
+        ck_plan plan;
+        st = lofp_ck_method_plan(&c->meth, r->name, t->k, &plan, err);
+        if (st) return st;
+        st = lofp_qfile_quantize_tensor(c->m.shards[r->shard].f, c->m.shards[r->shard].name, ti, &q, &plan.p,
                                         c->nvfp4 && t->have_G ? &t->G : NULL, 0, (lofp_writer *)w, idx, &rep, err);
+        lofp_ck_plan_release(&plan);
         if (!st && c->nvfp4) {
             float G = rep.global;
             /* a profile's G is already in its format's direction (lofp_ck_profile_scheme pairs them) */
@@ -203,6 +207,10 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
     }
     /* one chunk of rows at a time: the row reader releases the pages it has handed out */
     if (t->action == A_COPY) return lofp_conv_copy_tensor(c, t->src, w, base, err);
+    if (c->meth.method != LOFP_METHOD_RTN)
+        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "'%s': --method %s is not available for MoE expert tensors (their "
+                            "statistics are per expert); they are rounded to nearest only", t->module ? t->module : "?",
+                            lofp_method_name(c->meth.method));
     /* gpt-oss MXFP4 experts: per expert, rows of codes [N, K/2] and scales [N, K/32] */
     size_t N = t->N, K = t->K, rb = K / 2, rs = K / 32;
     uint8_t *codes = malloc(N * rb), *scales = malloc(N * rs);

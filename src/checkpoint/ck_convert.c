@@ -62,9 +62,10 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
                          in, lofp_ckpt_format_name(c.from), why, lofp_ckpt_format_name(c.from), in);
             goto done;
         }
-        if (o->input_scales || o->pad || o->n_include) {
+        if (o->input_scales || o->pad || o->n_include || o->method != LOFP_METHOD_RTN || o->calibration) {
             st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s is already a %s checkpoint: %s applies to quantizing a dense model, not to a cast",
-                         in, lofp_ckpt_format_name(c.from), o->input_scales ? "--input-scales" : o->pad ? "--pad" : "--include");
+                         in, lofp_ckpt_format_name(c.from), o->input_scales ? "--input-scales" : o->pad ? "--pad" : o->n_include ? "--include"
+                         : o->method != LOFP_METHOD_RTN ? "--method" : "--calibration");
             goto done;
         }
         st = lofp_ckpt_open(in, &c.rd, err);
@@ -111,6 +112,7 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
     c.mxfp8 = c.s.id == LOFP_SCHEME_MXFP8_E4M3;
     if (!c.rd) {
         st = lofp_ck_profile_scheme(o, o->to, &c.s, err);
+        if (!st) st = lofp_ck_method_open(&c.meth, o->method, o->calibration, o->damp, o->act_order, o->mse_scales, c.s.profile, o->threads, err);
         if (st) goto done;
     } else if (o->profile != LOFP_PROFILE_LOFP && o->note) {
         char line[256];
@@ -199,6 +201,7 @@ done:
     lofp_ckj_free(c.act);
     lofp_ck_model_close(&c.m);
     lofp_ckpt_close(c.rd);
+    lofp_ck_method_close(&c.meth);
     if (!st) lofp_ck_ok(err);
     return st;
 bad_scheme:

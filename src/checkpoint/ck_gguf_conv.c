@@ -6,6 +6,7 @@
  * (lofp_cast_mxfp4_to_nvfp4), never through their decoded values unless --requantize-unfit lets the
  * blocks that do not fit be requantized. */
 #include "ck_internal.h"
+#include "ck_method.h"
 #include "lofp/cast.h"
 
 #include <math.h>
@@ -75,9 +76,12 @@ lofp_status lofp_ck_convert_gguf(const char *in, const char *out, const lofp_ckp
     lofp_status st = lofp_ck_profile_scheme(o, LOFP_CKPT_GGUF, &s, err);
     if (st) return st;
     const int two = nv && s.two_level; /* --profile ggml: one level, no .scale (llama.cpp's quantizer) */
+    ck_method cm;
+    st = lofp_ck_method_open(&cm, o->method, o->calibration, o->damp, o->act_order, o->mse_scales, s.profile, o->threads, err);
+    if (st) return st;
     gg_file g;
     st = lofp_gg_open(in, &g, err);
-    if (st) return st;
+    if (st) { lofp_ck_method_close(&cm); return st; }
     gplan *p = calloc(2 * g.n_t + 1, sizeof *p);
     gg_out_tensor *ot = calloc(2 * g.n_t + 1, sizeof *ot);
     size_t np = 0, nq = 0, nkeep_k = 0, nkeep_type = 0, nsame = 0, ncast = 0, unfit_total = 0;
@@ -273,13 +277,17 @@ lofp_status lofp_ck_convert_gguf(const char *in, const char *out, const lofp_ckp
                     for (size_t j = 0; j < n; j++) x[j] *= f;
                 }
                 lofp_quant_report rep;
+                ck_plan plan;
+                memset(&plan, 0, sizeof plan);
+                if (!st && !q->cast) st = lofp_ck_method_plan(&cm, t->name, K, &plan, err);
                 if (!st && !q->cast) {
-                    lofp_status qs = lofp_quantize(&s, LOFP_DTYPE_F32, x, rows, K, codes, scales, &G, &rep);
+                    lofp_status qs = lofp_ck_quantize_whole(&s, &plan.p, x, rows, K, codes, scales, &G, &rep);
                     if (qs == LOFP_ERR_NONFINITE)
                         st = lofp_ck_fail(err, qs, "%s: tensor '%s': NaN or Inf at flat index %zu (row %zu, column %zu)", in, t->name,
                                      rep.first_bad_index, rep.first_bad_index / K, rep.first_bad_index % K);
                     else if (qs) st = lofp_ck_fail(err, qs, "%s: tensor '%s': quantize failed (%s)", in, t->name, lofp_status_name(qs));
                 }
+                lofp_ck_plan_release(&plan);
                 if (!st) st = lofp_fp4_repack(codes, split, rows, K, nv ? 16 : 32, LOFP_NIBBLE_STANDARD, LOFP_NIBBLE_GGUF)
                                   ? lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: repack failed", t->name) : LOFP_OK;
                 if (!st) {
@@ -317,6 +325,7 @@ done:
     free(p);
     free(ot);
     lofp_gg_close(&g);
+    lofp_ck_method_close(&cm);
     if (!st) lofp_ck_ok(err);
     return st;
 }

@@ -8,6 +8,7 @@
  * pre-tokenizer are carried as llama.cpp's converter writes them, or refused with a message.
  * Other architectures get a message pointing at llama.cpp's converter. */
 #include "ck_internal.h"
+#include "ck_method.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -318,9 +319,12 @@ lofp_status lofp_ck_convert_llama_dir(const char *in, const char *out, const lof
     lofp_status st = lofp_ck_profile_scheme(o, LOFP_CKPT_GGUF, &s, err);
     if (st) return st;
     const int two = nv && s.two_level; /* --profile ggml: one level, no .scale (llama.cpp's quantizer) */
+    ck_method cm;
+    st = lofp_ck_method_open(&cm, o->method, o->calibration, o->damp, o->act_order, o->mse_scales, s.profile, o->threads, err);
+    if (st) return st;
     ck_model m;
     st = lofp_ck_model_open(in, &m, err);
-    if (st) return st;
+    if (st) { lofp_ck_method_close(&cm); return st; }
     const char *mt = lofp_ckj_str(lofp_ckj_get(m.config, "model_type"));
     lplan *p = NULL;
     gg_out_tensor *ot = NULL;
@@ -628,9 +632,11 @@ lofp_status lofp_ck_convert_llama_dir(const char *in, const char *out, const lof
                 size_t cb = n / 2, sb = n / s.block;
                 uint8_t *codes = malloc(cb), *split = malloc(cb), *scales = malloc(sb), *blk = malloc(n / gblk * gbytes);
                 lofp_quant_report rep;
+                ck_plan plan;
+                memset(&plan, 0, sizeof plan);
                 if (!codes || !split || !scales || !blk) st = lofp_ck_fail(err, LOFP_ERR_NOMEM, "out of memory");
-                else {
-                    lofp_status qs = lofp_quantize(&s, LOFP_DTYPE_F32, x, rows, K, codes, scales, &G, &rep);
+                else if (!(st = lofp_ck_method_plan(&cm, q->src->name, K, &plan, err))) {
+                    lofp_status qs = lofp_ck_quantize_whole(&s, &plan.p, x, rows, K, codes, scales, &G, &rep);
                     if (qs == LOFP_ERR_NONFINITE) {
                         /* report the element as the input stores it: undo the q/k head permutation */
                         size_t row = rep.first_bad_index / K, col = rep.first_bad_index % K;
@@ -653,6 +659,7 @@ lofp_status lofp_ck_convert_llama_dir(const char *in, const char *out, const lof
                     else { o2[0] = scales[b]; memcpy(o2 + 1, split + 16 * b, 16); }
                 }
                 if (!st) st = lofp_gg_writer_put(w, blk, n / gblk * gbytes, err);
+                lofp_ck_plan_release(&plan);
                 free(codes); free(split); free(scales); free(blk);
             }
             free(x);
@@ -674,6 +681,7 @@ done:
     free(p);
     free(ot);
     lofp_ck_model_close(&m);
+    lofp_ck_method_close(&cm);
     if (!st) lofp_ck_ok(err);
     return st;
 }

@@ -128,7 +128,8 @@ static double value_at(lofp_dtype dt, const void *x, size_t i)
 }
 
 lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, const lofp_tensor_info *t,
-                                       const lofp_qtensor *q, const float *given, size_t chunk_bytes, lofp_writer *w,
+                                       const lofp_qtensor *q, const lofp_method_plan *plan, const float *given,
+                                       size_t chunk_bytes, lofp_writer *w,
                                        const size_t out_index[3], lofp_qfile_tensor_report *report, lofp_io_error *err)
 {
     if (!f || !t || !q || !w || !out_index) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qfile_quantize_tensor: NULL argument");
@@ -143,6 +144,10 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
     const int two = s->id == LOFP_SCHEME_NVFP4 && s->two_level;
     /* a producer profile is defined on whole tensors (and may compute in the input's bf16) */
     const int whole = s->profile != LOFP_PROFILE_LOFP;
+    if (whole && plan && plan->method != LOFP_METHOD_RTN)
+        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s': method %s is not defined under the %s profile (its "
+                            "producer rounds to nearest)", path, t->name, lofp_method_name(plan->method),
+                            lofp_profile_name(s->profile));
     if (!chunk_bytes) chunk_bytes = LOFP_IO_CHUNK_BYTES;
     size_t chunk_rows = whole ? rows : chunk_bytes / (in_row ? in_row : 1);
     if (chunk_rows < 1) chunk_rows = 1;
@@ -212,7 +217,7 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
             qs = given ? lofp_quantize_with_global(s, d2, x, ch.rows, k, global, codes, sc, &rep)
                        : lofp_quantize(s, d2, x, ch.rows, k, codes, sc, &global, &rep);
         } else {
-            qs = lofp_quantize_rows(s, dt, x, ch.row0, ch.rows, k, global, codes, sc, &rep);
+            qs = lofp_method_quantize_rows(s, plan, dt, x, ch.row0, ch.rows, k, global, codes, sc, &rep);
         }
         if (qs == LOFP_ERR_NONFINITE) {
             size_t i = rep.first_bad_index;
@@ -422,7 +427,7 @@ lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfi
             continue;
         }
         lofp_qfile_tensor_report rep;
-        st = lofp_qfile_quantize_tensor(f, in, p->t, &p->q, NULL, chunk, w, p->out, &rep, err);
+        st = lofp_qfile_quantize_tensor(f, in, p->t, &p->q, NULL, NULL, chunk, w, p->out, &rep, err);
         if (!st && rep.nonfinite_blocks)
             note(o->note, o->ctx, "tensor '%s': %zu block(s) held non-finite values (propagated)", p->t->name, rep.nonfinite_blocks);
     }

