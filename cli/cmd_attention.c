@@ -119,10 +119,8 @@ int lofp_cmd_attention(int argc, char **argv)
         else if (!strcmp(a, "--split") && more) { if (cli_parse_long("attention", "--split", argv[++i], 0, 1L << 30, &split)) return 1; }
         else if (!strcmp(a, "--kv") && more) {
             const char *k = argv[++i];
-            if (!strcmp(k, "ultraquant")) kv = LOFP_KV_ULTRAQUANT;
-            else if (!strcmp(k, "fp32")) kv = LOFP_KV_F32;
-            else if (!strcmp(k, "bf16")) kv = LOFP_KV_BF16;
-            else return cli_error("attention", "--kv must be ultraquant, fp32 or bf16 (got '%s')", k);
+            if (lofp_kv_format_from_name(k, &kv) != LOFP_OK)
+                return cli_error("attention", "--kv must be ultraquant, fp32 or bf16 (got '%s')", k);
         } else if (!strcmp(a, "--hadamard") && more) {
             const char *h = argv[++i];
             if (!strcmp(h, "butterfly")) had = LOFP_HADAMARD_BUTTERFLY;
@@ -283,7 +281,7 @@ int lofp_cmd_attention(int argc, char **argv)
         goto done;
     }
     fprintf(stderr, "attention: B=%zu Hq=%zu Hk=%zu D=%zu N=%zu kv=%s path=%s threads=%ld scale=%g%s: %.3f ms, %zu partitions%s\n",
-            B, Hq, Hk, D, N, kv == LOFP_KV_ULTRAQUANT ? "ultraquant" : kv == LOFP_KV_F32 ? "fp32" : "bf16",
+            B, Hq, Hk, D, N, lofp_kv_format_name(kv),
             lofp_attn_path_name(rep.path), threads, (double)scale, sp ? " sinks" : "", el * 1e3, rep.partitions,
             rep.saturated_q ? " (some rotated Q values past 464 saturated to 448)" : "");
     rc = 0;
