@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "lofp/io.h"
 #include "lofp/kvcache.h"
+#include "qtensor.h"
 
 static void usage(FILE *f)
 {
@@ -49,30 +50,10 @@ static int load_f32(const char *path, const char *what, npy_in *in)
         return cli_error("attention", "%s: %s", what, err.message);
     in->t = lofp_file_tensor(in->f, 0);
     if (!in->t) return cli_error("attention", "%s: %s holds no tensor", what, path);
-    size_t n = in->t->numel;
-    in->data = malloc((n ? n : 1) * sizeof(float));
-    if (!in->data) return cli_error("attention", "out of memory");
-    const uint8_t *p = in->t->data;
-    for (size_t i = 0; i < n; i++) {
-        if (in->t->dtype == LOFP_DTYPE_F32) {
-            memcpy(&in->data[i], p + 4 * i, 4);
-        } else if (in->t->dtype == LOFP_DTYPE_F64) {
-            double d;
-            memcpy(&d, p + 8 * i, 8);
-            in->data[i] = (float)d;
-        } else if (in->t->dtype == LOFP_DTYPE_F16) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            in->data[i] = lofp_fp16_to_fp32(h);
-        } else if (in->t->dtype == LOFP_DTYPE_BF16) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            in->data[i] = lofp_bf16_to_fp32(h);
-        } else {
-            return cli_error("attention", "%s: %s has dtype %s; f32, f16, bf16 or f64 expected", what, path,
-                             lofp_dtype_name(in->t->dtype));
-        }
-    }
+    if (!lofp_dtype_is_float(in->t->dtype))
+        return cli_error("attention", "%s: %s has dtype %s; f32, f16, bf16 or f64 expected", what, path,
+                         lofp_dtype_name(in->t->dtype));
+    if (!(in->data = qt_tensor_to_f32(in->t))) return cli_error("attention", "out of memory");
     return 0;
 }
 
