@@ -269,13 +269,9 @@ int lofp_cmd_attention(int argc, char **argv)
     if (expect) {
         if (load_f32(expect, "--expect", &E)) { rc = 1; goto done; }
         if (E.t->numel != B * Hq * D) { cli_error("attention", "--expect holds %zu values, the output %zu", E.t->numel, B * Hq * D); rc = 1; goto done; }
-        double num = 0, den = 0;
-        for (size_t i = 0; i < B * Hq * D; i++) {
-            double e = fabs((double)out[i] - (double)E.data[i]);
-            if (!(e <= num)) num = e;
-            if (fabs((double)E.data[i]) > den) den = fabs((double)E.data[i]);
-        }
-        double r = den > 0 ? num / den : num;
+        lofp_error_stats es;
+        lofp_error_stats_compute(E.data, out, B * Hq * D, &es);
+        double r = es.x_max_abs > 0 ? es.max_abs / es.x_max_abs : es.max_abs;
         printf("max|out - expect| / max|expect| = %.3g (tolerance %.3g): %s\n", r, tol, r <= tol ? "ok" : "EXCEEDED");
         if (!(r <= tol)) rc = 3;
     }

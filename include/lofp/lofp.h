@@ -317,12 +317,13 @@ LOFP_API lofp_status lofp_dtype_to_f32(lofp_dtype dt, const void *src, size_t n,
 LOFP_API float lofp_dtype_load_f32(lofp_dtype dt, const void *src, size_t i);
 
 /* How far an approximation y is from x (n values each), accumulated in double precision: what
- * `lofp inspect --against` prints per tensor. Plain data. */
+ * `lofp inspect --against` prints per tensor and `lofp attention --expect` checks. Plain data. */
 typedef struct lofp_error_stats {
     double max_abs;       /* max |y[i] - x[i]|; NaN when any difference is NaN */
     double rmse;          /* sqrt(sum (y - x)^2 / n); 0 when n is 0 */
     double snr_db;        /* 10 log10(sum x^2 / sum (y - x)^2); +Inf when y equals x */
     double rel_frobenius; /* sqrt(sum (y - x)^2 / sum x^2); 0 when sum x^2 is 0 */
+    double x_max_abs;     /* max |x[i]|: what a relative max error divides by; NaN when an x is NaN */
 } lofp_error_stats;
 
 /* Fills *out with the error statistics of y against x (n floats each, caller-owned, only read).

@@ -232,13 +232,17 @@ static void test_error_stats(void)
     const float x[4] = {1, 2, 3, 4}, y[4] = {1, 2, 3, 6}; /* one error of 2: se 4, sum x^2 30 */
     lofp_error_stats e;
     CHECK_OK(lofp_error_stats_compute(x, y, 4, &e));
-    CHECK(e.max_abs == 2.0 && e.rmse == 1.0);
+    CHECK(e.max_abs == 2.0 && e.rmse == 1.0 && e.x_max_abs == 4.0);
     CHECK(fabs(e.snr_db - 10 * log10(30.0 / 4.0)) < 1e-12 && fabs(e.rel_frobenius - sqrt(4.0 / 30.0)) < 1e-15);
     CHECK_OK(lofp_error_stats_compute(x, x, 4, &e));
     CHECK(e.max_abs == 0 && e.rmse == 0 && isinf(e.snr_db) && e.snr_db > 0 && e.rel_frobenius == 0);
     const float yn[4] = {NAN, 2, 3, 9};
     CHECK_OK(lofp_error_stats_compute(x, yn, 4, &e));
     CHECK(isnan(e.max_abs)); /* a NaN difference is not hidden by a larger finite one after it */
+    CHECK(e.x_max_abs == 4.0);
+    const float xn[4] = {1, NAN, 3, 4};
+    CHECK_OK(lofp_error_stats_compute(xn, x, 4, &e));
+    CHECK(isnan(e.x_max_abs) && isnan(e.max_abs));
     const float z[2] = {0, 0}, zy[2] = {0, 1};
     CHECK_OK(lofp_error_stats_compute(z, zy, 2, &e));
     CHECK(e.rel_frobenius == 0 && e.snr_db == -INFINITY && e.max_abs == 1.0);
