@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A real model end to end on one GPU (issue 16, item 6): transformers' LlamaForCausalLM with a
+"""A real model end to end on one GPU: transformers' LlamaForCausalLM with a
 Llama-3-8B-sized config and random bf16 weights (the GPU machine has no network, so no checkpoint
 can be downloaded: the numbers are speeds, not quality), timed in bf16 and then with every linear
 layer replaced by lofp's W4A16 NVFP4 layer (lofp.torch.quantize_model, lofp::w4a16_gemm on the

@@ -117,3 +117,21 @@ void cli_ckpt_signals_end(void)
     if (sig > 0) die_of(sig);
     pthread_sigmask(SIG_UNBLOCK, &guarded, NULL);
 }
+
+int cli_ckpt_run(const char *cmd, lofp_status (*fn)(const char *, const char *, const lofp_ckpt_options *, lofp_io_error *),
+                 const char *in, const char *out, lofp_ckpt_options *o, int quiet)
+{
+    cli_progress p;
+    cli_progress_init(&p, quiet);
+    o->progress = cli_progress_cb;
+    o->note = cli_note_cb;
+    o->ctx = &p;
+    lofp_io_error err;
+    double t0 = cli_now();
+    cli_ckpt_guard_signals();
+    lofp_status st = fn(in, out, o, &err);
+    cli_ckpt_signals_end();
+    if (st != LOFP_OK) return cli_error(cmd, "%s", err.message);
+    if (!quiet) fprintf(stderr, "lofp %s: wrote %s in %.2f s\n", cmd, out, cli_now() - t0);
+    return 0;
+}

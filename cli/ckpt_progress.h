@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "lofp/checkpoint.h"
+
 typedef struct {
     int tty;
     int quiet;
@@ -26,5 +28,12 @@ void cli_ckpt_guard_signals(void);
  * process by that signal (temporaries removed), whatever the conversion's result; otherwise the
  * signals are unblocked again. */
 void cli_ckpt_signals_end(void);
+
+/* `lofp convert` / `lofp import` after their arguments: runs fn (lofp_ckpt_convert or
+ * lofp_ckpt_import) on in and out with o's progress and notes on stderr (o->progress, note and ctx
+ * are set here) under the signal guard above, then prints "lofp CMD: wrote OUT in T s" unless
+ * quiet. Returns the exit status: 0, or 1 with the error printed. */
+int cli_ckpt_run(const char *cmd, lofp_status (*fn)(const char *, const char *, const lofp_ckpt_options *, lofp_io_error *),
+                 const char *in, const char *out, lofp_ckpt_options *o, int quiet);
 
 #endif

@@ -46,8 +46,6 @@ int cli_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t lo, 
 int cli_parse_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_float(const char *cmd, const char *opt, const char *s, int positive, double *out);
 
-/* 1 when paths a and b name the same existing file (device and inode, symlinks followed). */
-int cli_same_file(const char *a, const char *b);
 /* Prints an error and returns 1 when `out` is the same file as one of ins[0..n) (NULL skipped). */
 int cli_refuse_same(const char *cmd, const char *out, const char *const *ins, size_t n);
 
@@ -72,8 +70,5 @@ const lofp_qfile_writer_ops *cli_writer_ops(void);
 lofp_status cli_write_file(const char *path, lofp_file_format fmt, const lofp_tensor_desc *t,
                            size_t n, const lofp_metadata_entry *meta, size_t n_meta,
                            lofp_io_error *err);
-/* Appends tensor t of f to output i of w in chunks of about chunk_bytes (bounded memory). */
-int cli_copy_tensor(const char *cmd, const lofp_file *f, const lofp_tensor_info *t, lofp_writer *w,
-                    size_t i, size_t chunk_bytes);
 
 #endif

@@ -82,17 +82,10 @@ int cli_parse_float(const char *cmd, const char *opt, const char *s, int positiv
     return 0;
 }
 
-int cli_same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
-    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 int cli_refuse_same(const char *cmd, const char *out, const char *const *ins, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (ins[i] && cli_same_file(out, ins[i]))
+        if (ins[i] && lofp_same_file(out, ins[i]))
             return cli_error(cmd, "the output %s is the input %s (the same file); write to another path",
                              out, ins[i]);
     return 0;
@@ -217,26 +210,4 @@ lofp_status cli_write_file(const char *path, lofp_file_format fmt, const lofp_te
         }
     }
     return cli_writer_finish(w, err);
-}
-
-int cli_copy_tensor(const char *cmd, const lofp_file *f, const lofp_tensor_info *t, lofp_writer *w,
-                    size_t i, size_t chunk_bytes)
-{
-    lofp_io_error err;
-    lofp_row_reader *r;
-    size_t k = t->ndim ? t->shape[t->ndim - 1] : 1;
-    size_t rb = (k * lofp_dtype_bits(t->dtype) + 7) / 8;
-    size_t cr = chunk_bytes / (rb ? rb : 1);
-    if (lofp_row_reader_open(f, t, cr ? cr : 1, &r, &err) != LOFP_OK) {
-        /* rows that do not fill whole bytes (an odd F4 row): the tensor in one piece */
-        if (lofp_writer_append(w, i, t->data, t->nbytes, &err) != LOFP_OK) return cli_error(cmd, "%s", err.message);
-        return 0;
-    }
-    lofp_row_chunk ch;
-    int rc = 0;
-    while (!rc && lofp_row_reader_next(r, &ch, &err) == LOFP_OK && ch.rows)
-        if (lofp_writer_append(w, i, ch.data, ch.rows * ch.row_bytes, &err) != LOFP_OK)
-            rc = cli_error(cmd, "%s", err.message);
-    lofp_row_reader_close(r);
-    return rc;
 }

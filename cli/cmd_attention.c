@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "lofp/io.h"
 #include "lofp/kvcache.h"
+#include "qtensor.h"
 
 static void usage(FILE *f)
 {
@@ -49,30 +50,10 @@ static int load_f32(const char *path, const char *what, npy_in *in)
         return cli_error("attention", "%s: %s", what, err.message);
     in->t = lofp_file_tensor(in->f, 0);
     if (!in->t) return cli_error("attention", "%s: %s holds no tensor", what, path);
-    size_t n = in->t->numel;
-    in->data = malloc((n ? n : 1) * sizeof(float));
-    if (!in->data) return cli_error("attention", "out of memory");
-    const uint8_t *p = in->t->data;
-    for (size_t i = 0; i < n; i++) {
-        if (in->t->dtype == LOFP_DTYPE_F32) {
-            memcpy(&in->data[i], p + 4 * i, 4);
-        } else if (in->t->dtype == LOFP_DTYPE_F64) {
-            double d;
-            memcpy(&d, p + 8 * i, 8);
-            in->data[i] = (float)d;
-        } else if (in->t->dtype == LOFP_DTYPE_F16) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            in->data[i] = lofp_fp16_to_fp32(h);
-        } else if (in->t->dtype == LOFP_DTYPE_BF16) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            in->data[i] = lofp_bf16_to_fp32(h);
-        } else {
-            return cli_error("attention", "%s: %s has dtype %s; f32, f16, bf16 or f64 expected", what, path,
-                             lofp_dtype_name(in->t->dtype));
-        }
-    }
+    if (!lofp_dtype_is_float(in->t->dtype))
+        return cli_error("attention", "%s: %s has dtype %s; f32, f16, bf16 or f64 expected", what, path,
+                         lofp_dtype_name(in->t->dtype));
+    if (!(in->data = qt_tensor_to_f32(in->t))) return cli_error("attention", "out of memory");
     return 0;
 }
 
@@ -119,10 +100,8 @@ int lofp_cmd_attention(int argc, char **argv)
         else if (!strcmp(a, "--split") && more) { if (cli_parse_long("attention", "--split", argv[++i], 0, 1L << 30, &split)) return 1; }
         else if (!strcmp(a, "--kv") && more) {
             const char *k = argv[++i];
-            if (!strcmp(k, "ultraquant")) kv = LOFP_KV_ULTRAQUANT;
-            else if (!strcmp(k, "fp32")) kv = LOFP_KV_F32;
-            else if (!strcmp(k, "bf16")) kv = LOFP_KV_BF16;
-            else return cli_error("attention", "--kv must be ultraquant, fp32 or bf16 (got '%s')", k);
+            if (lofp_kv_format_from_name(k, &kv) != LOFP_OK)
+                return cli_error("attention", "--kv must be ultraquant, fp32 or bf16 (got '%s')", k);
         } else if (!strcmp(a, "--hadamard") && more) {
             const char *h = argv[++i];
             if (!strcmp(h, "butterfly")) had = LOFP_HADAMARD_BUTTERFLY;
@@ -283,20 +262,16 @@ int lofp_cmd_attention(int argc, char **argv)
         goto done;
     }
     fprintf(stderr, "attention: B=%zu Hq=%zu Hk=%zu D=%zu N=%zu kv=%s path=%s threads=%ld scale=%g%s: %.3f ms, %zu partitions%s\n",
-            B, Hq, Hk, D, N, kv == LOFP_KV_ULTRAQUANT ? "ultraquant" : kv == LOFP_KV_F32 ? "fp32" : "bf16",
+            B, Hq, Hk, D, N, lofp_kv_format_name(kv),
             lofp_attn_path_name(rep.path), threads, (double)scale, sp ? " sinks" : "", el * 1e3, rep.partitions,
             rep.saturated_q ? " (some rotated Q values past 464 saturated to 448)" : "");
     rc = 0;
     if (expect) {
         if (load_f32(expect, "--expect", &E)) { rc = 1; goto done; }
         if (E.t->numel != B * Hq * D) { cli_error("attention", "--expect holds %zu values, the output %zu", E.t->numel, B * Hq * D); rc = 1; goto done; }
-        double num = 0, den = 0;
-        for (size_t i = 0; i < B * Hq * D; i++) {
-            double e = fabs((double)out[i] - (double)E.data[i]);
-            if (!(e <= num)) num = e;
-            if (fabs((double)E.data[i]) > den) den = fabs((double)E.data[i]);
-        }
-        double r = den > 0 ? num / den : num;
+        lofp_error_stats es;
+        lofp_error_stats_compute(E.data, out, B * Hq * D, &es);
+        double r = es.x_max_abs > 0 ? es.max_abs / es.x_max_abs : es.max_abs;
         printf("max|out - expect| / max|expect| = %.3g (tolerance %.3g): %s\n", r, tol, r <= tol ? "ok" : "EXCEEDED");
         if (!(r <= tol)) rc = 3;
     }

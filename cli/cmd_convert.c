@@ -172,19 +172,8 @@ int lofp_cmd_convert(int argc, char **argv)
     o.n_include = ni;
     o.exclude = exc;
     o.n_exclude = ne;
-    cli_progress p;
-    cli_progress_init(&p, quiet);
-    o.progress = cli_progress_cb;
-    o.note = cli_note_cb;
-    o.ctx = &p;
-    lofp_io_error err;
-    double t0 = cli_now();
-    cli_ckpt_guard_signals();
-    lofp_status st = lofp_ckpt_convert(in, out, &o, &err);
-    cli_ckpt_signals_end();
+    int rc = cli_ckpt_run("convert", lofp_ckpt_convert, in, out, &o, quiet);
     free(inc);
     free(exc);
-    if (st) return cli_error("convert", "%s", err.message);
-    if (!quiet) fprintf(stderr, "lofp convert: wrote %s in %.2f s\n", out, cli_now() - t0);
-    return 0;
+    return rc;
 }

@@ -51,17 +51,5 @@ int lofp_cmd_import(int argc, char **argv)
         else return cli_error("import", "too many arguments");
     }
     if (!in || !out) { import_usage(stderr); return cli_error("import", "need IN and OUT"); }
-    cli_progress p;
-    cli_progress_init(&p, quiet);
-    o.progress = cli_progress_cb;
-    o.note = cli_note_cb;
-    o.ctx = &p;
-    lofp_io_error err;
-    double t0 = cli_now();
-    cli_ckpt_guard_signals();
-    lofp_status st = lofp_ckpt_import(in, out, &o, &err);
-    cli_ckpt_signals_end();
-    if (st != LOFP_OK) return cli_error("import", "%s", err.message);
-    if (!quiet) fprintf(stderr, "lofp import: wrote %s in %.2f s\n", out, cli_now() - t0);
-    return 0;
+    return cli_ckpt_run("import", lofp_ckpt_import, in, out, &o, quiet);
 }

@@ -1,6 +1,5 @@
 /* cmd_inspect.c -- `lofp inspect FILE [--against ORIGINAL]`: what a file holds, and per-tensor
  * error statistics of its quantized tensors against the original. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,68 +30,39 @@ static void shape_str(const size_t *shape, size_t ndim, char *buf, size_t cap)
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-/* log2 of each scale; INT_MIN for UltraQuant zero groups and NaN scales. */
-static int scale_exp(const lofp_qtensor *q, uint8_t b)
+/* One line of error statistics, "vs NAME" first when name is given. */
+static void print_stats(const char *name, const lofp_error_stats *e)
 {
-    if (q->scheme.scale_elem == LOFP_ELEM_UE4M3) {
-        float v = lofp_decode(LOFP_ELEM_UE4M3, b);
-        return v > 0 && isfinite(v) ? (int)floor(log2((double)v)) : -1000;
-    }
-    if (b == 0xFF || (q->scheme.id == LOFP_SCHEME_ULTRAQUANT && b == 0)) return -1000;
-    return (int)b - 127;
+    printf("    ");
+    if (name) printf("vs %-20s ", name);
+    printf("max|err| %.6g  RMSE %.6g  SNR %.2f dB  rel.Frobenius %.6g\n", e->max_abs, e->rmse,
+           e->snr_db, e->rel_frobenius);
 }
 
+/* The error of q against orig and the histogram of q's scale exponents (the library computes
+ * both; this prints them). */
 static void compare(const lofp_qtensor *q, const lofp_tensor_info *orig)
 {
-    size_t n = q->rows * q->k;
-    float *x = qt_tensor_to_f32(orig), *y = malloc(n * sizeof(float));
-    if (!x || !y || orig->numel != n) {
-        printf("    (cannot compare: original '%s' has %zu elements, quantized %zu)\n", orig->name, orig->numel, n);
-        free(x); free(y);
+    lofp_error_stats e;
+    lofp_status st = lofp_qtensor_error_stats(q, orig, &e);
+    if (st == LOFP_ERR_SHAPE) {
+        printf("    (cannot compare: original '%s' has %zu elements, quantized %zu)\n", orig->name, orig->numel, q->rows * q->k);
         return;
     }
-    if (lofp_qtensor_dequantize(q, y) != LOFP_OK) { printf("    (dequantize failed)\n"); free(x); free(y); return; }
-    if (q->scheme.id == LOFP_SCHEME_ULTRAQUANT && q->scheme.rotate)
-        for (size_t r = 0; r < q->rows; r++) lofp_hadamard_inplace(y + r * q->k, q->k, NULL);
-    double se = 0, sx = 0, maxe = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = (double)y[i] - (double)x[i];
-        se += e * e;
-        sx += (double)x[i] * x[i];
-        if (fabs(e) > maxe || isnan(e)) maxe = isnan(e) ? NAN : fmax(maxe, fabs(e));
+    if (st == LOFP_ERR_INVALID_ARG) {
+        printf("    (cannot compare: original '%s' is %s, not floating point)\n", orig->name,
+               lofp_dtype_name(orig->dtype) ? lofp_dtype_name(orig->dtype) : "?");
+        return;
     }
-    printf("    vs %-20s max|err| %.6g  RMSE %.6g  SNR %.2f dB  rel.Frobenius %.6g\n", orig->name, maxe,
-           sqrt(se / (double)n), se > 0 ? 10 * log10(sx / se) : INFINITY, sx > 0 ? sqrt(se / sx) : 0.0);
-    size_t nb = q->rows * (q->kp / q->scheme.block);
-    uint8_t *lin = malloc(nb);
-    if (lin && lofp_qtensor_linear_scales(q, lin) == LOFP_OK) {
-        size_t hist[300] = { 0 }, zero = 0;
-        for (size_t i = 0; i < nb; i++) {
-            int e = scale_exp(q, lin[i]);
-            if (e <= -1000) zero++;
-            else hist[e + 150]++;
-        }
+    if (st != LOFP_OK) { printf("    (dequantize failed: %s)\n", lofp_status_name(st)); return; }
+    print_stats(orig->name, &e);
+    size_t hist[LOFP_SCALE_EXP_BINS], none = 0;
+    if (lofp_qtensor_scale_histogram(q, hist, &none) == LOFP_OK) {
         printf("    scale exponents (log2 scale: count):");
-        for (int e = 0; e < 300; e++) if (hist[e]) printf(" %d:%zu", e - 150, hist[e]);
-        if (zero) printf(" zero/NaN:%zu", zero);
+        for (int b = 0; b < LOFP_SCALE_EXP_BINS; b++) if (hist[b]) printf(" %d:%zu", b + LOFP_SCALE_EXP_MIN, hist[b]);
+        if (none) printf(" zero/NaN:%zu", none);
         printf("\n");
     }
-    free(lin); free(x); free(y);
-}
-
-/* Whether the file starts with the GGUF magic: its parse error is then the one to report (the
- * safetensors reader's "bad header" says nothing about a GGUF). */
-static int is_gguf(const char *path)
-{
-    struct stat sb;
-    /* regular files only: opening a FIFO to peek at its magic would block (the readers refuse it) */
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char m[4] = { 0 };
-    size_t n = fread(m, 1, 4, f);
-    fclose(f);
-    return n == 4 && memcmp(m, "GGUF", 4) == 0;
 }
 
 /* A checkpoint directory / GGUF / ModelOpt, compressed-tensors or gpt-oss file: per tensor the
@@ -148,15 +118,9 @@ static int inspect_ckpt(lofp_ckpt *c, const char *path, const char *against)
             else if (lofp_ckpt_dequantize(&t, LOFP_DTYPE_F32, y, &err) || lofp_ckpt_dequantize(&r, LOFP_DTYPE_F32, x, &err))
                 printf("    (%s)\n", err.message);
             else {
-                double se = 0, sx = 0, maxe = 0;
-                for (size_t k = 0; k < n; k++) {
-                    double e = (double)y[k] - (double)x[k];
-                    se += e * e;
-                    sx += (double)x[k] * x[k];
-                    if (fabs(e) > maxe) maxe = fabs(e);
-                }
-                printf("    max|err| %.6g  RMSE %.6g  SNR %.2f dB  rel.Frobenius %.6g\n", maxe, sqrt(se / (double)n),
-                       se > 0 ? 10 * log10(sx / se) : INFINITY, sx > 0 ? sqrt(se / sx) : 0.0);
+                lofp_error_stats e;
+                lofp_error_stats_compute(x, y, n, &e);
+                print_stats(NULL, &e);
             }
             if (found) lofp_ckpt_tensor_release(&r);
             free(x);
@@ -185,7 +149,7 @@ int lofp_cmd_inspect(int argc, char **argv)
         int is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
         lofp_ckpt *c = NULL;
         lofp_status cs = lofp_ckpt_open(path, &c, &err);
-        if ((is_dir || is_gguf(path)) && cs) return cli_error("inspect", "%s", err.message);
+        if ((is_dir || lofp_ckpt_is_gguf(path)) && cs) return cli_error("inspect", "%s", err.message);
         if (!cs) {
             lofp_ckpt_format f = lofp_ckpt_format_of(c);
             if (is_dir || (f != LOFP_CKPT_LOFP && f != LOFP_CKPT_DENSE)) {

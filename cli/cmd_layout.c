@@ -1,5 +1,6 @@
-/* cmd_layout.c -- `lofp layout convert` (re-lay the scales of a quantized file) and
- * `lofp layout diagnose` (name the layout, byte order and granularity of a scale buffer). */
+/* cmd_layout.c -- `lofp layout convert` (re-lay the scales of a quantized file: the library's
+ * lofp_qfile_relayout) and `lofp layout diagnose` (name the layout, byte order and granularity of a
+ * scale buffer: lofp_layout_diagnose). Arguments and printing only. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,7 +68,7 @@ static int diagnose(int argc, char **argv)
     const lofp_tensor_info *tx = ts ? open_tensor(tensor_spec, &fx, &px) : NULL;
     int rc = 1;
     if (!ts || !tx) goto out;
-    if (!qt_is_float(tx->dtype) || tx->ndim < 1) { cli_error("layout", "%s: tensor '%s' is not floating point", px, tx->name); goto out; }
+    if (!lofp_dtype_is_float(tx->dtype) || tx->ndim < 1) { cli_error("layout", "%s: tensor '%s' is not floating point", px, tx->name); goto out; }
     size_t k = tx->shape[tx->ndim - 1], rows = tx->numel / (k ? k : 1);
     float *x = qt_tensor_to_f32(tx);
     lofp_scheme s2 = s;
@@ -114,89 +115,10 @@ static int convert(int argc, char **argv)
     lofp_layout L;
     if (!to || npos != 2) { layout_usage(stderr); return cli_error("layout", "convert needs --to, Q and OUT"); }
     if (lofp_layout_from_name(to, &L) != LOFP_OK) return cli_error("layout", "unknown layout '%s'", to);
-    if (cli_refuse_same("layout", pos[1], &pos[0], 1)) return 1;
     lofp_io_error err;
-    lofp_file *f = NULL;
-    if (lofp_file_open(pos[0], LOFP_FORMAT_AUTO, &f, &err) != LOFP_OK) return cli_error("layout", "%s", err.message);
-    size_t nq = 0, nt = lofp_file_count(f), nmeta = lofp_file_metadata_count(f);
-    int oom = 0, rc = 0;
-    const char **qn = qt_list(f, &nq, &oom);
-    lofp_tensor_desc *d = calloc(nt ? nt : 1, sizeof *d);
-    lofp_metadata_entry *m = calloc(nmeta + 1, sizeof *m);
-    lofp_qtensor *qs = calloc(nq ? nq : 1, sizeof *qs);
-    size_t *conv = calloc(nt ? nt : 1, sizeof *conv);       /* 1 + index into qs, or 0 */
-    size_t (*shapes)[2] = calloc(nq ? nq : 1, sizeof *shapes);
-    char **vals = calloc(nq ? nq : 1, sizeof *vals);
-    lofp_writer *w = NULL;
-    if (oom || !d || !m || !qs || !conv || !shapes || !vals) { rc = cli_error("layout", "out of memory"); goto done; }
-    if (nq == 0) { rc = cli_error("layout", "%s: no tensors written by lofp quantize (no 'lofp:' metadata)", pos[0]); goto done; }
-    const lofp_tensor_info *t0 = lofp_file_tensor(f, 0);
-    for (size_t i = 0; i < nt; i++) {
-        const lofp_tensor_info *t = lofp_file_tensor(f, i);
-        d[i] = (lofp_tensor_desc){t->name, t->dtype, t->ndim, t->shape, NULL, t->nbytes};
-    }
-    for (size_t i = 0; i < nmeta; i++) m[i] = *lofp_file_metadata(f, i);
-    /* the new scales' dtype, shape and metadata for every quantized tensor, before writing */
-    for (size_t qi = 0; qi < nq; qi++) {
-        lofp_qtensor *q = &qs[qi];
-        lofp_io_error qerr;
-        if (lofp_qtensor_load(f, pos[0], qn[qi], q, &qerr) != LOFP_OK) { rc = cli_error("layout", "%s", qerr.message); goto done; }
-        size_t i = (size_t)(q->scales_t - t0);
-        conv[i] = qi + 1;
-        d[i].dtype = lofp_qtensor_scales_dtype(&q->scheme, L);
-        d[i].nbytes = lofp_layout_required_bytes(q->rows, q->kp, q->scheme.block, L);
-        if (L == LOFP_LAYOUT_LINEAR) {
-            d[i].ndim = q->ndim;                 /* the original shape with K -> K/block: */
-            d[i].shape = q->codes_t->shape;      /* borrowed below, replaced by a copy */
-        }
-        lofp_qtensor nq_ = *q;
-        nq_.layout = L;
-        nq_.pad_byte = pad_byte >= 0 ? (int)pad_byte : (L == LOFP_LAYOUT_PACKED_U32 ? 127 : 0);
-        if (!(vals[qi] = qt_meta_value(&nq_))) { rc = cli_error("layout", "out of memory"); goto done; }
-        for (size_t e = 0; e < nmeta; e++)
-            if (!strncmp(m[e].key, LOFP_QFILE_KEY_PREFIX, sizeof LOFP_QFILE_KEY_PREFIX - 1) && !strcmp(m[e].key + sizeof LOFP_QFILE_KEY_PREFIX - 1, q->name)) m[e].value = vals[qi];
-    }
-    /* linear scales have the tensor's own rank: keep their shapes in one allocation per tensor */
-    size_t **lin_shapes = calloc(nq, sizeof *lin_shapes);
-    if (!lin_shapes) { rc = cli_error("layout", "out of memory"); goto done; }
-    for (size_t i = 0; i < nt && !rc; i++) {
-        if (!conv[i]) continue;
-        lofp_qtensor *q = &qs[conv[i] - 1];
-        size_t tmp[LOFP_MAX_NDIM];
-        size_t nd = lofp_qtensor_scales_shape(q, L, tmp);
-        size_t *sh = L == LOFP_LAYOUT_LINEAR ? (lin_shapes[conv[i] - 1] = malloc(nd * sizeof(size_t))) : shapes[conv[i] - 1];
-        if (!sh) { rc = cli_error("layout", "out of memory"); break; }
-        memcpy(sh, tmp, nd * sizeof(size_t));
-        d[i].ndim = nd;
-        d[i].shape = sh;
-    }
-    if (!rc && cli_writer_open(pos[1], LOFP_FORMAT_SAFETENSORS, d, nt, m, nmeta, &w, &err) != LOFP_OK)
-        rc = cli_error("layout", "%s", err.message);
-    for (size_t i = 0; i < nt && !rc; i++) {
-        const lofp_tensor_info *t = lofp_file_tensor(f, i);
-        if (!conv[i]) { rc = cli_copy_tensor("layout", f, t, w, i, (size_t)4 << 20); continue; }
-        lofp_qtensor *q = &qs[conv[i] - 1];
-        size_t cols = q->kp / q->scheme.block, nb = q->rows * cols;
-        uint8_t *lin = malloc(nb ? nb : 1), *out = malloc(d[i].nbytes ? d[i].nbytes : 1);
-        if (!lin || !out || lofp_qtensor_linear_scales(q, lin) != LOFP_OK ||
-            lofp_layout_from_linear(lin, q->rows, cols, L, (int)pad_byte, out) != LOFP_OK)
-            rc = cli_error("layout", "tensor '%s': conversion failed", q->name);
-        else if (lofp_writer_append(w, i, out, d[i].nbytes, &err) != LOFP_OK)
-            rc = cli_error("layout", "%s", err.message);
-        free(lin);
-        free(out);
-    }
-    if (w) {
-        if (rc) cli_writer_abort(w);
-        else if (cli_writer_finish(w, &err) != LOFP_OK) rc = cli_error("layout", "%s", err.message);
-    }
-    for (size_t i = 0; i < nq; i++) free(lin_shapes[i]);
-    free(lin_shapes);
-done:
-    for (size_t i = 0; vals && i < nq; i++) free(vals[i]);
-    free(vals); free(qn); free(d); free(m); free(qs); free(conv); free(shapes);
-    lofp_file_close(f);
-    return rc;
+    if (lofp_qfile_relayout(pos[0], pos[1], L, (int)pad_byte, cli_write_flags(), cli_writer_ops(), &err) != LOFP_OK)
+        return cli_error("layout", "%s", err.message);
+    return 0;
 }
 
 int lofp_cmd_layout(int argc, char **argv)

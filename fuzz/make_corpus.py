@@ -14,6 +14,9 @@ from safetensors import serialize
 from safetensors.numpy import save
 
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+# the version the library writes into lofp:NAME metadata: the repository's one version source
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "VERSION")) as _f:
+    LOFP_VERSION = _f.read().strip()
 
 
 def put(kind, name, data):
@@ -109,7 +112,7 @@ def meta(scheme="mxfp4", rounding="rne", scale_rule="floor", block=32, layout="l
          seed=0, source_dtype="F32", **extra):
     f = dict(scheme=scheme, rounding=rounding, scale_rule=scale_rule, block=block, layout=layout,
              pad_byte=pad_byte, shape=shape, padded_k=padded_k, two_level=two_level, c=c, rotate=rotate,
-             hadamard=hadamard, seed=seed, source_dtype=source_dtype, lofp_version="0.1.0")
+             hadamard=hadamard, seed=seed, source_dtype=source_dtype, lofp_version=LOFP_VERSION)
     f.update(extra)
     return ";".join(f"{k}={v}" for k, v in f.items()).encode()
 
@@ -129,7 +132,9 @@ qm = {
 for i, (name, v) in enumerate(qm.items()):
     put("qtmeta", f"{name}", bytes([4 + i % 4]) + v)
     put("qtmeta", f"{name}_fixed", bytes([i % 4]) + v)
-# the strings issue 11 names, kept as regressions: each must be refused cleanly
+# malformed metadata (an out-of-range rotate, an unknown hadamard, a non-integer two_level, shapes that
+# are unclosed, empty or overflow, a huge block, a wrapping padded_k, a duplicate key, nothing), kept as
+# regressions: each must be refused cleanly
 put("qtmeta", "regress-rotate7", b"\x04" + meta("ultraquant", scale_rule="uq-round", rotate=7))
 put("qtmeta", "regress-hadamard-fft", b"\x04" + meta("ultraquant", scale_rule="uq-round", rotate=1, hadamard="fft"))
 put("qtmeta", "regress-two-level-yes", b"\x04" + meta("nvfp4", scale_rule="ue4m3", block=16, two_level="yes"))

@@ -1517,7 +1517,7 @@ static int get_kv(PyObject *blob, lofp_kv_cache_desc *d)
     return 0;
 }
 
-/* kv_desc(dtype_name, head_dim, hk, block_size, num_blocks, c, hadamard, rotate_k) -> (blob, cache_bytes, slot_bytes) */
+/* kv_desc(format_name, head_dim, hk, block_size, num_blocks, c, hadamard, rotate_k) -> (blob, cache_bytes, slot_bytes) */
 static PyObject *py_kv_desc(PyObject *self, PyObject *args)
 {
     const char *dn, *hn;
@@ -1526,14 +1526,12 @@ static PyObject *py_kv_desc(PyObject *self, PyObject *args)
     double c;
     int rot;
     if (!PyArg_ParseTuple(args, "sIIIndsp", &dn, &D, &hk, &bs, &nb, &c, &hn, &rot)) return NULL;
-    lofp_kv_format dt;
-    if (!strcmp(dn, "ultraquant")) dt = LOFP_KV_ULTRAQUANT;
-    else if (!strcmp(dn, "fp32") || !strcmp(dn, "float32")) dt = LOFP_KV_F32;
-    else if (!strcmp(dn, "bf16") || !strcmp(dn, "bfloat16")) dt = LOFP_KV_BF16;
-    else return raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown cache dtype '%s' (ultraquant, fp32, bf16)", dn);
+    lofp_kv_format fmt;
+    if (lofp_kv_format_from_name(dn, &fmt) != LOFP_OK)
+        return raise_error(LOFP_ERR_NOT_FOUND, -1, "unknown cache format '%s' (ultraquant, fp32, bf16)", dn);
     if (nb <= 0) return raise_error(LOFP_ERR_INVALID_ARG, -1, "num_blocks must be > 0");
     lofp_kv_cache_desc d;
-    lofp_status st = lofp_kv_desc_init(&d, dt, D, hk, bs, (size_t)nb);
+    lofp_status st = lofp_kv_desc_init(&d, fmt, D, hk, bs, (size_t)nb);
     if (st == LOFP_ERR_SHAPE) return raise_error(st, -1, "head_dim %u is not a power of two in [32, 512]", D);
     if (st != LOFP_OK) return raise_error(st, -1, "bad cache geometry (head_dim %u, kv heads %u, block_size %u, blocks %zd)", D, hk, bs, nb);
     d.c = (float)c;
@@ -1544,7 +1542,7 @@ static PyObject *py_kv_desc(PyObject *self, PyObject *args)
     st = lofp_kv_desc_validate(&d);
     if (st != LOFP_OK) return raise_error(st, -1, "invalid cache description (c %g)", c);
     lofp_kv_slot_layout sl;
-    lofp_kv_slot_layout_get(dt, D, &sl);
+    lofp_kv_slot_layout_get(fmt, D, &sl);
     return Py_BuildValue("(y#nn(nnnn))", (const char *)&d, (Py_ssize_t)sizeof d, (Py_ssize_t)lofp_kv_cache_bytes(&d),
                          (Py_ssize_t)sl.slot_bytes, (Py_ssize_t)sl.k_codes_offset, (Py_ssize_t)sl.k_scales_offset,
                          (Py_ssize_t)sl.v_codes_offset, (Py_ssize_t)sl.v_scales_offset);
@@ -2751,7 +2749,7 @@ static PyMethodDef methods[] = {
     {"gemm", py_gemm, METH_VARARGS, "gemm(m, n, k, a|None, a_dtype, a_quant|None, aq|None, b, out, threads, ref) -> kernel name"},
     {"weight_pack", py_weight_pack, METH_VARARGS, "weight_pack(scheme, codes, scales, n, k, layout, packed, unpack)"},
     {"weight_packed_bytes", py_weight_packed_bytes, METH_VARARGS, "weight_packed_bytes(scheme, n, k, layout) -> int"},
-    {"kv_desc", py_kv_desc, METH_VARARGS, "kv_desc(dtype, head_dim, hk, block_size, num_blocks, c, hadamard, rotate_k) -> (desc, cache_bytes, slot_bytes, offsets)"},
+    {"kv_desc", py_kv_desc, METH_VARARGS, "kv_desc(format, head_dim, hk, block_size, num_blocks, c, hadamard, rotate_k) -> (desc, cache_bytes, slot_bytes, offsets)"},
     {"kv_store", py_kv_store, METH_VARARGS, "kv_store(desc, cache, dtype, k, v, num_tokens, slot_mapping, flags) -> (stored, skipped, zeroed)"},
     {"kv_gather", py_kv_gather, METH_VARARGS, "kv_gather(desc, cache, block_table, num_tokens, k_out|None, v_out|None)"},
     {"attention", py_attention, METH_VARARGS, "attention(desc, cache, num_seqs, qsl|None, q_dtype, q, block_tables, stride, seq_lens, hq, scale, sinks|None, path, threads, split, ws|None, out) -> (path, partitions, saturated_q)"},

@@ -1,5 +1,5 @@
-/* bench_gemm.c -- `lofp bench gemm`: block-scaled GEMV (M=1) and GEMM (M=512) for the issue's
- * shapes (N x K = 4096 x 4096 and 11008 x 4096), MXFP4 and NVFP4 weights in the x8 and rows
+/* bench_gemm.c -- `lofp bench gemm`: block-scaled GEMV (M=1) and GEMM (M=512) for two
+ * Llama-sized shapes (N x K = 4096 x 4096 and 11008 x 4096), MXFP4 and NVFP4 weights in the x8 and rows
  * layouts, W4A8 (MXINT8 activations quantized inside the call) and W4A16 (fp32 activations),
  * 1..threads_max threads. GEMV runs cold (a new weight copy each call, the copies together
  * larger than the L3) and hot (one copy). Prints ms, GB/s of weight bytes, GFLOP/s (2MNK), the

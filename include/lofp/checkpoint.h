@@ -202,6 +202,12 @@ typedef struct lofp_ckpt_tensor {
  * dense). Validates the index (every shard present, every tensor where the index says) and every
  * file. The caller closes it with lofp_ckpt_close(). */
 LOFP_API lofp_status lofp_ckpt_open(const char *path, lofp_ckpt **out, lofp_io_error *err);
+
+/* 1 when path is a regular file (symlinks followed) whose first four bytes are the GGUF magic,
+ * else 0: how lofp_ckpt_open, lofp_ckpt_convert and the command line tell a GGUF file from the
+ * other formats before parsing it. A FIFO or device is never opened (reading its magic could
+ * block). Thread-safe. */
+LOFP_API int lofp_ckpt_is_gguf(const char *path);
 LOFP_API void lofp_ckpt_close(lofp_ckpt *c);
 LOFP_API lofp_ckpt_format lofp_ckpt_format_of(const lofp_ckpt *c);
 /* A one-line description, e.g. "modelopt W4A16_NVFP4 (group 16), 2 shards". Owned by c. */

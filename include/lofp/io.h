@@ -131,6 +131,11 @@ typedef struct lofp_metadata_entry {
 
 typedef struct lofp_file lofp_file;
 
+/* 1 when paths a and b name the same existing file (device and inode; symlinks followed), else 0
+ * (also when either does not exist). The writers use it to refuse an output that is one of the
+ * inputs before anything is truncated. Thread-safe. */
+LOFP_API int lofp_same_file(const char *a, const char *b);
+
 /* Opens `path` read-only, maps it with mmap and validates it completely (docs/IO.md lists every
  * check). `fmt` is LOFP_FORMAT_AUTO, NPY or SAFETENSORS. On success returns LOFP_OK and stores a
  * new handle in *out, which the caller releases with lofp_file_close(). On failure returns

@@ -50,10 +50,19 @@ typedef enum lofp_kv_format {
     LOFP_KV_BF16 = 3        /* K and V as bf16, rounded to nearest even (baseline) */
 } lofp_kv_format;
 
+/* The name of a format: "ultraquant", "fp32" or "bf16"; NULL for a value outside the enum. The
+ * string is static (never freed by the caller). Pure, thread-safe. */
+LOFP_API const char *lofp_kv_format_name(lofp_kv_format format);
+
+/* Parses a format name: the names lofp_kv_format_name() returns, plus "float32" and "bfloat16".
+ * Returns LOFP_OK and sets *out; LOFP_ERR_NOT_FOUND for another name (*out unchanged);
+ * LOFP_ERR_INVALID_ARG for a NULL argument. Pure, thread-safe. */
+LOFP_API lofp_status lofp_kv_format_from_name(const char *name, lofp_kv_format *out);
+
 /* A paged cache: fill with lofp_kv_desc_init() and adjust the optional fields. Functions only
  * read it. head_dim must be a power of two in [32, 512] (so a multiple of 32). */
 typedef struct lofp_kv_cache_desc {
-    lofp_kv_format dtype;
+    lofp_kv_format format;        /* what a slot holds */
     uint32_t head_dim;            /* D */
     uint32_t num_kv_heads;        /* Hk */
     uint32_t block_size;          /* tokens per block (vLLM's UltraQuant backend uses 64) */
@@ -68,8 +77,8 @@ typedef struct lofp_kv_cache_desc {
 
 /* Fills *d with the given geometry and the defaults above, then validates it. Returns LOFP_OK;
  * LOFP_ERR_SHAPE when head_dim is not a power of two in [32, 512]; LOFP_ERR_INVALID_ARG for a
- * NULL d, an unknown dtype or a zero count. Pure function. */
-LOFP_API lofp_status lofp_kv_desc_init(lofp_kv_cache_desc *d, lofp_kv_format dtype,
+ * NULL d, an unknown format or a zero count. Pure function. */
+LOFP_API lofp_status lofp_kv_desc_init(lofp_kv_cache_desc *d, lofp_kv_format format,
                                        uint32_t head_dim, uint32_t num_kv_heads,
                                        uint32_t block_size, size_t num_blocks);
 
@@ -87,14 +96,14 @@ typedef struct lofp_kv_slot_layout {
     size_t slot_bytes;            /* 136 at D=128 UltraQuant, 272 at D=256 */
 } lofp_kv_slot_layout;
 
-/* Fills *out for dtype and head_dim. Returns LOFP_OK, LOFP_ERR_SHAPE (head_dim) or
- * LOFP_ERR_INVALID_ARG (dtype, NULL). Pure. */
-LOFP_API lofp_status lofp_kv_slot_layout_get(lofp_kv_format dtype, uint32_t head_dim,
+/* Fills *out for format and head_dim. Returns LOFP_OK, LOFP_ERR_SHAPE (head_dim) or
+ * LOFP_ERR_INVALID_ARG (format, NULL). Pure. */
+LOFP_API lofp_status lofp_kv_slot_layout_get(lofp_kv_format format, uint32_t head_dim,
                                              lofp_kv_slot_layout *out);
 
 /* Bytes of one slot (token, KV head): D + 2*D/32 for UltraQuant, 8*D fp32, 4*D bf16. Returns 0
- * for an invalid dtype or head_dim. Pure. */
-LOFP_API size_t lofp_kv_slot_bytes(lofp_kv_format dtype, uint32_t head_dim);
+ * for an invalid format or head_dim. Pure. */
+LOFP_API size_t lofp_kv_slot_bytes(lofp_kv_format format, uint32_t head_dim);
 
 /* Bytes of the whole cache, num_blocks * block_size * num_kv_heads * slot. Returns 0 for an
  * invalid description or on overflow. Pure. */

@@ -301,6 +301,37 @@ typedef enum lofp_dtype {
  * BF16, F16), else 0 (every other dtype, and values outside the enum). Pure; thread-safe. */
 LOFP_API int lofp_dtype_is_dense(lofp_dtype dt);
 
+/* Returns 1 when dt is a floating type lofp reads as fp32 (F32, BF16, F16, F64), else 0. The
+ * tensors `lofp quantize` and the checkpoint converter quantize are these. Pure; thread-safe. */
+LOFP_API int lofp_dtype_is_float(lofp_dtype dt);
+
+/* Converts n elements of dtype dt at src (host byte order, any alignment) to fp32 into dst
+ * (caller-owned, n floats; must not overlap src): F32 copied, BF16 and F16 exactly, F64 rounded to
+ * nearest (finite values beyond the fp32 range become +-Inf; a caller that must refuse them checks
+ * the F64 values itself). Returns LOFP_OK, or LOFP_ERR_INVALID_ARG when dt is not a floating type
+ * (lofp_dtype_is_float) or src/dst is NULL with n > 0 (dst untouched). Pure; thread-safe. */
+LOFP_API lofp_status lofp_dtype_to_f32(lofp_dtype dt, const void *src, size_t n, float *dst);
+
+/* Element i of an array of dtype dt at src, as fp32 (the conversion of lofp_dtype_to_f32, for
+ * strided and single reads). Returns 0 when dt is not a floating type. Pure; thread-safe. */
+LOFP_API float lofp_dtype_load_f32(lofp_dtype dt, const void *src, size_t i);
+
+/* How far an approximation y is from x (n values each), accumulated in double precision: what
+ * `lofp inspect --against` prints per tensor and `lofp attention --expect` checks. Plain data. */
+typedef struct lofp_error_stats {
+    double max_abs;       /* max |y[i] - x[i]|; NaN when any difference is NaN */
+    double rmse;          /* sqrt(sum (y - x)^2 / n); 0 when n is 0 */
+    double snr_db;        /* 10 log10(sum x^2 / sum (y - x)^2); +Inf when y equals x */
+    double rel_frobenius; /* sqrt(sum (y - x)^2 / sum x^2); 0 when sum x^2 is 0 */
+    double x_max_abs;     /* max |x[i]|: what a relative max error divides by; NaN when an x is NaN */
+} lofp_error_stats;
+
+/* Fills *out with the error statistics of y against x (n floats each, caller-owned, only read).
+ * Returns LOFP_OK, or LOFP_ERR_INVALID_ARG for a NULL out, or NULL x / y with n > 0. Pure;
+ * thread-safe. */
+LOFP_API lofp_status lofp_error_stats_compute(const float *x, const float *y, size_t n,
+                                              lofp_error_stats *out);
+
 /* The padded K the codes hold: K itself when it is a multiple of the block, else (with pad)
  * round_up(K, block). Returns 0 if K is 0, the scheme is invalid (lofp_scheme_validate), K is not
  * a multiple and the scheme does not pad, or on overflow. */

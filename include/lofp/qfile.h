@@ -124,6 +124,30 @@ LOFP_API lofp_status lofp_qtensor_linear_scales(const lofp_qtensor *q, uint8_t *
  * lofp_dequantize's error. */
 LOFP_API lofp_status lofp_qtensor_dequantize(const lofp_qtensor *q, float *out);
 
+/* The error of a loaded tensor q against a dense original `orig` (a floating tensor,
+ * lofp_dtype_is_float, of q->rows * q->k elements; its shape is not compared): q is dequantized and,
+ * for UltraQuant with rotate, rotated back row by row (lofp_hadamard_inplace) so that both are in
+ * the original basis; orig is read as fp32 (lofp_dtype_to_f32); *out gets
+ * lofp_error_stats_compute(orig, q). Allocates two fp32 copies of the tensor, freed before
+ * returning. Returns LOFP_OK; LOFP_ERR_SHAPE when the element counts differ; LOFP_ERR_INVALID_ARG
+ * for a NULL argument or an orig that is not floating; LOFP_ERR_NOMEM; lofp_qtensor_dequantize's
+ * error. Thread-safe (q and orig are only read). */
+LOFP_API lofp_status lofp_qtensor_error_stats(const lofp_qtensor *q, const lofp_tensor_info *orig,
+                                              lofp_error_stats *out);
+
+/* Bins of lofp_qtensor_scale_histogram: binary exponents LOFP_SCALE_EXP_MIN and up. */
+#define LOFP_SCALE_EXP_MIN (-150)
+#define LOFP_SCALE_EXP_BINS 300
+
+/* Histogram of a loaded tensor's block scales by binary exponent floor(log2(scale)):
+ * hist[e - LOFP_SCALE_EXP_MIN] counts the scales of exponent e (an E8M0 byte b has e = b - 127;
+ * a UE4M3 scale its value's exponent). *none (may be NULL) counts the scales that have none: E8M0
+ * NaN (0xFF), UltraQuant zero groups (0x00), UE4M3 zero or NaN. hist (LOFP_SCALE_EXP_BINS entries,
+ * caller-owned) is overwritten. Allocates one tensor's linear scales. Returns LOFP_OK,
+ * LOFP_ERR_INVALID_ARG (NULL q or hist), LOFP_ERR_NOMEM or lofp_qtensor_linear_scales' error.
+ * Thread-safe. */
+LOFP_API lofp_status lofp_qtensor_scale_histogram(const lofp_qtensor *q, size_t *hist, size_t *none);
+
 /* The quantized tensor that metadata entry i of f describes: its name (after "lofp:", owned by f)
  * when the entry's key starts with "lofp:", else NULL (also when i is out of range). Iterate i
  * over lofp_file_metadata_count(f) to list a file's quantized tensors in metadata order. */
@@ -216,6 +240,20 @@ LOFP_API void lofp_qfile_dequantize_options_init(lofp_qfile_dequantize_options *
 LOFP_API lofp_status lofp_qfile_dequantize(const char *in, const char *out,
                                            const lofp_qfile_dequantize_options *o,
                                            lofp_io_error *err);
+
+/* Rewrites the scales of every quantized tensor of the lofp tensor file `in` in `layout` (linear,
+ * swizzle-128x4, packed-u32, packed-u32:deepgemm) into `out` (.safetensors; never `in` itself):
+ * NAME.scales gets the layout's dtype and shape, "lofp:NAME" its layout and pad byte; the codes,
+ * every other tensor and the other metadata are copied unchanged (in chunks). pad_byte fills
+ * packed-u32 padding (0..254, or -1 for the layout's default: 127 TileLang, 0 DeepGEMM). Every
+ * quantized tensor is loaded and checked (lofp_qtensor_load) before the output is created; memory
+ * is one tensor's scales in both layouts plus a chunk. write_flags are lofp_writer_open's; writer
+ * (may be NULL) replaces io.h's writer functions. Atomic like lofp_qfile_quantize. Returns
+ * LOFP_OK; LOFP_ERR_NOT_FOUND (no quantized tensor); LOFP_ERR_INVALID_ARG (NULL, out is in, a bad
+ * layout or pad byte); or the first error with its message. Re-entrant. */
+LOFP_API lofp_status lofp_qfile_relayout(const char *in, const char *out, lofp_layout layout, int pad_byte,
+                                         unsigned write_flags, const lofp_qfile_writer_ops *writer,
+                                         lofp_io_error *err);
 
 /* What lofp_qfile_quantize_tensor did beyond writing. */
 typedef struct lofp_qfile_tensor_report {

@@ -57,7 +57,7 @@ def _ints(a: Any, dtype, what: str, alloc: Optional[_fw.Alloc] = None):
 class Cache:
     """A paged KV cache: uint8 [num_blocks, block_size, num_kv_heads, slot_bytes].
 
-    dtype: 'ultraquant' (E2M1 codes + E8M0 scale per 32 values, K Hadamard-rotated: 136 B per
+    format: 'ultraquant' (E2M1 codes + E8M0 scale per 32 values, K Hadamard-rotated: 136 B per
     slot at head_dim 128), 'fp32' or 'bf16' (baselines). c: the UltraQuant constant (0.156);
     hadamard: 'butterfly' (vLLM's store kernel, default) or 'dense'; rotate_k=False stores K
     unrotated (for tests). device: None or 'cpu' for a numpy cache, or a torch device
@@ -65,17 +65,17 @@ class Cache:
     """
 
     def __init__(self, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int, *,
-                 dtype: str = "ultraquant", c: float = 0.156, hadamard: str = "butterfly", rotate_k: bool = True,
+                 format: str = "ultraquant", c: float = 0.156, hadamard: str = "butterfly", rotate_k: bool = True,
                  device: Any = None) -> None:
         self.num_blocks, self.block_size = int(num_blocks), int(block_size)
         self.num_kv_heads, self.head_dim = int(num_kv_heads), int(head_dim)
-        self.dtype, self.c, self.hadamard, self.rotate_k = dtype, float(c), hadamard, bool(_args.flag("rotate_k", rotate_k))
+        self.format, self.c, self.hadamard, self.rotate_k = format, float(c), hadamard, bool(_args.flag("rotate_k", rotate_k))
         for nm, v in (("num_blocks", num_blocks), ("block_size", block_size), ("num_kv_heads", num_kv_heads),
                       ("head_dim", head_dim)):
             if int(v) <= 0:
                 raise Error(f"invalid argument: {nm} must be > 0, got {v}")
         self._desc, nbytes, self.slot_bytes, self.offsets = _lofp.kv_desc(
-            dtype, self.head_dim, self.num_kv_heads, self.block_size, self.num_blocks, self.c, hadamard, self.rotate_k)
+            format, self.head_dim, self.num_kv_heads, self.block_size, self.num_blocks, self.c, hadamard, self.rotate_k)
         shape = (self.num_blocks, self.block_size, self.num_kv_heads, self.slot_bytes)
         if device is None or (isinstance(device, str) and device == "cpu"):
             self.data = np.zeros(shape, np.uint8)
@@ -88,7 +88,7 @@ class Cache:
             if dev.type == "cuda":
                 if not _lofp.HAVE_CUDA:
                     raise Error("unsupported: this lofp build has no CUDA backend")
-                if dtype != "ultraquant" or hadamard != "butterfly" or not rotate_k:
+                if format != "ultraquant" or hadamard != "butterfly" or not rotate_k:
                     raise Error("unsupported: the CUDA cache is UltraQuant with the butterfly K rotation")
                 self._uq = _core.scheme("ultraquant", c=self.c)
         self._ws = None
@@ -99,7 +99,7 @@ class Cache:
         return str(self.data.device) if _fw.is_torch(self.data) else "cpu"
 
     def __repr__(self) -> str:
-        return (f"Cache({self.dtype}, blocks={self.num_blocks}x{self.block_size}, kv_heads={self.num_kv_heads}, "
+        return (f"Cache({self.format}, blocks={self.num_blocks}x{self.block_size}, kv_heads={self.num_kv_heads}, "
                 f"head_dim={self.head_dim}, slot={self.slot_bytes} B, device={self.device})")
 
     def _dense(self, x, what, tokens_dim=True):

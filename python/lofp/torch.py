@@ -191,7 +191,7 @@ def _cache_view(cache: torch.Tensor, hk: int, head_dim: int, block_size: int, c:
     view = kv.Cache.__new__(kv.Cache)
     nb = cache.shape[0]
     view.num_blocks, view.block_size, view.num_kv_heads, view.head_dim = int(nb), int(block_size), int(hk), int(head_dim)
-    view.dtype, view.c, view.hadamard, view.rotate_k = "ultraquant", float(c), "butterfly", True
+    view.format, view.c, view.hadamard, view.rotate_k = "ultraquant", float(c), "butterfly", True
     view._desc, nbytes, view.slot_bytes, view.offsets = _lofp.kv_desc("ultraquant", view.head_dim, view.num_kv_heads,
                                                                      view.block_size, view.num_blocks, view.c,
                                                                      "butterfly", True)

@@ -315,7 +315,7 @@ lofp_status lofp_conv_plan_cast(ck_conv *c, const char *in, lofp_io_error *err)
             char *an = lofp_conv_strcat2(t->module, c->from == LOFP_CKPT_MODELOPT ? ".input_scale" : ".input_global_scale");
             t->src_act = an ? lofp_ck_model_find(&c->m, an) : NULL;
             free(an);
-            if (t->src_act && (t->src_act->ti->numel != 1 || !lofp_ck_is_float(t->src_act->ti->dtype))) {
+            if (t->src_act && (t->src_act->ti->numel != 1 || !lofp_dtype_is_float(t->src_act->ti->dtype))) {
                 lofp_status e2 = lofp_ck_fail(err, LOFP_ERR_FORMAT, "%s: '%s' is not one floating value", in, t->src_act->name);
                 free(name);
                 return e2;
@@ -323,7 +323,7 @@ lofp_status lofp_conv_plan_cast(ck_conv *c, const char *in, lofp_io_error *err)
             if (t->src_act && c->to == LOFP_CKPT_LOFP)
                 note_line(c, "%s: activation scale '%s' dropped (lofp files hold weights only)", name, t->src_act->name);
             else if (t->src_act) {
-                float v = lofp_ck_load(t->src_act->ti->dtype, t->src_act->ti->data, 0);
+                float v = lofp_dtype_load_f32(t->src_act->ti->dtype, t->src_act->ti->data, 0);
                 volatile float one = 1.0f;
                 int flip = c->from != c->to;
                 if (!(v > 0.0f) || !isfinite(v)) {

@@ -27,7 +27,7 @@ static ckj *exclusion_list(ck_conv *c)
     for (size_t i = 0; ex && i < c->n_it; i++) {
         ck_item *t = &c->it[i];
         const lofp_tensor_info *ti = t->src->ti;
-        if (t->action != A_COPY || !lofp_ck_is_float(ti->dtype) || ti->ndim < 2 || !lofp_ck_ends_with(ti->name, ".weight")) continue;
+        if (t->action != A_COPY || !lofp_dtype_is_float(ti->dtype) || ti->ndim < 2 || !lofp_ck_ends_with(ti->name, ".weight")) continue;
         char *m = lofp_ck_strdup(ti->name);
         m[strlen(m) - 7] = 0;
         /* generalise numbers */

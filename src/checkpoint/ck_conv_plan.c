@@ -138,11 +138,11 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
         t->group = -1;
         t->in_bytes = ti->nbytes;
         t->action = A_COPY;
-        int eligible = lofp_ck_is_float(ti->dtype) && ti->ndim >= 2 && lofp_ck_ends_with(ti->name, ".weight");
+        int eligible = lofp_dtype_is_float(ti->dtype) && ti->ndim >= 2 && lofp_ck_ends_with(ti->name, ".weight");
         int want = 0;
         /* the safetensors formats name a quantized linear's tensors after its "<m>.weight"; a tensor
          * named otherwise has no names to be written under (an --include would be ignored) */
-        if (!eligible && lofp_ck_is_float(ti->dtype) && ti->ndim >= 2 && c->to != LOFP_CKPT_GPT_OSS &&
+        if (!eligible && lofp_dtype_is_float(ti->dtype) && ti->ndim >= 2 && c->to != LOFP_CKPT_GPT_OSS &&
             lofp_ck_globs_match(o->include, o->n_include, ti->name) && !lofp_ck_globs_match(o->exclude, o->n_exclude, ti->name))
             return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG,
                            "%s: tensor '%s': --include names a tensor that is not '<module>.weight'; %s writes a quantized "
@@ -156,7 +156,7 @@ lofp_status lofp_conv_plan(ck_conv *c, lofp_io_error *err)
             if (lofp_ck_globs_match(o->exclude, o->n_exclude, ti->name)) want = 0;
         }
         /* gpt-oss: the transformers bf16 layout, experts fused in 3-D tensors */
-        if (c->to == LOFP_CKPT_GPT_OSS && lofp_ck_is_float(ti->dtype) && ti->ndim == 3 &&
+        if (c->to == LOFP_CKPT_GPT_OSS && lofp_dtype_is_float(ti->dtype) && ti->ndim == 3 &&
             (lofp_ck_ends_with(ti->name, ".experts.gate_up_proj") || lofp_ck_ends_with(ti->name, ".experts.down_proj")) &&
             !lofp_ck_globs_match(o->exclude, o->n_exclude, ti->name)) {
             t->action = A_MOE_FUSED;

@@ -23,7 +23,7 @@ static const void *quant_input(const lofp_tensor_info *ti, lofp_dtype *dt, float
     }
     float *f = malloc((ti->numel ? ti->numel : 1) * sizeof *f);
     if (!f) return NULL;
-    for (size_t i = 0; i < ti->numel; i++) f[i] = lofp_ck_load(ti->dtype, ti->data, i);
+    for (size_t i = 0; i < ti->numel; i++) f[i] = lofp_dtype_load_f32(ti->dtype, ti->data, i);
     *owned = f;
     *dt = LOFP_DTYPE_F32;
     return f;
@@ -45,7 +45,7 @@ static const void *chunk_input(lofp_dtype dt, const lofp_row_chunk *ch, size_t k
         *tmp = nb;
         *tmp_cap = n;
     }
-    for (size_t i = 0; i < n; i++) (*tmp)[i] = lofp_ck_load(dt, ch->data, i);
+    for (size_t i = 0; i < n; i++) (*tmp)[i] = lofp_dtype_load_f32(dt, ch->data, i);
     *ldt = LOFP_DTYPE_F32;
     return *tmp;
 }
@@ -57,7 +57,7 @@ static lofp_status nonfinite(ck_conv *c, const ck_tref *r, size_t flat, lofp_io_
     const lofp_tensor_info *ti = r->ti;
     size_t k = ti->ndim ? ti->shape[ti->ndim - 1] : 1;
     if (!k) k = 1;
-    float v = flat < ti->numel ? lofp_ck_load(ti->dtype, ti->data, flat) : NAN;
+    float v = flat < ti->numel ? lofp_dtype_load_f32(ti->dtype, ti->data, flat) : NAN;
     return lofp_ck_fail(err, LOFP_ERR_NONFINITE, "%s: tensor '%s' holds %s at flat index %zu (row %zu, column %zu)",
                    c->m.shards[r->shard].name, r->name, v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf", flat, flat / k, flat % k);
 }
@@ -67,7 +67,7 @@ static size_t first_nonfinite(lofp_dtype dt, const void *x, size_t n)
 {
     lofp_dtype idt = dt == LOFP_DTYPE_BF16 ? LOFP_DTYPE_BF16 : dt == LOFP_DTYPE_F16 ? LOFP_DTYPE_F16 : LOFP_DTYPE_F32;
     for (size_t i = 0; i < n; i++)
-        if (!isfinite(lofp_ck_load(idt, x, i))) return i;
+        if (!isfinite(lofp_dtype_load_f32(idt, x, i))) return i;
     return n;
 }
 
@@ -242,7 +242,7 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
             const lofp_tensor_info *ti = t->src->ti;
             /* stored [E, K, N]: transpose expert e to [N, K] */
             for (size_t kk = 0; kk < K; kk++)
-                for (size_t n = 0; n < N; n++) tr[n * K + kk] = lofp_ck_load(ti->dtype, ti->data, (e * K + kk) * N + n);
+                for (size_t n = 0; n < N; n++) tr[n * K + kk] = lofp_dtype_load_f32(ti->dtype, ti->data, (e * K + kk) * N + n);
             /* a bad value is reported at its index in the stored [E, K, N] tensor, not the transposed copy */
             size_t bad = first_nonfinite(LOFP_DTYPE_F32, tr, N * K);
             if (bad < N * K) { st = nonfinite(c, t->src, (e * K + bad % K) * N + bad / K, err); break; }

@@ -9,24 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int is_gguf_file(const char *path)
-{
-    if (lofp_ck_is_dir(path)) return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char m[4] = { 0 };
-    size_t n = fread(m, 1, 4, f);
-    fclose(f);
-    return n == 4 && memcmp(m, "GGUF", 4) == 0;
-}
-
 lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
 {
     if (!in || !out || !o) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "convert: NULL argument");
     { lofp_status pf = lofp_ck_preflight(in, out, o, 0, err); if (pf) return pf; }
     if (o->shard_count && o->shard_index >= o->shard_count)
         return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "--shard %u/%u: the slice must be 1..%u", o->shard_index + 1, o->shard_count, o->shard_count);
-    const int in_gguf = is_gguf_file(in);
+    const int in_gguf = lofp_ckpt_is_gguf(in);
     if (o->to == LOFP_CKPT_GGUF && in_gguf) return lofp_ck_convert_gguf(in, out, o, err);
     if (in_gguf)
         return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED,

@@ -460,14 +460,15 @@ lofp_status lofp_gg_decode(const gg_tensor *t, float *out)
     uint32_t blck, bytes;
     if (!lofp_gg_can_decode(t->type) || !lofp_gg_type_info(t->type, &blck, &bytes)) return LOFP_ERR_UNSUPPORTED;
     size_t nblocks = t->nbytes / bytes;
+    /* the plain element types (blocks of one) are arrays the library's one fp32 conversion reads
+     * (GGUF is little-endian, as every host lofp reads safetensors on) */
+    lofp_dtype et = t->type == GG_F32 ? LOFP_DTYPE_F32 : t->type == GG_F16 ? LOFP_DTYPE_F16
+                  : t->type == GG_BF16 ? LOFP_DTYPE_BF16 : t->type == 28 ? LOFP_DTYPE_F64 : LOFP_DTYPE_COUNT_;
+    if (et != LOFP_DTYPE_COUNT_) return lofp_dtype_to_f32(et, t->data, nblocks, out);
     const uint8_t *p = t->data;
     for (size_t b = 0; b < nblocks; b++, p += bytes) {
         float *y = out + b * blck;
         switch (t->type) {
-        case GG_F32: memcpy(y, p, 4); break;
-        case 28: { double d; memcpy(&d, p, 8); y[0] = (float)d; break; }
-        case GG_F16: y[0] = f16(p); break;
-        case GG_BF16: y[0] = lofp_bf16_to_fp32((uint16_t)(p[0] | p[1] << 8)); break;
         case GG_Q4_0: {
             float d = f16(p);
             for (int j = 0; j < 16; j++) {

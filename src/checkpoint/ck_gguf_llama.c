@@ -436,7 +436,7 @@ lofp_status lofp_ck_convert_llama_dir(const char *in, const char *out, const lof
                          "norms, q/k/v/o and gate/up/down); convert with llama.cpp's convert_hf_to_gguf.py, then requantize", shard, r->name);
             break;
         }
-        if (!lofp_ck_is_float(ti->dtype)) { st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' is %s", shard, r->name, lofp_dtype_name(ti->dtype)); break; }
+        if (!lofp_dtype_is_float(ti->dtype)) { st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' is %s", shard, r->name, lofp_dtype_name(ti->dtype)); break; }
         /* the shape llama.cpp's llama architecture expects for this tensor, from config.json */
         size_t want_shape[2] = { 0, 0 }, want_nd = 2;
         unsigned layer = 0;
@@ -623,10 +623,10 @@ lofp_status lofp_ck_convert_llama_dir(const char *in, const char *out, const lof
                     for (size_t t = 0; t < 2; t++)
                         for (size_t j = 0; j < half; j++) {
                             size_t src = h * (size_t)hd + t * half + j, dst = h * (size_t)hd + 2 * j + t;
-                            for (size_t c = 0; c < K; c++) x[dst * K + c] = lofp_ck_load(ti->dtype, ti->data, src * K + c);
+                            for (size_t c = 0; c < K; c++) x[dst * K + c] = lofp_dtype_load_f32(ti->dtype, ti->data, src * K + c);
                         }
             } else
-                for (size_t j = 0; j < n; j++) x[j] = lofp_ck_load(ti->dtype, ti->data, j);
+                for (size_t j = 0; j < n; j++) x[j] = lofp_dtype_load_f32(ti->dtype, ti->data, j);
             if (q->kind == 2) st = lofp_gg_writer_put(w, x, n * 4, err);
             else {
                 size_t cb = n / 2, sb = n / s.block;
@@ -644,7 +644,7 @@ lofp_status lofp_ck_convert_llama_dir(const char *in, const char *out, const lof
                             size_t half = (size_t)hd / 2, r = row % (size_t)hd;
                             row = row - r + (r % 2) * half + r / 2;
                         }
-                        float v = lofp_ck_load(ti->dtype, ti->data, row * K + col);
+                        float v = lofp_dtype_load_f32(ti->dtype, ti->data, row * K + col);
                         st = lofp_ck_fail(err, qs, "%s: tensor '%s' holds %s at flat index %zu (row %zu, column %zu)",
                                      m.shards[q->src->shard].name, q->src->name, v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf",
                                      row * K + col, row, col);

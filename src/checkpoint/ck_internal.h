@@ -36,9 +36,7 @@ LOFP_INTERNAL lofp_status lofp_ck_mkdirs(const char *path, lofp_io_error *err);
 LOFP_INTERNAL void lofp_ck_rmtree(const char *path);
 LOFP_INTERNAL int lofp_ck_glob_match(const char *pattern, const char *name);
 LOFP_INTERNAL int lofp_ck_globs_match(const char *const *globs, size_t n, const char *name);
-/* bf16/f16/f32/f64 element i as fp32 */
-LOFP_INTERNAL float lofp_ck_load(lofp_dtype dt, const void *p, size_t i);
-LOFP_INTERNAL int lofp_ck_is_float(lofp_dtype dt);
+/* Floating elements are read as fp32 with lofp_dtype_load_f32 / lofp_dtype_to_f32 (lofp.h). */
 
 /* ---- JSON tree (ck_json.c) -------------------------------------------------------------- */
 

@@ -54,16 +54,18 @@ lofp_status lofp_ck_profile_scheme(const lofp_ckpt_options *o, lofp_ckpt_format 
 
 float lofp_ck_amax(lofp_dtype dt, const void *x, size_t n, size_t *first_bad)
 {
-    float amax = 0.0f;
-    for (size_t i = 0; i < n; i++) {
-        float v = dt == LOFP_DTYPE_F32 ? ((const float *)x)[i]
-                : dt == LOFP_DTYPE_BF16 ? lofp_bf16_to_fp32(((const uint16_t *)x)[i])
-                                        : lofp_fp16_to_fp32(((const uint16_t *)x)[i]);
-        if (!isfinite(v)) {
-            if (first_bad) *first_bad = i;
-            return NAN;
+    float amax = 0.0f, buf[256];
+    const size_t es = dt == LOFP_DTYPE_F32 ? 4 : 2;
+    for (size_t i0 = 0; i0 < n; i0 += 256) {
+        size_t m = n - i0 < 256 ? n - i0 : 256;
+        lofp_dtype_to_f32(dt, (const unsigned char *)x + i0 * es, m, buf);
+        for (size_t i = 0; i < m; i++) {
+            if (!isfinite(buf[i])) {
+                if (first_bad) *first_bad = i0 + i;
+                return NAN;
+            }
+            if (fabsf(buf[i]) > amax) amax = fabsf(buf[i]);
         }
-        if (fabsf(v) > amax) amax = fabsf(v);
     }
     return amax;
 }

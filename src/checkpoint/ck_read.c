@@ -583,16 +583,6 @@ static lofp_status open_gguf(lofp_ckpt *c, const char *path, lofp_io_error *err)
     return LOFP_OK;
 }
 
-static int is_gguf_path(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char m[4] = { 0 };
-    size_t n = fread(m, 1, 4, f);
-    fclose(f);
-    return n == 4 && memcmp(m, "GGUF", 4) == 0;
-}
-
 /* The name order of the logical tensors, for lofp_ckpt_find (built once at open). */
 static lofp_status build_name_index(lofp_ckpt *c, lofp_io_error *err)
 {
@@ -632,7 +622,7 @@ lofp_status lofp_ckpt_open(const char *path, lofp_ckpt **out, lofp_io_error *err
     c->path = lofp_ck_strdup(path);
     lofp_status st = lofp_ck_check_input(path, err);
     if (st) { lofp_ckpt_close(c); return st; }
-    if (!lofp_ck_is_dir(path) && is_gguf_path(path)) st = open_gguf(c, path, err);
+    if (lofp_ckpt_is_gguf(path)) st = open_gguf(c, path, err);
     else {
         st = lofp_ck_model_open(path, &c->m, err);
         if (!st) st = open_st(c, err);
@@ -676,7 +666,7 @@ size_t lofp_ckpt_count(const lofp_ckpt *c) { return c ? c->n : 0; }
 
 static float read_scalar(const lofp_tensor_info *ti)
 {
-    return lofp_ck_load(ti->dtype, ti->data, 0);
+    return lofp_dtype_load_f32(ti->dtype, ti->data, 0);
 }
 
 /* The per-tensor scale check: present, one finite positive value, and an implied tensor amax
@@ -855,7 +845,7 @@ lofp_status lofp_ckpt_get(lofp_ckpt *c, size_t i, lofp_ckpt_tensor *t, lofp_io_e
             snprintf(want, sizeof want, "%.*s%s", (int)(strlen(x->name) - 7), x->name, enc ? ".weight_global_scale" : ".weight_scale_2");
             if (!x->g)
                 return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: tensor '%s': its per-tensor scale '%s' is missing (decoding without it would be off by the whole tensor's scale)", file, w->name, want);
-            if (x->g->numel != 1 || !lofp_ck_is_float(x->g->dtype))
+            if (x->g->numel != 1 || !lofp_dtype_is_float(x->g->dtype))
                 return lofp_ck_fail(err, LOFP_ERR_MISMATCH, "%s: '%s' is not one floating value", file, x->g->name);
             t->stored_scale = read_scalar(x->g);
             t->stored_global = x->g->name;
@@ -890,8 +880,8 @@ lofp_status lofp_ckpt_dequantize(const lofp_ckpt_tensor *t, lofp_dtype out_dt, v
     if (!t->quantized) {
         size_t n = 1;
         for (size_t d = 0; d < t->ndim; d++) n *= t->shape[d];
-        if (!lofp_ck_is_float(t->dtype)) return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, not floating", t->file, t->name, lofp_dtype_name(t->dtype));
-        for (size_t i = 0; i < n; i++) store(out_dt, out, i, lofp_ck_load(t->dtype, t->data, i));
+        if (!lofp_dtype_is_float(t->dtype)) return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, not floating", t->file, t->name, lofp_dtype_name(t->dtype));
+        for (size_t i = 0; i < n; i++) store(out_dt, out, i, lofp_dtype_load_f32(t->dtype, t->data, i));
         return LOFP_OK;
     }
     lofp_scheme s = t->scheme;

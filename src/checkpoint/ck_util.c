@@ -60,6 +60,18 @@ int lofp_ck_is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int lofp_ckpt_is_gguf(const char *path)
+{
+    struct stat sb;
+    if (!path || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char m[4] = { 0 };
+    size_t n = fread(m, 1, 4, f);
+    fclose(f);
+    return n == 4 && memcmp(m, "GGUF", 4) == 0;
+}
+
 int lofp_ck_exists(const char *path)
 {
     struct stat st;
@@ -181,23 +193,6 @@ int lofp_ck_globs_match(const char *const *globs, size_t n, const char *name)
     for (size_t i = 0; i < n; i++)
         if (globs[i] && lofp_ck_glob_match(globs[i], name)) return 1;
     return 0;
-}
-
-int lofp_ck_is_float(lofp_dtype dt)
-{
-    return dt == LOFP_DTYPE_F32 || dt == LOFP_DTYPE_F16 || dt == LOFP_DTYPE_BF16 || dt == LOFP_DTYPE_F64;
-}
-
-float lofp_ck_load(lofp_dtype dt, const void *p, size_t i)
-{
-    const unsigned char *b = p;
-    switch (dt) {
-    case LOFP_DTYPE_F32: { float f; memcpy(&f, b + 4 * i, 4); return f; }
-    case LOFP_DTYPE_F64: { double d; memcpy(&d, b + 8 * i, 8); return (float)d; }
-    case LOFP_DTYPE_F16: { uint16_t h; memcpy(&h, b + 2 * i, 2); return lofp_fp16_to_fp32(h); }
-    case LOFP_DTYPE_BF16: { uint16_t h; memcpy(&h, b + 2 * i, 2); return lofp_bf16_to_fp32(h); }
-    default: return 0.0f;
-    }
 }
 
 /* ---- options --------------------------------------------------------------------------- */

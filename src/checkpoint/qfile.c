@@ -13,11 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int is_float_dtype(lofp_dtype dt)
-{
-    return dt == LOFP_DTYPE_F32 || dt == LOFP_DTYPE_F16 || dt == LOFP_DTYPE_BF16 || dt == LOFP_DTYPE_F64;
-}
-
 /* ---- formatting ------------------------------------------------------------------------------ */
 
 /* Appends to buf[0..cap) while it fits and counts the whole length either way (so one function
@@ -170,7 +165,7 @@ lofp_status lofp_qtensor_meta_parse(const char *value, lofp_qtensor *q, lofp_io_
         if (lofp_profile_from_name(word, &s->profile) != LOFP_OK) FAIL("unknown profile '%s'", word);
     }
     WORD("source_dtype");
-    if (lofp_dtype_from_name(word, &q->src_dtype) != LOFP_OK || !is_float_dtype(q->src_dtype))
+    if (lofp_dtype_from_name(word, &q->src_dtype) != LOFP_OK || !lofp_dtype_is_float(q->src_dtype))
         FAIL("source_dtype '%s' is not F32, F16, BF16 or F64", word);
     NEED("padded_k");
     if (!parse_dec(v, len, 1, SIZE_MAX, &u)) FAIL("padded_k '%.*s' is not a positive number", CLIP(40), v);

@@ -7,6 +7,7 @@
  * not linear (they are re-laid out once the tensor is done). */
 #include "ck_internal.h"
 #include "lofp/qfile.h"
+#include "qfile_internal.h"
 
 #include <fnmatch.h>
 #include <math.h>
@@ -28,11 +29,6 @@ static void note(void (*fn)(void *, const char *), void *ctx, const char *fmt, .
     fn(ctx, line);
 }
 
-static int is_float_dtype(lofp_dtype dt)
-{
-    return dt == LOFP_DTYPE_F32 || dt == LOFP_DTYPE_F16 || dt == LOFP_DTYPE_BF16 || dt == LOFP_DTYPE_F64;
-}
-
 static lofp_dtype lib_dtype(lofp_dtype dt)
 {
     return dt == LOFP_DTYPE_BF16 ? LOFP_DTYPE_BF16 : dt == LOFP_DTYPE_F16 ? LOFP_DTYPE_F16 : LOFP_DTYPE_F32;
@@ -40,7 +36,7 @@ static lofp_dtype lib_dtype(lofp_dtype dt)
 
 /* ---- the writer, through the caller's hooks when given ------------------------------------- */
 
-static lofp_status w_open(const lofp_qfile_writer_ops *ops, const char *path, lofp_file_format fmt,
+lofp_status lofp_qfile_w_open(const lofp_qfile_writer_ops *ops, const char *path, lofp_file_format fmt,
                           const lofp_tensor_desc *t, size_t n, const lofp_metadata_entry *meta, size_t nm,
                           unsigned flags, lofp_writer **out, lofp_io_error *err)
 {
@@ -48,20 +44,20 @@ static lofp_status w_open(const lofp_qfile_writer_ops *ops, const char *path, lo
     return lofp_writer_open(path, fmt, t, n, meta, nm, flags, out, err);
 }
 
-static lofp_status w_finish(const lofp_qfile_writer_ops *ops, lofp_writer *w, lofp_io_error *err)
+lofp_status lofp_qfile_w_finish(const lofp_qfile_writer_ops *ops, lofp_writer *w, lofp_io_error *err)
 {
     if (ops && ops->finish) return ops->finish(ops->ctx, w, err);
     return lofp_writer_finish(w, err);
 }
 
-static void w_abort(const lofp_qfile_writer_ops *ops, lofp_writer *w)
+void lofp_qfile_w_abort(const lofp_qfile_writer_ops *ops, lofp_writer *w)
 {
     if (ops && ops->abort) ops->abort(ops->ctx, w);
     else lofp_writer_abort(w);
 }
 
 /* Tensor t of f appended to output i of w in chunks of about chunk_bytes. */
-static lofp_status copy_tensor(const lofp_file *f, const lofp_tensor_info *t, lofp_writer *w, size_t i,
+lofp_status lofp_qfile_copy_tensor(const lofp_file *f, const lofp_tensor_info *t, lofp_writer *w, size_t i,
                                size_t chunk_bytes, lofp_io_error *err)
 {
     lofp_row_reader *r;
@@ -77,14 +73,6 @@ static lofp_status copy_tensor(const lofp_file *f, const lofp_tensor_info *t, lo
         st = lofp_writer_append(w, i, ch.data, ch.rows * ch.row_bytes, err);
     lofp_row_reader_close(r);
     return st;
-}
-
-/* 1 when paths a and b name the same existing file (device and inode, symlinks followed). */
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
-    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 /* ---- quantizing one tensor ------------------------------------------------------------------- */
@@ -104,27 +92,19 @@ static int f64_to_f32(const void *src, size_t n, float *dst, size_t *bad)
     return 0;
 }
 
-/* The first non-finite value of n elements of dtype dt (flat index), or SIZE_MAX. */
+/* The first non-finite value of n elements of dtype dt (F32, BF16, F16; flat index), or SIZE_MAX. */
 static size_t first_nonfinite(lofp_dtype dt, const void *x, size_t n)
 {
-    const unsigned char *p = x;
-    for (size_t i = 0; i < n; i++) {
-        float v;
-        if (dt == LOFP_DTYPE_F32) memcpy(&v, p + 4 * i, 4);
-        else { uint16_t h; memcpy(&h, p + 2 * i, 2); v = dt == LOFP_DTYPE_BF16 ? lofp_bf16_to_fp32(h) : lofp_fp16_to_fp32(h); }
-        if (!isfinite(v)) return i;
-    }
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(lofp_dtype_load_f32(dt, x, i))) return i;
     return SIZE_MAX;
 }
 
+/* Element i as a double: F64 exactly (its value may lie outside the fp32 range), else as fp32. */
 static double value_at(lofp_dtype dt, const void *x, size_t i)
 {
-    const unsigned char *p = x;
-    float v;
-    if (dt == LOFP_DTYPE_F64) { double d; memcpy(&d, p + 8 * i, 8); return d; }
-    if (dt == LOFP_DTYPE_F32) memcpy(&v, p + 4 * i, 4);
-    else { uint16_t h; memcpy(&h, p + 2 * i, 2); v = dt == LOFP_DTYPE_BF16 ? lofp_bf16_to_fp32(h) : lofp_fp16_to_fp32(h); }
-    return v;
+    if (dt == LOFP_DTYPE_F64) { double d; memcpy(&d, (const unsigned char *)x + 8 * i, 8); return d; }
+    return lofp_dtype_load_f32(dt, x, i);
 }
 
 lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, const lofp_tensor_info *t,
@@ -135,7 +115,7 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
     if (!f || !t || !q || !w || !out_index) return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "lofp_qfile_quantize_tensor: NULL argument");
     if (!path) path = "(file)";
     const lofp_scheme *s = &q->scheme;
-    if (!is_float_dtype(t->dtype) || t->ndim == 0 || q->k == 0 || q->rows == 0 || t->shape[t->ndim - 1] != q->k ||
+    if (!lofp_dtype_is_float(t->dtype) || t->ndim == 0 || q->k == 0 || q->rows == 0 || t->shape[t->ndim - 1] != q->k ||
         t->numel != q->rows * q->k || lofp_padded_k(s, q->k) != q->kp)
         return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s: tensor '%s': does not match the description to quantize it by", path, t->name);
     const size_t k = q->k, rows = q->rows, kp = q->kp, nb = kp / s->block;
@@ -204,11 +184,7 @@ lofp_status lofp_qfile_quantize_tensor(const lofp_file *f, const char *path, con
         if (whole) {
             lofp_dtype d2 = dt;
             if (t->dtype == LOFP_DTYPE_F16) {
-                for (size_t i = 0; i < ch.rows * k; i++) {
-                    uint16_t h;
-                    memcpy(&h, (const uint8_t *)ch.data + 2 * i, 2);
-                    conv[i] = lofp_fp16_to_fp32(h);
-                }
+                lofp_dtype_to_f32(LOFP_DTYPE_F16, ch.data, ch.rows * k, conv);
                 x = conv;
                 d2 = LOFP_DTYPE_F32;
             } else if (t->dtype == LOFP_DTYPE_F64) {
@@ -359,7 +335,7 @@ lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfi
     size_t ol = strlen(outp);
     if (ol < 12 || strcmp(outp + ol - 12, ".safetensors") != 0)
         return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "output must be a .safetensors file: %s", outp);
-    if (same_file(outp, in))
+    if (lofp_same_file(outp, in))
         return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "the output %s is the input %s (the same file); write to another path", outp, in);
     const size_t chunk = o->chunk_bytes ? o->chunk_bytes : LOFP_IO_CHUNK_BYTES;
     const int pad_byte = o->pad_byte >= 0 ? o->pad_byte : o->layout == LOFP_LAYOUT_PACKED_U32 ? 127 : 0;
@@ -384,7 +360,7 @@ lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfi
         int wanted = !matches(t->name, o->exclude, o->n_exclude) && (o->n_include == 0 || matches(t->name, o->include, o->n_include));
         const char *why = NULL;
         if (wanted) {
-            if (!is_float_dtype(t->dtype)) why = "is not floating point";
+            if (!lofp_dtype_is_float(t->dtype)) why = "is not floating point";
             else if (t->ndim == 0) why = "is a scalar";
             else if (t->ndim > LOFP_MAX_NDIM) why = "has more than 64 dimensions";
         }
@@ -418,12 +394,12 @@ lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfi
         if (!any) st = lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "--include '%s' matches no tensor of %s", o->include[i], in);
     }
     if (st) goto done;
-    if ((st = w_open(o->writer, outp, LOFP_FORMAT_SAFETENSORS, descs, nd, meta, nm, o->write_flags, &w, err)) != LOFP_OK) goto done;
+    if ((st = lofp_qfile_w_open(o->writer, outp, LOFP_FORMAT_SAFETENSORS, descs, nd, meta, nm, o->write_flags, &w, err)) != LOFP_OK) goto done;
     for (size_t ti = 0; ti < nt && !st; ti++) {
         qplan *p = &pl[ti];
         if (o->progress) o->progress(o->ctx, p->t->name, ti, nt);
         if (!p->quantize) {
-            st = copy_tensor(f, p->t, w, p->d_copy, chunk, err);
+            st = lofp_qfile_copy_tensor(f, p->t, w, p->d_copy, chunk, err);
             continue;
         }
         lofp_qfile_tensor_report rep;
@@ -431,8 +407,8 @@ lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfi
         if (!st && rep.nonfinite_blocks)
             note(o->note, o->ctx, "tensor '%s': %zu block(s) held non-finite values (propagated)", p->t->name, rep.nonfinite_blocks);
     }
-    if (st) w_abort(o->writer, w);
-    else st = w_finish(o->writer, w, err);
+    if (st) lofp_qfile_w_abort(o->writer, w);
+    else st = lofp_qfile_w_finish(o->writer, w, err);
 done:
     for (size_t i = 0; pl && i < nt; i++) {
         free(pl[i].n_codes); free(pl[i].n_scales); free(pl[i].n_global); free(pl[i].key); free(pl[i].val);
@@ -534,7 +510,7 @@ lofp_status lofp_qfile_dequantize(const char *in, const char *outp, const lofp_q
     const lofp_dtype odt = o->dtype;
     if (odt != LOFP_DTYPE_F32 && odt != LOFP_DTYPE_BF16 && odt != LOFP_DTYPE_F16)
         return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "output dtype %s is not F32, BF16 or F16", lofp_dtype_name(odt) ? lofp_dtype_name(odt) : "?");
-    if (same_file(outp, in))
+    if (lofp_same_file(outp, in))
         return lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "the output %s is the input %s (the same file); write to another path", outp, in);
     lofp_file *f = NULL;
     lofp_status st = lofp_file_open(in, LOFP_FORMAT_AUTO, &f, err);
@@ -580,15 +556,15 @@ lofp_status lofp_qfile_dequantize(const char *in, const char *outp, const lofp_q
     size_t ol = strlen(outp);
     int npy = ol >= 4 && !strcmp(outp + ol - 4, ".npy");
     if (npy && nd != 1) { st = lofp_ck_fail(err, LOFP_ERR_INVALID_ARG, "%s holds %zu tensors; write a .safetensors instead of %s", in, nd, outp); goto done; }
-    if ((st = w_open(o->writer, outp, LOFP_FORMAT_AUTO, descs, nd, npy ? NULL : meta, npy ? 0 : nm, o->write_flags, &w, err)) != LOFP_OK)
+    if ((st = lofp_qfile_w_open(o->writer, outp, LOFP_FORMAT_AUTO, descs, nd, npy ? NULL : meta, npy ? 0 : nm, o->write_flags, &w, err)) != LOFP_OK)
         goto done;
     const size_t chunk = o->chunk_bytes ? o->chunk_bytes : (size_t)2 << 20;
     for (size_t i = 0; i < nd && !st; i++) {
         if (o->progress) o->progress(o->ctx, descs[i].name, i, nd);
-        st = i < nq ? lofp_qfile_dequantize_tensor(f, &qs[i], odt, chunk, w, i, err) : copy_tensor(f, src[i], w, i, chunk, err);
+        st = i < nq ? lofp_qfile_dequantize_tensor(f, &qs[i], odt, chunk, w, i, err) : lofp_qfile_copy_tensor(f, src[i], w, i, chunk, err);
     }
-    if (st) w_abort(o->writer, w);
-    else st = w_finish(o->writer, w, err);
+    if (st) lofp_qfile_w_abort(o->writer, w);
+    else st = lofp_qfile_w_finish(o->writer, w, err);
 done:
     free(qnames); free(sorted); free(descs); free(qs); free(src); free(meta);
     lofp_file_close(f);

@@ -290,3 +290,10 @@ lofp_status lofp_file_encode(lofp_file_format fmt, const lofp_tensor_desc *tenso
     lofp_sbuf_free(&hdr);
     return st;
 }
+
+int lofp_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (!a || !b || stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}

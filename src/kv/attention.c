@@ -131,7 +131,7 @@ static int ws_plan(const lofp_attn_geom *G, const lofp_attn_params *p, lofp_attn
     w->limit = align_up(a);
     if (!lofp_add_size(B, 1, &a) || !lofp_mul_size(a, 3 * sizeof(size_t), &a)) return 0;
     w->seq = align_up(a);
-    w->hs = G->dtype == LOFP_KV_ULTRAQUANT ? align_up((size_t)D * D * sizeof(float)) : 0;
+    w->hs = G->format == LOFP_KV_ULTRAQUANT ? align_up((size_t)D * D * sizeof(float)) : 0;
     unsigned nt = thread_count(p);
     if (path == LOFP_ATTN_REFERENCE) {
         w->records = 0;
@@ -344,7 +344,7 @@ static void reference_item(void *ctxv, size_t item, uint8_t *scratch)
     float M = -INFINITY;
     for (size_t n = 0; n < n_vis; n++) {
         const uint8_t *s = lofp_attn_token(G, bt, n) + hk * G->slot;
-        lofp_kv_dequant_region(G->dtype, G->D, s + G->k_off, s + G->ks_off, kv);
+        lofp_kv_dequant_region(G->format, G->D, s + G->k_off, s + G->ks_off, kv);
         float acc = 0.0f;
         for (size_t d = 0; d < D; d++) acc = acc + q[d] * kv[d];
         qk[n] = acc * G->scale;
@@ -362,7 +362,7 @@ static void reference_item(void *ctxv, size_t item, uint8_t *scratch)
     for (size_t n = 0; n < n_vis; n++) {
         float pn = qk[n] / Z;
         const uint8_t *s = lofp_attn_token(G, bt, n) + hk * G->slot;
-        lofp_kv_dequant_region(G->dtype, G->D, s + G->v_off, s + G->vs_off, kv);
+        lofp_kv_dequant_region(G->format, G->D, s + G->v_off, s + G->vs_off, kv);
         for (size_t d = 0; d < D; d++) o[d] = o[d] + pn * kv[d];
     }
 }
@@ -450,7 +450,7 @@ static void qprep_item(void *ctxv, size_t blk, uint8_t *scratch)
     const size_t nr = rows - r0 < QBLK ? rows - r0 : QBLK;
     float x[LOFP_KV_MAX_D * QBLK], *dst = (float *)c->qprep + r0 * D;
     for (size_t i = 0; i < nr * D; i++) x[i] = lofp_load_f32(c->q_dt, c->q_in, r0 * D + i);
-    if (c->G.dtype != LOFP_KV_ULTRAQUANT) {
+    if (c->G.format != LOFP_KV_ULTRAQUANT) {
         memcpy(dst, x, nr * D * sizeof(float));
         return;
     }
@@ -551,7 +551,7 @@ static lofp_status attention_run(const lofp_kv_cache_desc *d, const lofp_attn_pa
     unsigned nt = thread_count(p);
     c.q_in = q;
     c.q_dt = q_dt;
-    c.rotate_q = G.dtype == LOFP_KV_ULTRAQUANT && d->rotate_k;
+    c.rotate_q = G.format == LOFP_KV_ULTRAQUANT && d->rotate_k;
     if (c.rotate_q) lofp_attn_hadamard_table(G.D, hs);
     c.hs = hs;
     atomic_init(&c.saturated, 0);
@@ -663,8 +663,8 @@ void lofp_attn_task_scalar(const lofp_attn_geom *G, const lofp_attn_task *t, voi
         for (uint32_t hk = t->h0; hk < t->h1; hk++) {
             for (size_t j = 0; j < tn; j++) {
                 const uint8_t *s = lofp_attn_token(G, t->block_table, ts + j) + hk * G->slot;
-                lofp_kv_dequant_region(G->dtype, G->D, s + G->k_off, s + G->ks_off, Kf + j * D);
-                lofp_kv_dequant_region(G->dtype, G->D, s + G->v_off, s + G->vs_off, Vf + j * D);
+                lofp_kv_dequant_region(G->format, G->D, s + G->k_off, s + G->ks_off, Kf + j * D);
+                lofp_kv_dequant_region(G->format, G->D, s + G->v_off, s + G->vs_off, Vf + j * D);
             }
             for (uint32_t i = 0; i < t->qn; i++) {
                 size_t vis = t->limit[i] <= ts ? 0 : t->limit[i] - ts;

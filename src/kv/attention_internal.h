@@ -12,7 +12,7 @@
 
 /* The cache as the kernels see it. */
 typedef struct lofp_attn_geom {
-    lofp_kv_format dtype;
+    lofp_kv_format format;
     uint32_t D, Hk, Hq, g;        /* g = Hq / Hk query heads per KV head */
     uint32_t bs;                  /* block size */
     uint32_t tile;                /* tokens per tile: min(64, 4096 / D), a multiple of 8 */

@@ -4,32 +4,53 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "attention_internal.h"
+
+const char *lofp_kv_format_name(lofp_kv_format format)
+{
+    switch (format) {
+    case LOFP_KV_ULTRAQUANT: return "ultraquant";
+    case LOFP_KV_F32: return "fp32";
+    case LOFP_KV_BF16: return "bf16";
+    }
+    return NULL;
+}
+
+lofp_status lofp_kv_format_from_name(const char *name, lofp_kv_format *out)
+{
+    if (!name || !out) return LOFP_ERR_INVALID_ARG;
+    if (!strcmp(name, "ultraquant")) *out = LOFP_KV_ULTRAQUANT;
+    else if (!strcmp(name, "fp32") || !strcmp(name, "float32")) *out = LOFP_KV_F32;
+    else if (!strcmp(name, "bf16") || !strcmp(name, "bfloat16")) *out = LOFP_KV_BF16;
+    else return LOFP_ERR_NOT_FOUND;
+    return LOFP_OK;
+}
 
 static int head_dim_ok(uint32_t D)
 {
     return D >= LOFP_KV_MIN_D && D <= LOFP_KV_MAX_D && (D & (D - 1)) == 0;
 }
 
-static int dtype_ok(lofp_kv_format t)
+static int format_ok(lofp_kv_format t)
 {
     return t == LOFP_KV_ULTRAQUANT || t == LOFP_KV_F32 || t == LOFP_KV_BF16;
 }
 
-lofp_status lofp_kv_slot_layout_get(lofp_kv_format dtype, uint32_t head_dim, lofp_kv_slot_layout *out)
+lofp_status lofp_kv_slot_layout_get(lofp_kv_format format, uint32_t head_dim, lofp_kv_slot_layout *out)
 {
-    if (!out || !dtype_ok(dtype)) return LOFP_ERR_INVALID_ARG;
+    if (!out || !format_ok(format)) return LOFP_ERR_INVALID_ARG;
     if (!head_dim_ok(head_dim)) return LOFP_ERR_SHAPE;
     size_t D = head_dim;
-    if (dtype == LOFP_KV_ULTRAQUANT) {
+    if (format == LOFP_KV_ULTRAQUANT) {
         out->k_codes_offset = 0;
         out->k_scales_offset = D / 2;
         out->v_codes_offset = D / 2 + D / 32;
         out->v_scales_offset = D + D / 32;
         out->slot_bytes = D + 2 * (D / 32);
     } else {
-        size_t e = dtype == LOFP_KV_F32 ? 4 : 2;
+        size_t e = format == LOFP_KV_F32 ? 4 : 2;
         out->k_codes_offset = 0;
         out->k_scales_offset = D * e;
         out->v_codes_offset = D * e;
@@ -39,37 +60,37 @@ lofp_status lofp_kv_slot_layout_get(lofp_kv_format dtype, uint32_t head_dim, lof
     return LOFP_OK;
 }
 
-size_t lofp_kv_slot_bytes(lofp_kv_format dtype, uint32_t head_dim)
+size_t lofp_kv_slot_bytes(lofp_kv_format format, uint32_t head_dim)
 {
     lofp_kv_slot_layout l;
-    return lofp_kv_slot_layout_get(dtype, head_dim, &l) == LOFP_OK ? l.slot_bytes : 0;
+    return lofp_kv_slot_layout_get(format, head_dim, &l) == LOFP_OK ? l.slot_bytes : 0;
 }
 
 lofp_status lofp_kv_desc_validate(const lofp_kv_cache_desc *d)
 {
-    if (!d || !dtype_ok(d->dtype)) return LOFP_ERR_INVALID_ARG;
+    if (!d || !format_ok(d->format)) return LOFP_ERR_INVALID_ARG;
     if (!head_dim_ok(d->head_dim)) return LOFP_ERR_SHAPE;
     if (d->num_kv_heads == 0 || d->block_size == 0 || d->num_blocks == 0) return LOFP_ERR_INVALID_ARG;
-    if (d->dtype == LOFP_KV_ULTRAQUANT) {
+    if (d->format == LOFP_KV_ULTRAQUANT) {
         if (!(d->c > 0.0f) || !isfinite(d->c)) return LOFP_ERR_INVALID_ARG;
         if (d->hadamard != LOFP_HADAMARD_BUTTERFLY && d->hadamard != LOFP_HADAMARD_DENSE)
             return LOFP_ERR_INVALID_ARG;
     }
     size_t n;
     if (!lofp_mul_size(d->num_blocks, d->block_size, &n) || !lofp_mul_size(n, d->num_kv_heads, &n) ||
-        !lofp_mul_size(n, lofp_kv_slot_bytes(d->dtype, d->head_dim), &n))
+        !lofp_mul_size(n, lofp_kv_slot_bytes(d->format, d->head_dim), &n))
         return LOFP_ERR_SIZE_OVERFLOW;
     /* positions are addressed with int64 slot numbers and int32 block indices */
     if (d->num_blocks > (size_t)INT32_MAX) return LOFP_ERR_SIZE_OVERFLOW;
     return LOFP_OK;
 }
 
-lofp_status lofp_kv_desc_init(lofp_kv_cache_desc *d, lofp_kv_format dtype, uint32_t head_dim,
+lofp_status lofp_kv_desc_init(lofp_kv_cache_desc *d, lofp_kv_format format, uint32_t head_dim,
                               uint32_t num_kv_heads, uint32_t block_size, size_t num_blocks)
 {
     if (!d) return LOFP_ERR_INVALID_ARG;
     memset(d, 0, sizeof *d);
-    d->dtype = dtype;
+    d->format = format;
     d->head_dim = head_dim;
     d->num_kv_heads = num_kv_heads;
     d->block_size = block_size;
@@ -83,15 +104,15 @@ lofp_status lofp_kv_desc_init(lofp_kv_cache_desc *d, lofp_kv_format dtype, uint3
 size_t lofp_kv_cache_bytes(const lofp_kv_cache_desc *d)
 {
     if (lofp_kv_desc_validate(d) != LOFP_OK) return 0;
-    return d->num_blocks * d->block_size * d->num_kv_heads * lofp_kv_slot_bytes(d->dtype, d->head_dim);
+    return d->num_blocks * d->block_size * d->num_kv_heads * lofp_kv_slot_bytes(d->format, d->head_dim);
 }
 
 void lofp_attn_geom_init(lofp_attn_geom *G, const lofp_kv_cache_desc *d, uint32_t num_q_heads)
 {
     lofp_kv_slot_layout l;
-    lofp_kv_slot_layout_get(d->dtype, d->head_dim, &l);
+    lofp_kv_slot_layout_get(d->format, d->head_dim, &l);
     memset(G, 0, sizeof *G);
-    G->dtype = d->dtype;
+    G->format = d->format;
     G->D = d->head_dim;
     G->Hk = d->num_kv_heads;
     G->Hq = num_q_heads;
@@ -177,7 +198,7 @@ static lofp_status uq_store_run(const lofp_kv_cache_desc *d, uint8_t *cache, lof
     s.propagate_nonfinite = 1;
     s.threads = 0;
     const size_t D = d->head_dim, Hk = d->num_kv_heads, es = dtype_size(dt);
-    const size_t slot_bytes = lofp_kv_slot_bytes(d->dtype, d->head_dim);
+    const size_t slot_bytes = lofp_kv_slot_bytes(d->format, d->head_dim);
     const size_t co = is_v ? D / 2 + D / 32 : 0, so = is_v ? D + D / 32 : D / 2;
     lofp_quant_report rep;
     st = lofp_quantize(&s, dt, (const uint8_t *)x + t0 * Hk * D * es, n * Hk, D, codes, scales,
@@ -245,7 +266,7 @@ lofp_status lofp_kv_store(const lofp_kv_cache_desc *d, uint8_t *cache, lofp_dtyp
     for (size_t t = 0; t < num_tokens && !bad; t++)
         if (slot_mapping[t] >= 0) bad = bad_v = find_bad(dt, v, t * vec, vec, &first);
     /* finite K whose rotation overflows is as bad as a NaN (it would become zero groups) */
-    if (!bad && d->dtype == LOFP_KV_ULTRAQUANT && d->rotate_k)
+    if (!bad && d->format == LOFP_KV_ULTRAQUANT && d->rotate_k)
         for (size_t t = 0; t < num_tokens && !bad; t++)
             for (size_t h = 0; h < Hk && !bad && slot_mapping[t] >= 0; h++)
                 bad = uq_k_overflows(d, dt, k, t * vec + h * D, &first);
@@ -259,7 +280,7 @@ lofp_status lofp_kv_store(const lofp_kv_cache_desc *d, uint8_t *cache, lofp_dtyp
     if (bad && !(flags & LOFP_KV_STORE_PROPAGATE_NONFINITE)) return LOFP_ERR_NONFINITE;
 
     size_t zeroed = 0;
-    if (d->dtype == LOFP_KV_ULTRAQUANT) {
+    if (d->format == LOFP_KV_ULTRAQUANT) {
         uint8_t *codes = malloc(UQ_CHUNK_TOKENS * Hk * (D / 2 + D / 32));
         if (!codes) return LOFP_ERR_NOMEM;
         uint8_t *scales = codes + UQ_CHUNK_TOKENS * Hk * (D / 2);
@@ -276,14 +297,14 @@ lofp_status lofp_kv_store(const lofp_kv_cache_desc *d, uint8_t *cache, lofp_dtyp
         free(codes);
         if (st != LOFP_OK) return st;
     } else {
-        const size_t slot_bytes = lofp_kv_slot_bytes(d->dtype, d->head_dim);
+        const size_t slot_bytes = lofp_kv_slot_bytes(d->format, d->head_dim);
         const size_t voff = slot_bytes / 2;
         for (size_t t = 0; t < num_tokens; t++) {
             if (slot_mapping[t] < 0) continue;
             for (uint32_t h = 0; h < Hk; h++) {
                 uint8_t *p = slot_ptr(d, cache, slot_mapping[t], h, slot_bytes);
-                zeroed += plain_store_vec(d->dtype, dt, k, t * vec + h * D, D, p);
-                zeroed += plain_store_vec(d->dtype, dt, v, t * vec + h * D, D, p + voff);
+                zeroed += plain_store_vec(d->format, dt, k, t * vec + h * D, D, p);
+                zeroed += plain_store_vec(d->format, dt, v, t * vec + h * D, D, p + voff);
             }
         }
     }
@@ -313,8 +334,8 @@ lofp_status lofp_kv_gather(const lofp_kv_cache_desc *d, const uint8_t *cache,
         const uint8_t *tok = lofp_attn_token(&G, block_table, n);
         for (size_t h = 0; h < Hk; h++) {
             const uint8_t *s = tok + h * G.slot;
-            if (k_out) lofp_kv_dequant_region(G.dtype, G.D, s + G.k_off, s + G.ks_off, k_out + (n * Hk + h) * D);
-            if (v_out) lofp_kv_dequant_region(G.dtype, G.D, s + G.v_off, s + G.vs_off, v_out + (n * Hk + h) * D);
+            if (k_out) lofp_kv_dequant_region(G.format, G.D, s + G.k_off, s + G.ks_off, k_out + (n * Hk + h) * D);
+            if (v_out) lofp_kv_dequant_region(G.format, G.D, s + G.v_off, s + G.vs_off, v_out + (n * Hk + h) * D);
         }
     }
     return LOFP_OK;

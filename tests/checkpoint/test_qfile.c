@@ -1,6 +1,6 @@
 /* test_qfile.c -- lofp/qfile.h, the one owner of lofp tensor files: the metadata bytes (pinned
  * against the value lofp has always written), the strict parse and its round trip, load refusing
- * stored tensors that disagree with the metadata (issue 23 (d): shape=[4096,64] over 128 code
+ * stored tensors that disagree with the metadata (shape=[4096,64] over 128 code
  * bytes), and the streaming pipelines end to end -- quantize then dequantize equals
  * lofp_quantize + lofp_dequantize bit for bit, the writer hooks see open and finish (abort on a
  * failure, with no output left), progress and notes are reported, the output is never the input. */

@@ -141,6 +141,30 @@ for i, scheme in enumerate(presets):
             # inspect runs and reports an SNR against the original
             p = run("inspect", q, "--against", f"{WORK}/x.npy")
             check("SNR" in p.stdout and "bits/value" in p.stdout, f"inspect output: {p.stdout}")
+            # ... whose numbers are numpy's, over the numpy/ml_dtypes decode of the file
+            import re
+            mm = re.search(r"max\|err\| (\S+)  RMSE (\S+)  SNR (\S+) dB  rel.Frobenius (\S+)", p.stdout)
+            xd, yd = x.astype(np.float64).ravel(), want.astype(np.float64).ravel()
+            e = yd - xd
+            ref = [np.max(np.abs(e)), np.sqrt(np.mean(e * e)), 10 * np.log10(np.sum(xd * xd) / np.sum(e * e)),
+                   np.sqrt(np.sum(e * e) / np.sum(xd * xd))]
+            got_s = [float(v) for v in mm.groups()] if mm else [np.nan] * 4
+            # printed with %.6g (SNR with %.2f)
+            check(np.allclose(got_s[:2] + got_s[3:], ref[:2] + ref[3:], rtol=1e-5, atol=0) and abs(got_s[2] - ref[2]) <= 0.006,
+                  f"{scheme}: inspect statistics {mm and mm.groups()} != numpy {ref}")
+            # the scale-exponent histogram from the stored scale bytes
+            sb = np.frombuffer(t["x.scales"][2], np.uint8)
+            if scheme == "nvfp4":
+                sv = sb.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+                ok = (sv > 0) & np.isfinite(sv)
+                ex = np.floor(np.log2(sv[ok])).astype(int)
+            else:
+                ok = sb != 0xFF
+                ex = sb[ok].astype(int) - 127
+            hist = " ".join(f"{v}:{c}" for v, c in zip(*np.unique(ex, return_counts=True)))
+            zero = int(np.sum(~ok))
+            want_line = f"scale exponents (log2 scale: count): {hist}" + (f" zero/NaN:{zero}" if zero else "")
+            check(want_line in p.stdout, f"{scheme}: inspect histogram, want '{want_line}' in {p.stdout}")
 
 # bf16 input written by the safetensors package, padding, multi-tensor selection, --dtype bf16
 xb = rng.standard_normal((5, 40)).astype(ml_dtypes.bfloat16)

@@ -1,4 +1,4 @@
-"""Regression tests of issue 11 against the lofp command: the streaming pipeline's exact bytes and
+"""Robustness tests of the lofp command: the streaming pipeline's exact bytes and
 bounded memory, and each data-loss bug and weak spot (many tensors, long names and paths, output =
 input, UltraQuant overflow, strict numbers in options and metadata, dtype checks, block bound,
 F64 range, notes for tensors that cannot be quantized, signals, file modes, attention's output).

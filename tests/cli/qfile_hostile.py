@@ -1,4 +1,4 @@
-"""lofp tensor files whose "lofp:NAME" metadata lies about the stored tensors (issue 23 (d)): the
+"""lofp tensor files whose "lofp:NAME" metadata lies about the stored tensors: the
 shape, the scale layout, the padded K, the per-tensor scale's dtype, sizes that overflow. Each file
 is built here by hand (a valid safetensors container, lying metadata); `lofp import`, `lofp
 inspect` and `lofp dequantize` must refuse it with exit status 1 and a message naming the file and

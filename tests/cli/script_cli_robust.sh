@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11 regressions of the lofp command (streaming exactness and memory, many tensors, long
+# Robustness checks of the lofp command (streaming exactness and memory, many tensors, long
 # names and paths, output = input, overflow, strict numbers and metadata, signals, file modes).
 set -euo pipefail
 build=$1; src=$2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# lofp tensor files whose metadata lies about the stored tensors (issue 23 (d)): import, inspect
+# lofp tensor files whose metadata lies about the stored tensors (shape, scale layout, sizes): import, inspect
 # and dequantize refuse each with a message naming file and tensor (tests/cli/qfile_hostile.py).
 set -euo pipefail
 build=$1; src=$2

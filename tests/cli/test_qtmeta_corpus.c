@@ -1,6 +1,7 @@
 /* test_qtmeta_corpus.c -- replays fuzz/corpus/qtmeta/ (seeds and fuzzer findings) through the
  * `lofp:` metadata fuzzer's property (fuzz/qtmeta_check.h), each input in an allocation of exactly
- * its size; the regress-* inputs (the malformed metadata issue 11 lists) must also be refused by
+ * its size; the regress-* inputs (malformed metadata: bad rotate, hadamard, two_level,
+ * shapes, block, padded_k, duplicate keys) must also be refused by
  * the library's interpreter (lofp_qtensor_meta_parse). */
 #include "test_util.h"
 

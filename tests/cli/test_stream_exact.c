@@ -3,7 +3,7 @@
  *     tensor (every preset, stochastic rounding included, odd chunk sizes, F32/BF16/F16 input),
  *     and the NVFP4 multiplier is the minimum of the chunks' lofp_nvfp4_global_scale;
  *   - non-finite indices count from the whole tensor's row 0;
- *   - finite input whose UltraQuant rotation overflows is LOFP_ERR_NONFINITE (issue 11), also in
+ *   - finite input whose UltraQuant rotation overflows is LOFP_ERR_NONFINITE (not silently zero groups), also in
  *     the KV store; with propagation it is zero groups as before;
  *   - lofp_dequantize rejects an NVFP4 global scale that is 0, negative or not finite. */
 #include "test_util.h"

@@ -189,6 +189,69 @@ static void test_dtypes(void)
     CHECK(lofp_io_tensor_bytes(LOFP_DTYPE_F4, sh, 2, &nb) == LOFP_OK && nb == 0);
 }
 
+/* lofp_dtype_to_f32 / _load_f32 against values fixed by the formats' definitions (IEEE binary16,
+ * bfloat16 = the top half of binary32, and C's own double -> float conversion for F64). */
+static void test_to_f32(void)
+{
+    const uint16_t h[6] = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x7C00, 0x3555}; /* 1, -2, 65504, 2^-24, +Inf, ~1/3 */
+    const float hw[6] = {1.0f, -2.0f, 65504.0f, 0x1p-24f, INFINITY, 0x1.554p-2f};
+    const uint16_t b[4] = {0x3F80, 0xC0A0, 0x0001, 0x7F80};                   /* 1, -5, 2^-133, +Inf */
+    const float bw[4] = {1.0f, -5.0f, 0x1p-133f, INFINITY};
+    const double d[4] = {0.1, 1.0 + 0x1p-30, -1e300, 3.0};
+    const float f[3] = {1.5f, -0.0f, 0x1p-149f};
+    float out[6];
+    unsigned char mis[1 + sizeof h]; /* an odd address: any alignment is allowed */
+    memcpy(mis + 1, h, sizeof h);
+    CHECK_OK(lofp_dtype_to_f32(LOFP_DTYPE_F16, mis + 1, 6, out));
+    for (int i = 0; i < 6; i++) CHECKF(out[i] == hw[i], "f16 %04x -> %a", h[i], (double)out[i]);
+    CHECK_OK(lofp_dtype_to_f32(LOFP_DTYPE_BF16, b, 4, out));
+    for (int i = 0; i < 4; i++) CHECKF(out[i] == bw[i], "bf16 %04x -> %a", b[i], (double)out[i]);
+    CHECK_OK(lofp_dtype_to_f32(LOFP_DTYPE_F64, d, 4, out));
+    for (int i = 0; i < 4; i++) CHECKF(out[i] == (float)d[i], "f64 %a -> %a", d[i], (double)out[i]);
+    CHECK(out[2] == -INFINITY);
+    CHECK_OK(lofp_dtype_to_f32(LOFP_DTYPE_F32, f, 3, out));
+    CHECK(memcmp(out, f, sizeof f) == 0);
+    CHECK(lofp_dtype_load_f32(LOFP_DTYPE_F16, h, 2) == 65504.0f && lofp_dtype_load_f32(LOFP_DTYPE_F64, d, 3) == 3.0f);
+    CHECK(lofp_dtype_load_f32(LOFP_DTYPE_BF16, b, 1) == -5.0f && lofp_dtype_load_f32(LOFP_DTYPE_F32, f, 2) == 0x1p-149f);
+    CHECK(lofp_dtype_load_f32(LOFP_DTYPE_I32, f, 0) == 0.0f);
+    /* the floating types are these four, nothing else of the enum */
+    for (int i = -1; i <= LOFP_DTYPE_COUNT_; i++) {
+        int want = i == LOFP_DTYPE_F32 || i == LOFP_DTYPE_BF16 || i == LOFP_DTYPE_F16 || i == LOFP_DTYPE_F64;
+        CHECKF(lofp_dtype_is_float((lofp_dtype)i) == want, "lofp_dtype_is_float(%d)", i);
+        out[0] = 7.0f;
+        lofp_status st = lofp_dtype_to_f32((lofp_dtype)i, d, 1, out);
+        CHECKF(want ? st == LOFP_OK : st == LOFP_ERR_INVALID_ARG && out[0] == 7.0f, "lofp_dtype_to_f32(%d) -> %d", i, (int)st);
+    }
+    CHECK(lofp_dtype_to_f32(LOFP_DTYPE_F32, NULL, 1, out) == LOFP_ERR_INVALID_ARG);
+    CHECK_OK(lofp_dtype_to_f32(LOFP_DTYPE_F32, NULL, 0, NULL));
+}
+
+/* lofp_error_stats_compute on values whose statistics are worked out by hand. */
+static void test_error_stats(void)
+{
+    const float x[4] = {1, 2, 3, 4}, y[4] = {1, 2, 3, 6}; /* one error of 2: se 4, sum x^2 30 */
+    lofp_error_stats e;
+    CHECK_OK(lofp_error_stats_compute(x, y, 4, &e));
+    CHECK(e.max_abs == 2.0 && e.rmse == 1.0 && e.x_max_abs == 4.0);
+    CHECK(fabs(e.snr_db - 10 * log10(30.0 / 4.0)) < 1e-12 && fabs(e.rel_frobenius - sqrt(4.0 / 30.0)) < 1e-15);
+    CHECK_OK(lofp_error_stats_compute(x, x, 4, &e));
+    CHECK(e.max_abs == 0 && e.rmse == 0 && isinf(e.snr_db) && e.snr_db > 0 && e.rel_frobenius == 0);
+    const float yn[4] = {NAN, 2, 3, 9};
+    CHECK_OK(lofp_error_stats_compute(x, yn, 4, &e));
+    CHECK(isnan(e.max_abs)); /* a NaN difference is not hidden by a larger finite one after it */
+    CHECK(e.x_max_abs == 4.0);
+    const float xn[4] = {1, NAN, 3, 4};
+    CHECK_OK(lofp_error_stats_compute(xn, x, 4, &e));
+    CHECK(isnan(e.x_max_abs) && isnan(e.max_abs));
+    const float z[2] = {0, 0}, zy[2] = {0, 1};
+    CHECK_OK(lofp_error_stats_compute(z, zy, 2, &e));
+    CHECK(e.rel_frobenius == 0 && e.snr_db == -INFINITY && e.max_abs == 1.0);
+    CHECK_OK(lofp_error_stats_compute(NULL, NULL, 0, &e));
+    CHECK(e.rmse == 0 && e.max_abs == 0);
+    CHECK(lofp_error_stats_compute(x, NULL, 4, &e) == LOFP_ERR_INVALID_ARG);
+    CHECK(lofp_error_stats_compute(x, y, 4, NULL) == LOFP_ERR_INVALID_ARG);
+}
+
 /* Checks that an open file holds tensor `name` = case c with pattern `seed`. */
 static void expect_tensor(const lofp_file *f, const char *name, const tcase *c, unsigned seed)
 {
@@ -1206,6 +1269,8 @@ int main(void)
     if (r) { interop_read(r); return tu_finish("test_io (interop read)"); }
     make_tmp_root();
     test_dtypes();
+    test_to_f32();
+    test_error_stats();
     test_json();
     test_roundtrip_safetensors();
     test_roundtrip_npy();

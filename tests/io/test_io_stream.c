@@ -193,7 +193,7 @@ static void test_writer_errors(void)
     CHECK(strstr(err.message, "NULL data") != NULL);
 }
 
-/* Issue 11: replacing a file keeps its permission bits. */
+/* Replacing a file keeps its permission bits (the temporary file is not left at the umask's). */
 static void test_writer_keeps_mode(void)
 {
     char p[600];
@@ -215,7 +215,7 @@ static void test_writer_keeps_mode(void)
     CHECK(stat(p, &sb) == 0 && (sb.st_mode & 07777) == 0604);
 }
 
-/* Issue 11: an output path close to PATH_MAX with a long last component: the temporary name must
+/* An output path close to PATH_MAX with a long last component: the temporary name must
  * not add length past what the directory allows. */
 static void test_writer_long_path(void)
 {

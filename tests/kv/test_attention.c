@@ -106,7 +106,7 @@ static void oracle(const tcache *c, uint32_t Hq, float scale, const float *sinks
                 const float *qr = q + (row * Hq + h) * D;
                 float qq[512], rot[512];
                 memcpy(qq, qr, D * sizeof(float));
-                if (c->d.dtype == LOFP_KV_ULTRAQUANT) {
+                if (c->d.format == LOFP_KV_ULTRAQUANT) {
                     if (c->d.rotate_k) lofp_hadamard_dense(qr, rot, D);
                     else memcpy(rot, qr, D * sizeof(float));
                     for (uint32_t j = 0; j < D; j++)

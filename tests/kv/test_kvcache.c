@@ -87,7 +87,7 @@ static void fill_bf16(float *x, size_t n, double sd, tu_rng *r)
 
 static const uint8_t *slot_of(const lofp_kv_cache_desc *d, const uint8_t *cache, int64_t slot, uint32_t h)
 {
-    return cache + ((size_t)slot * d->num_kv_heads + h) * lofp_kv_slot_bytes(d->dtype, d->head_dim);
+    return cache + ((size_t)slot * d->num_kv_heads + h) * lofp_kv_slot_bytes(d->format, d->head_dim);
 }
 
 /* ---- layout ----------------------------------------------------------------------------------- */
@@ -114,6 +114,22 @@ static void layout(void)
     CHECK_OK(lofp_kv_desc_init(&d, LOFP_KV_ULTRAQUANT, 128, 8, 64, 10));
     CHECK_EQ_U(lofp_kv_cache_bytes(&d), 10u * 64 * 8 * 136);
     CHECK(d.c == 0.156f && d.hadamard == LOFP_HADAMARD_BUTTERFLY && d.rotate_k == 1);
+    CHECK(d.format == LOFP_KV_ULTRAQUANT);
+    /* format names: the CLI's --kv values and Python's format= (docs/KV.md), both ways */
+    static const struct { const char *name; lofp_kv_format f; } names[] = {
+        {"ultraquant", LOFP_KV_ULTRAQUANT}, {"fp32", LOFP_KV_F32}, {"bf16", LOFP_KV_BF16},
+        {"float32", LOFP_KV_F32}, {"bfloat16", LOFP_KV_BF16}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        lofp_kv_format f = (lofp_kv_format)0;
+        CHECK_OK(lofp_kv_format_from_name(names[i].name, &f));
+        CHECK(f == names[i].f);
+        if (i < 3) CHECK(strcmp(lofp_kv_format_name(names[i].f), names[i].name) == 0);
+    }
+    lofp_kv_format f0 = LOFP_KV_F32;
+    CHECK(lofp_kv_format_from_name("fp16", &f0) == LOFP_ERR_NOT_FOUND && f0 == LOFP_KV_F32);
+    CHECK(lofp_kv_format_from_name("UltraQuant", &f0) == LOFP_ERR_NOT_FOUND);
+    CHECK(lofp_kv_format_from_name(NULL, &f0) == LOFP_ERR_INVALID_ARG);
+    CHECK(lofp_kv_format_name((lofp_kv_format)0) == NULL);
     d.c = 0.0f;
     CHECK(lofp_kv_desc_validate(&d) == LOFP_ERR_INVALID_ARG);
     CHECK_EQ_U(lofp_kv_cache_bytes(&d), 0);
@@ -319,7 +335,7 @@ static void slots_and_nonfinite(void)
     tu_rng rng = { 17 };
     lofp_kv_cache_desc d;
     CHECK_OK(lofp_kv_desc_init(&d, LOFP_KV_ULTRAQUANT, D, Hk, bs, 4));
-    const size_t cb = lofp_kv_cache_bytes(&d), sb = lofp_kv_slot_bytes(d.dtype, D);
+    const size_t cb = lofp_kv_cache_bytes(&d), sb = lofp_kv_slot_bytes(d.format, D);
     uint8_t *cache = malloc(cb), *before = malloc(cb);
     memset(cache, 0xEE, cb);
     float k[10 * 2 * 64], v[10 * 2 * 64];

@@ -196,7 +196,7 @@ def test_decode_attention_matches_cli_and_oracle(cli, tmp_path, rng, path):
 
 def test_prefill_last_row_equals_decode(rng):
     Hq, Hk, D, N = 4, 2, 64, 20
-    cache = lofp.kv.Cache(2, 16, Hk, D, dtype="bf16")
+    cache = lofp.kv.Cache(2, 16, Hk, D, format="bf16")
     k = rng.standard_normal((N, Hk, D)).astype(np.float32)
     v = rng.standard_normal((N, Hk, D)).astype(np.float32)
     cache.store(k, v, np.arange(N))

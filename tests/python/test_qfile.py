@@ -1,7 +1,7 @@
 """lofp tensor files through the Python package: lofp.load and lofp.save go through the C library's
 one owner of the "lofp:NAME" convention (lofp/qfile.h), so a file whose metadata lies about its
 stored tensors is refused with the file and tensor named (the hostile files of
-tests/cli/qfile_hostile.py, issue 23 (d)), and the metadata bytes stay those lofp has always
+tests/cli/qfile_hostile.py: wrong shapes, scale layouts, padded K, sizes that overflow), and the metadata bytes stay those lofp has always
 written."""
 import importlib.util
 import os

@@ -76,7 +76,7 @@ static lofp_status oracle_quantize(const lofp_scheme *s, lofp_dtype dt, const vo
         size_t b = fam->quant_row(s, row, kp, global, (uint64_t)r * kp, codes + r * crb, scales + r * nb);
         bad += b;
         /* finite input that still made non-finite blocks (a rotation overflowed): reported at the
-         * first such row's largest magnitude, when the input has no NaN/Inf (issue 11) */
+         * first such row's largest magnitude, when the input has no NaN/Inf, so the caller learns where the overflow is */
         if (b && !had_nonfinite && !overflow) {
             size_t arg = 0;
             float m = -1.0f;

@@ -63,7 +63,7 @@ class PackageBackend:
         n, hk, _ = k.shape
         bs = 64
         nblocks = (n + bs - 1) // bs
-        cache = self.mod.kv.Cache(nblocks, bs, hk, d, dtype=kv)
+        cache = self.mod.kv.Cache(nblocks, bs, hk, d, format=kv)
         cache.store(k, v, np.arange(n, dtype=np.int64))
         threads = self.threads or min(os.cpu_count() or 1, 8)
         if causal:

@@ -61,7 +61,7 @@ static void decode_all(const lofp_attn_geom *G, const uint8_t *const *tokp, size
         for (size_t hk = 0; hk < nh; hk++) {
             const uint8_t *s = tokp[t] + (h0 + hk) * G->slot;
             float *kd = Kf + (hk * T + t) * D, *vd = Vf + (hk * T + t) * D;
-            if (G->dtype == LOFP_KV_BF16) {
+            if (G->format == LOFP_KV_BF16) {
                 bf16_dec256(s + G->k_off, D, kd);
                 bf16_dec256(s + G->v_off, D, vd);
             } else {
@@ -166,7 +166,7 @@ void lofp_attn_x86_run_task(const kern_t *k, const lofp_attn_geom *G, const lofp
     const size_t D = G->D, T = G->tile, g = G->g, Hq = G->Hq;
     const size_t R = (size_t)t->qn * g; /* rows per KV head */
     const size_t nh = t->h1 - t->h0;
-    const int uq = G->dtype == LOFP_KV_ULTRAQUANT;
+    const int uq = G->format == LOFP_KV_ULTRAQUANT;
     scratch_t s;
     scratch_split(G, raw, R, &s);
     float **acc = s.acc; /* record of each row of the current head */

@@ -33,7 +33,7 @@ static void decode_all512(const lofp_attn_geom *G, const uint8_t *const *tokp, s
         for (size_t hk = 0; hk < nh; hk++) {
             const uint8_t *s = tokp[t] + (h0 + hk) * G->slot;
             float *kd = Kf + (hk * T + t) * D, *vd = Vf + (hk * T + t) * D;
-            if (G->dtype == LOFP_KV_BF16) {
+            if (G->format == LOFP_KV_BF16) {
                 for (size_t d = 0; d < D; d += 16) {
                     __m512i wk = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(s + G->k_off + 2 * d)));
                     __m512i wv = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(s + G->v_off + 2 * d)));
@@ -626,7 +626,7 @@ static const kern_t k_avx512 = { decode_all512, scores512, pv512, perm64, 64, uq
 void lofp_attn_task_avx512(const lofp_attn_geom *G, const lofp_attn_task *t, void *raw)
 {
     if (G->D < 64) lofp_attn_task_avx2(G, t, raw); /* one group per head: nothing to pair */
-    else if (G->dtype == LOFP_KV_ULTRAQUANT && G->D >= 128) run_task_uq512(G, t, raw);
+    else if (G->format == LOFP_KV_ULTRAQUANT && G->D >= 128) run_task_uq512(G, t, raw);
     else lofp_attn_x86_run_task(&k_avx512, G, t, raw);
 }
 #else
