@@ -311,6 +311,8 @@ def lofp_quantize_all(backend, weights: dict, scheme: str, method: str, hessians
             out[name] = backend.fake_quant(w, scheme)
             continue
         kw = {"pad": True, "method": method}
+        if backend.threads is not None:
+            kw["threads"] = backend.threads
         if method == "gptq":
             kw.update(hessian=hessians[name], damp=LOFP_GPTQ["damp"],
                       act_order=LOFP_GPTQ["act_order"])
@@ -469,6 +471,9 @@ def main(argv=None) -> int:
     log(f"lofp model from {gguf}")
     model = LlamaGGUF(gguf, name="smollm2-135m")
     backend = get_backend()
+    # lofp's own default is one thread below 2^20 elements (every SmolLM2 matrix): the timed rows
+    # get the same threads as torch.
+    backend.threads = args.threads or os.cpu_count() or 1
     calib, calib_src, windows = "", "-", [[]]
     if not args.check_only:
         calib, calib_src = calibration_text(args.calib_text)
@@ -509,7 +514,10 @@ def main(argv=None) -> int:
     has_method = lofp_has_method()
     hessians, hnote = (None, "pending: lofp.quantize has no method argument yet")
     if has_method:
-        hessians, hnote = lofp_hessians(args, model, calib, windows)
+        try:
+            hessians, hnote = lofp_hessians(args, model, calib, windows)
+        except Exception as e:  # noqa: BLE001 - reported in the gptq rows, the others still run
+            hessians, hnote = None, f"failed: lofp calibration: {type(e).__name__}: {e}"
 
     for f in fmts:
         # lofp RTN, and mse / gptq where this lofp has them.
