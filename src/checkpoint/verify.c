@@ -191,7 +191,8 @@ lofp_status lofp_verify_tensor(lofp_scheme_id id, uint32_t block, lofp_dtype dt,
     else if (res->matched)
         snprintf(res->summary, sizeof res->summary, "%s%s%s numerics, but%s", lofp_profile_name(res->profile), rule ? " " : "", rule ? rule : "", what + 1);
     else
-        snprintf(res->summary, sizeof res->summary, "no producer reproduces it; closest %s%s%s: %zu code bytes, %zu scale bytes%s differ%s",
+        snprintf(res->summary, sizeof res->summary, "no producer reproduces it (not round-to-nearest: a calibrated method such as GPTQ or MSE "
+                 "writes such tensors, and so does a corrupted one); closest %s%s%s: %zu code bytes, %zu scale bytes%s differ%s",
                  lofp_profile_name(res->profile), rule ? " " : "", rule ? rule : "", res->code_diff, res->scale_diff,
                  res->global_diff ? " and the per-tensor scale" : "", what);
     return res->matched ? LOFP_OK : LOFP_ERR_MISMATCH;
