@@ -73,7 +73,7 @@ LHD float fabs_(float a) { return u2f(f2u(a) & 0x7FFFFFFFu); }
 LHD bool is_finite_bits(uint32_t u) { return (u & 0x7F800000u) != 0x7F800000u; }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Minifloat traits (the rows of src/traits.c that the kernels need)                         */
+/* Element codecs: the shared ones (src/core/element_codec.h), then the kernels' faster forms */
 /* ---------------------------------------------------------------------------------------- */
 
 /* the lofp_rounding and lofp_elem values, as plain ints for template arguments */
@@ -128,6 +128,7 @@ LHD uint32_t minifloat_mag32(const MF &tr, uint32_t a, int mode)
     return ((uint32_t)(te - emin) << tr.mbits) + q + up;
 }
 
+/* encode_mf under SATURATE for the deterministic modes, over minifloat_mag32 */
 LHD uint32_t encode_mf32(const MF &tr, float x, int mode)
 {
     const uint32_t u = f2u(x);
