@@ -2,10 +2,15 @@
  *
  * Everything here is __host__ __device__ so that the host-side unit test (tests/cuda/test_codec_host.cu,
  * which runs without a GPU) can check each helper against the CPU library on millions of inputs.
- * The arithmetic is a line-by-line port of src/element.c, src/quant_mx.c, src/quant_nvfp4.c and
- * src/quant_uq.c: every fp32 operation is an explicit round-to-nearest intrinsic on the device
- * (__fmul_rn, __fadd_rn, __fdiv_rn, __fmaf_rn) and the files are built with -fmad=false, so no
- * contraction can change a bit. Narrow-type encodes are integer code (sm_90 has no FP4/E8M0 cvt).
+ * The per-element codecs are not ported: they are the C library's own, from
+ * src/core/element_codec.h (compiled here as __host__ __device__), wrapped below under the names
+ * the kernels use. What remains here is the per-block arithmetic of src/quant (quant_mx.c,
+ * quant_nvfp4.c, quant_uq.c) and the kernels' faster formulations of some codecs (fewer or
+ * 32-bit operations, fp32 or packed-half tricks): each says why it exists and that the shared
+ * codec is its oracle, and tests/cuda/test_codec_host.cu checks it against lofp_encode. Every
+ * fp32 operation is an explicit round-to-nearest intrinsic on the device (__fmul_rn, __fadd_rn,
+ * __fdiv_rn, __fmaf_rn) and the files are built with -fmad=false, so no contraction can change a
+ * bit. Narrow-type encodes are integer code (sm_90 has no FP4/E8M0 cvt).
  */
 #ifndef LOFP_CUDA_DEVICE_CUH
 #define LOFP_CUDA_DEVICE_CUH
@@ -13,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+
+#include "core/element_codec.h"
 
 #if defined(__CUDACC__)
 #define LHD __host__ __device__ __forceinline__
@@ -66,93 +73,40 @@ LHD float fabs_(float a) { return u2f(f2u(a) & 0x7FFFFFFFu); }
 LHD bool is_finite_bits(uint32_t u) { return (u & 0x7F800000u) != 0x7F800000u; }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Minifloat traits (the rows of src/traits.c that the kernels need)                         */
+/* Element codecs: the shared ones (src/core/element_codec.h), then the kernels' faster forms */
 /* ---------------------------------------------------------------------------------------- */
 
-enum { R_RNE = 0, R_TTZ = 1, R_TAWAY = 2, R_STOCH = 3 };
-enum { T_E2M1 = 1, T_E2M3 = 2, T_E3M2 = 3, T_E4M3 = 4, T_E5M2 = 5, T_E8M0 = 6, T_UE4M3 = 7,
-       T_MXINT8 = 8, T_BF16 = 9, T_FP16 = 10 };
+/* the lofp_rounding and lofp_elem values, as plain ints for template arguments */
+enum { R_RNE = (int)LOFP_RNE, R_TTZ = (int)LOFP_TIES_TO_ZERO, R_TAWAY = (int)LOFP_TIES_AWAY,
+       R_STOCH = (int)LOFP_STOCHASTIC };
+enum { T_E2M1 = (int)LOFP_ELEM_E2M1, T_E2M3 = (int)LOFP_ELEM_E2M3, T_E3M2 = (int)LOFP_ELEM_E3M2,
+       T_E4M3 = (int)LOFP_ELEM_E4M3, T_E5M2 = (int)LOFP_ELEM_E5M2, T_E8M0 = (int)LOFP_ELEM_E8M0,
+       T_UE4M3 = (int)LOFP_ELEM_UE4M3, T_MXINT8 = (int)LOFP_ELEM_MXINT8, T_BF16 = (int)LOFP_ELEM_BF16,
+       T_FP16 = (int)LOFP_ELEM_FP16 };
 
-struct MF {
-    int mbits, bias, emax_binade;
-    uint32_t max_code, sign_bit, overflow_code, nan_code;
-    int nan_keeps_sign;
-};
+/* The shared codec's minifloat row (src/core/element_codec.h); T_* equal the lofp_elem values. */
+typedef lofp_ec_minifloat MF;
+LHD MF mf_of(int t) { return lofp_ec_minifloat_of(t); }
 
-LHD MF mf_of(int t)
-{
-    switch (t) {
-    case T_E2M1: return MF{1, 1, 2, 0x7u, 0x8u, 0u, 0u, 1};
-    case T_E2M3: return MF{3, 1, 2, 0x1Fu, 0x20u, 0u, 0u, 1};
-    case T_E3M2: return MF{2, 3, 4, 0x1Fu, 0x20u, 0u, 0u, 1};
-    case T_E4M3: return MF{3, 7, 8, 0x7Eu, 0x80u, 0x7Fu, 0x7Fu, 1};
-    case T_E5M2: return MF{2, 15, 15, 0x7Bu, 0x80u, 0x7Cu, 0x7Eu, 1};
-    case T_UE4M3: return MF{3, 7, 8, 0x7Eu, 0x80u, 0u, 0x7Fu, 0};
-    case T_BF16: return MF{7, 127, 127, 0x7F7Fu, 0x8000u, 0x7F80u, 0x7FC0u, 1};
-    default: /* T_FP16 */ return MF{10, 15, 15, 0x7BFFu, 0x8000u, 0x7C00u, 0x7E00u, 1};
-    }
-}
-
-/* element.c round_up() */
+/* The shared codecs under the names the kernels use. */
 LHD int round_up(int mode, uint64_t q, uint64_t rem, unsigned shift, uint32_t rbits)
 {
-    if (rem == 0) return 0;
-    if (shift > 64) return mode == R_STOCH ? rbits == 0 : 0;
-    uint64_t half = (uint64_t)1 << (shift - 1);
-    switch (mode) {
-    case R_RNE: return rem > half || (rem == half && (q & 1));
-    case R_TTZ: return rem > half;
-    case R_TAWAY: return rem >= half;
-    default:
-        if (shift <= 32) return ((uint64_t)rbits << shift) < (rem << 32) ? 1 : 0;
-        return ((uint64_t)rbits << (shift - 32)) < rem;
-    }
+    return lofp_ec_round_up(mode, q, rem, shift, rbits);
 }
-
-/* element.c minifloat_mag() */
 LHD uint32_t minifloat_mag(const MF &tr, uint32_t a, int mode, uint32_t rbits)
 {
-    if (a == 0) return 0;
-    int ex = (int)(a >> 23);
-    uint64_t sig = a & 0x7FFFFFu;
-    if (ex == 0) ex = 1;
-    else sig |= 0x800000u;
-    ex -= 127;
-    const int mbits = tr.mbits;
-    const int emin = 1 - tr.bias;
-    if (ex > tr.emax_binade + 1) return tr.max_code + 1;
-    int te = ex > emin ? ex : emin;
-    unsigned shift = (unsigned)((te - mbits) - (ex - 23));
-    uint64_t q, rem;
-    if (shift >= 64) { q = 0; rem = sig; }
-    else { q = sig >> shift; rem = sig & (((uint64_t)1 << shift) - 1); }
-    q += (uint64_t)round_up(mode, q, rem, shift, rbits);
-    uint64_t code = ((uint64_t)(te - emin) << mbits) + q;
-    return code > 0xFFFFFFu ? 0xFFFFFFu : (uint32_t)code;
+    return lofp_ec_minifloat_mag(&tr, a, mode, rbits);
 }
-
-/* element.c encode_minifloat(); ieee = LOFP_IEEE overflow policy */
+/* ieee: the LOFP_IEEE overflow policy, else LOFP_SATURATE */
 LHD uint32_t encode_mf(const MF &tr, float x, int mode, bool ieee, uint32_t rbits)
 {
-    uint32_t u = f2u(x);
-    uint32_t sign = (u >> 31) ? tr.sign_bit : 0;
-    uint32_t a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return tr.nan_code ? (tr.nan_code | (tr.nan_keeps_sign ? sign : 0)) : 0;
-    if (a == 0x7F800000u) {
-        if (ieee && tr.overflow_code) return tr.overflow_code | sign;
-        return tr.max_code | sign;
-    }
-    uint32_t mag = minifloat_mag(tr, a, mode, rbits);
-    if (mag > tr.max_code) {
-        if (ieee && tr.overflow_code) return tr.overflow_code | sign;
-        mag = tr.max_code;
-    }
-    return mag | sign;
+    return lofp_ec_encode_minifloat(&tr, x, mode, ieee ? LOFP_IEEE : LOFP_SATURATE, rbits);
 }
 
-
 /* 32-bit version of minifloat_mag for the deterministic modes (RNE, ties-to-zero, ties-away):
- * the same result (when every dropped bit is below half an ulp, nothing rounds up). */
+ * the same result (when every dropped bit is below half an ulp, nothing rounds up). Kept beside
+ * the shared codec because 64-bit shifts and compares cost the integer pipe two or more
+ * instructions each on the GPU; the shared minifloat_mag is its oracle (test_codec_host). */
 LHD uint32_t minifloat_mag32(const MF &tr, uint32_t a, int mode)
 {
     if (a == 0) return 0;
@@ -174,6 +128,7 @@ LHD uint32_t minifloat_mag32(const MF &tr, uint32_t a, int mode)
     return ((uint32_t)(te - emin) << tr.mbits) + q + up;
 }
 
+/* encode_mf under SATURATE for the deterministic modes, over minifloat_mag32 */
 LHD uint32_t encode_mf32(const MF &tr, float x, int mode)
 {
     const uint32_t u = f2u(x);
@@ -186,6 +141,7 @@ LHD uint32_t encode_mf32(const MF &tr, float x, int mode)
     return mag | sign;
 }
 
+/* 32-bit MXINT8 for the deterministic modes, for the same reason; oracle: encode_mxint8. */
 LHD uint32_t encode_mxint8_32(float x, int mode)
 {
     const uint32_t u = f2u(x), a = u & 0x7FFFFFFFu;
@@ -387,37 +343,17 @@ LHD float ue4m3_value(uint32_t code)
     return fmul((float)code, 0x1p-9f);
 }
 
-/* element.c encode_ue4m3() (SATURATE) */
+/* UE4M3 under RNE, SATURATE (the shared codec) */
 LHD uint32_t encode_ue4m3_rne(float x)
 {
-    uint32_t u = f2u(x);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7F;
-    if (u >> 31) return 0;
-    return encode_mf(mf_of(T_UE4M3), x, R_RNE, false, 0);
+    const MF mf = mf_of(T_UE4M3);
+    return lofp_ec_encode_ue4m3(&mf, x, LOFP_RNE, LOFP_SATURATE, 0);
 }
 
-/* element.c encode_mxint8() */
+/* MXINT8 (the shared codec) */
 LHD uint32_t encode_mxint8(float x, int mode, uint32_t rbits)
 {
-    uint32_t u = f2u(x);
-    uint32_t a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return 0;
-    uint32_t k;
-    if (a >= 0x43000000u) k = 127;
-    else if (a == 0) k = 0;
-    else {
-        int ex = (int)(a >> 23);
-        uint64_t sig = a & 0x7FFFFFu;
-        if (ex == 0) ex = 1; else sig |= 0x800000u;
-        unsigned shift = (unsigned)(144 - ex);
-        uint64_t q, rem;
-        if (shift >= 64) { q = 0; rem = sig; }
-        else { q = sig >> shift; rem = sig & (((uint64_t)1 << shift) - 1); }
-        q += (uint64_t)round_up(mode, q, rem, shift, rbits);
-        k = q > 127 ? 127 : (uint32_t)q;
-    }
-    int v = (u >> 31) ? -(int)k : (int)k;
-    return (uint32_t)(uint8_t)(int8_t)v;
+    return lofp_ec_encode_mxint8(x, mode, rbits);
 }
 
 /* Block-element encode under SATURATE for every element type of the MX/NVFP4 families. */
@@ -455,37 +391,20 @@ LHD uint32_t e2m1_mag_fast(float a, int mode)
 /* Decoding (exact)                                                                          */
 /* ---------------------------------------------------------------------------------------- */
 
-LHD float ldexp_small(uint32_t m, int e) /* m * 2^e, exact for m < 2^24 and a normal/subnormal result */
-{
-    /* build 2^e (e in [-149, 127]) as bits and multiply: exact because m has <= 11 bits here */
-    float p = e >= -126 ? u2f((uint32_t)(e + 127) << 23) : u2f(1u << (e + 149));
-    return fmul((float)m, p);
-}
 
-/* element.c decode_minifloat() for the block element types and fp16 */
+/* The shared minifloat decoder for the block element types and fp16 (code masked as lofp_decode
+ * masks it) */
 LHD float decode_mf(int t, uint32_t code)
 {
-    MF tr = mf_of(t);
-    const int mbits = tr.mbits;
-    int bias = tr.bias;
-    bool has_inf = (t == T_E5M2 || t == T_BF16 || t == T_FP16);
+    const MF tr = mf_of(t);
     if (t == T_UE4M3) code &= 0x7F;
     else code &= (tr.sign_bit << 1) - 1;
-    uint32_t sign = (code & tr.sign_bit) ? 0x80000000u : 0;
-    uint32_t mag = code & (tr.sign_bit - 1);
-    if (tr.nan_code && (mag == tr.nan_code || (has_inf && mag > tr.overflow_code)))
-        return u2f(sign | 0x7FC00000u);
-    if (has_inf && mag == tr.overflow_code) return u2f(sign | 0x7F800000u);
-    uint32_t e = mag >> mbits, m = mag & ((1u << mbits) - 1);
-    float v;
-    if (e == 0) v = ldexp_small(m, 1 - bias - mbits);
-    else v = ldexp_small((1u << mbits) | m, (int)e - bias - mbits);
-    return u2f(f2u(v) | sign);
+    return lofp_ec_decode_minifloat(&tr, code);
 }
 
 LHD float decode_elem(int t, uint32_t code)
 {
-    if (t == T_MXINT8) return fmul((float)(int8_t)(uint8_t)code, 0.015625f);
+    if (t == T_MXINT8) return lofp_ec_decode_mxint8(code);
     return decode_mf(t, code);
 }
 
@@ -499,11 +418,9 @@ LHD float e2m1_value(uint32_t code)
     return u2f(bits | ((code & 8u) << 28));
 }
 
-LHD float e8m0_value(uint32_t b) /* E8M0 as lofp_decode: 0 -> 2^-127, 0xFF -> NaN */
+LHD float e8m0_value(uint32_t b) /* E8M0 as lofp_decode: 0 -> 2^-127, 0xFF -> NaN (b < 256) */
 {
-    if (b == 0xFF) return u2f(0x7FC00000u);
-    if (b == 0) return u2f(0x00400000u);
-    return u2f(b << 23);
+    return lofp_ec_decode_e8m0(b);
 }
 
 /* NVFP4 dequantize without a division per element: y = fl(fl(v * sv) / global) for an E2M1 value
@@ -528,14 +445,8 @@ LHD float nvfp4_dq_value(uint32_t code, float b1, float b3)
 }
 
 
-/* element.c lofp_fp32_to_bf16() */
-LHD uint16_t f32_to_bf16(float x)
-{
-    uint32_t u = f2u(x);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(((u >> 16) & 0x8000u) | 0x7FC0u);
-    u += 0x7FFFu + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
+/* lofp_fp32_to_bf16() (the shared codec) */
+LHD uint16_t f32_to_bf16(float x) { return lofp_ec_fp32_to_bf16(x); }
 LHD uint16_t f32_to_f16(float x) { return (uint16_t)encode_mf(mf_of(T_FP16), x, R_RNE, true, 0); }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -16,6 +16,8 @@ usage: layering.py SRC_DIR OBJ_DIR
 5. The front ends: cli/ and python/ include only public headers (lofp/*.h) and files of their own
    folder; fuzz/ includes nothing of cli/; no Python file of the package starts a process (it never
    runs the lofp command).
+6. The CUDA backend: cuda/ includes public headers, files of its own folder and, of src/, only
+   core/element_codec.h (the element codecs the CPU library and the kernels share).
 Exits 1 and names each violation (file, include or symbol) when a rule is broken.
 """
 import os
@@ -37,7 +39,7 @@ USES = {
 }
 # The headers a component offers the others; everything else in its folder is its own business.
 INTERFACE = {
-    "core/core.h", "core/traits.h",
+    "core/core.h", "core/traits.h", "core/element_codec.h",
     "runtime/cpu_features.h", "runtime/threadpool.h",
     "io/atomic.h", "io/json.h", "io/sbuf.h",
 }
@@ -127,7 +129,15 @@ def front_end_errors(rel, text, beside):
                 errors.append(f"{rel}: includes \"{inc}\"; a front end uses the public headers (lofp/*.h) only")
         elif top == "fuzz" and (inc.startswith("cli/") or "../cli/" in inc or inc in CLI_HEADERS):
             errors.append(f"{rel}: includes \"{inc}\" of the lofp command; fuzz harnesses use the library")
+        elif top == "cuda":
+            if not (inc.startswith("lofp/") or inc in CUDA_SHARED or ("/" not in inc and beside(inc))):
+                errors.append(f"{rel}: includes \"{inc}\"; cuda/ uses the public headers, its own "
+                              f"files and, of src/, only {', '.join(sorted(CUDA_SHARED))}")
     return errors
+
+
+# The library headers the CUDA backend compiles too (rule 6).
+CUDA_SHARED = {"core/element_codec.h"}
 
 
 CLI_HEADERS = set()
@@ -135,11 +145,11 @@ CLI_HEADERS = set()
 
 def check_front_ends(root, errors):
     CLI_HEADERS.update(f for f in os.listdir(os.path.join(root, "cli")) if f.endswith(".h"))
-    for top in ("cli", "python", "fuzz"):
+    for top in ("cli", "python", "fuzz", "cuda"):
         for d, dirs, files in os.walk(os.path.join(root, top)):
             dirs[:] = [x for x in dirs if not x.startswith(".") and x != "__pycache__"]
             for f in files:
-                if not f.endswith((".c", ".h", ".py")):
+                if not f.endswith((".c", ".h", ".py", ".cu", ".cuh")):
                     continue
                 path = os.path.join(d, f)
                 rel = os.path.relpath(path, root).replace(os.sep, "/")
@@ -307,6 +317,8 @@ def self_test():
     CLI_HEADERS.add("qtensor.h")
     assert len(front_end_errors("fuzz/fuzz_q.c", '#include "qtensor.h"\n', beside)) == 1
     assert len(front_end_errors("fuzz/fuzz_q.c", '#include "../cli/cli.h"\n', beside)) == 1
+    assert front_end_errors("cuda/q.cu", '#include "core/element_codec.h"\n#include "lofp/lofp.h"\n', beside) == []
+    assert len(front_end_errors("cuda/q.cu", '#include "core/traits.h"\n', beside)) == 1
     print("layering: self-test ok")
     return 0
 

@@ -98,6 +98,39 @@ static void test_encoders(void)
     }
 }
 
+/* The device's minifloat rows (lofp_ec_minifloat_of in src/core/element_codec.h: device code
+ * cannot read the traits table) against the CPU library's, which encodes and decodes through the
+ * traits table: every code decoded, and random and overflowing inputs encoded under both
+ * overflow policies and all four modes. */
+static void test_minifloat_rows(void)
+{
+    static const lofp_elem mf_types[] = {LOFP_ELEM_E2M1, LOFP_ELEM_E2M3, LOFP_ELEM_E3M2,
+                                         LOFP_ELEM_E4M3, LOFP_ELEM_E5M2, LOFP_ELEM_BF16,
+                                         LOFP_ELEM_FP16};
+    for (lofp_elem t : mf_types) {
+        const lofp_elem_info *info = lofp_elem_info_get(t);
+        const MF mf = mf_of((int)t);
+        EXPECT(info && (unsigned)mf.mbits == info->mbits && mf.bias == info->bias &&
+                   mf.max_code == info->max_code && (mf.has_inf != 0) == (info->has_inf != 0),
+               "minifloat row %d", (int)t);
+        const uint32_t ncodes = 1u << info->bits;
+        for (uint32_t c = 0; c < ncodes; c++) {
+            float a = lofp_decode(t, c), b = lofp_ec_decode_minifloat(&mf, c);
+            EXPECT(fb(a) == fb(b) || (isnan(a) && isnan(b)), "row decode %d %x", (int)t, c);
+        }
+        for (int ovf = 0; ovf < 2; ovf++)
+            for (int mode = 0; mode < 4; mode++)
+                for (int i = 0; i < 20000; i++) {
+                    const uint32_t u = (i & 1) ? (uint32_t)rnd() : fb((float)((unif() * 2 - 1) * 1e5));
+                    const uint32_t rb = (uint32_t)rnd();
+                    const uint32_t want = lofp_encode(t, bf(u), (lofp_rounding)mode, (lofp_overflow)ovf, rb);
+                    const uint32_t got = encode_mf(mf, bf(u), mode, ovf == LOFP_IEEE, rb);
+                    EXPECT(want == got, "row encode %d mode %d ovf %d x=%08x: cpu %x gpu %x",
+                           (int)t, mode, ovf, u, want, got);
+                }
+    }
+}
+
 static void test_fast_paths(void)
 {
     /* e2m1_rne_fast against the integer encoder */
@@ -666,6 +699,7 @@ int main(void)
     test_magic_encoders();
     test_nvfp4_dequant_bases();
     test_encoders();
+    test_minifloat_rows();
     test_e2m1_fast();
     test_fast_paths();
     test_nvfp4_emulation();
