@@ -55,7 +55,7 @@ HF_TO_GGUF_OTHER = {
 }
 LLMC_SCHEMES = {"nvfp4": "NVFP4A16", "mxfp4": "MXFP4A16"}
 # lofp's GPTQ settings for its rows (set from the command line in main).
-LOFP_GPTQ = {"damp": 0.01, "act_order": False}
+LOFP_GPTQ = {"damp": 0.01, "act_order": False, "mx_scale_rule": None}
 
 
 class BenchError(RuntimeError):
@@ -307,10 +307,13 @@ def lofp_quantize_all(backend, weights: dict, scheme: str, method: str, hessians
     import lofp
     out = {}
     for name, w in weights.items():
+        rule = LOFP_GPTQ["mx_scale_rule"] if scheme != "nvfp4" else None
         if method == "rtn":
-            out[name] = backend.fake_quant(w, scheme)
+            out[name] = backend.fake_quant(w, scheme, scale_rule=rule)
             continue
         kw = {"pad": True, "method": method}
+        if rule is not None:
+            kw["scale_rule"] = rule
         if backend.threads is not None:
             kw["threads"] = backend.threads
         if method == "gptq":
@@ -434,6 +437,9 @@ def build_parser():
     p.add_argument("--lofp-act-order", action="store_true",
                    help="lofp GPTQ with act_order (default off, lofp's default; llm-compressor's "
                         "default is its static activation ordering)")
+    p.add_argument("--lofp-mx-scale-rule", choices=["floor", "ceil", "even", "rceil"],
+                   default=None, help="MXFP4 scale rule of lofp's rows (default: the preset's, "
+                   "floor; llm-compressor's MXFP4 scales equal lofp's 'even')")
     p.add_argument("--lofp-calibration", metavar="FILE",
                    help="lofp calibration file (lofp calibrate, Hessians) for lofp's gptq rows")
     p.add_argument("--threads", type=int, default=None, help="torch / BLAS threads (default: all)")
@@ -455,7 +461,8 @@ def main(argv=None) -> int:
     from lofp.eval.llama_gguf import LlamaGGUF, package_file
     from lofp.eval import metrics, texts
 
-    LOFP_GPTQ.update(damp=args.gptq_damp, act_order=args.lofp_act_order)
+    LOFP_GPTQ.update(damp=args.gptq_damp, act_order=args.lofp_act_order,
+                     mx_scale_rule=args.lofp_mx_scale_rule)
     llmc_methods = [m.strip() for m in args.llmc_methods.split(",") if m.strip()]
     if args.no_llmc_rtn:
         llmc_methods = [m for m in llmc_methods if m != "rtn"]
@@ -532,6 +539,8 @@ def main(argv=None) -> int:
         # lofp RTN, and mse / gptq where this lofp has them.
         for method in ("rtn", "mse", "gptq"):
             row = {"format": f, "method": method, "tool": "lofp"}
+            if f != "nvfp4" and args.lofp_mx_scale_rule:
+                row["tool"] = f"lofp (scale rule {args.lofp_mx_scale_rule})"
             if method == "gptq":
                 row["lofp_gptq"] = dict(LOFP_GPTQ)
             if method != "rtn" and not has_method:
