@@ -459,7 +459,7 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     from lofp.eval.backend import get_backend
     from lofp.eval.llama_gguf import LlamaGGUF, package_file
-    from lofp.eval import metrics, texts
+    from lofp.eval import metrics
 
     LOFP_GPTQ.update(damp=args.gptq_damp, act_order=args.lofp_act_order,
                      mx_scale_rule=args.lofp_mx_scale_rule)
