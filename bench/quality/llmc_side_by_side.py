@@ -311,14 +311,16 @@ def lofp_quantize_all(backend, weights: dict, scheme: str, method: str, hessians
         if method == "rtn":
             out[name] = backend.fake_quant(w, scheme, scale_rule=rule)
             continue
-        kw = {"pad": True, "method": method}
+        kw = {"pad": True, "method": "gptq" if method == "gptq+mse" else method}
         if rule is not None:
             kw["scale_rule"] = rule
         if backend.threads is not None:
             kw["threads"] = backend.threads
-        if method == "gptq":
+        if method in ("gptq", "gptq+mse"):
             kw.update(hessian=hessians[name], damp=LOFP_GPTQ["damp"],
                       act_order=LOFP_GPTQ["act_order"])
+        if method == "gptq+mse":
+            kw["mse_scales"] = True   # each block's scale by the weighted MSE search
         q = lofp.quantize(np.ascontiguousarray(w, np.float32), scheme, **kw)
         out[name] = np.asarray(lofp.dequantize(q, dtype="float32"), np.float32)
     return out
@@ -537,15 +539,15 @@ def main(argv=None) -> int:
 
     for f in fmts:
         # lofp RTN, and mse / gptq where this lofp has them.
-        for method in ("rtn", "mse", "gptq"):
+        for method in ("rtn", "mse", "gptq", "gptq+mse"):
             row = {"format": f, "method": method, "tool": "lofp"}
             if f != "nvfp4" and args.lofp_mx_scale_rule:
                 row["tool"] = f"lofp (scale rule {args.lofp_mx_scale_rule})"
-            if method == "gptq":
+            if method.startswith("gptq"):
                 row["lofp_gptq"] = dict(LOFP_GPTQ)
             if method != "rtn" and not has_method:
                 row["note"] = "pending (lofp.quantize has no method argument yet)"
-            elif method == "gptq" and hessians is None:
+            elif method.startswith("gptq") and hessians is None:
                 row["note"] = hnote
             else:
                 log(f"lofp {method} {f}")
