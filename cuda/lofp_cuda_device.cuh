@@ -33,26 +33,9 @@ namespace lofpcu {
 /* fp32 primitives with one rounding each                                                    */
 /* ---------------------------------------------------------------------------------------- */
 
-LHD uint32_t f2u(float f)
-{
-#if defined(__CUDA_ARCH__)
-    return __float_as_uint(f);
-#else
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-#endif
-}
-LHD float u2f(uint32_t u)
-{
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(u);
-#else
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-#endif
-}
+/* the bit casts of the shared codec header (core/element_codec.h) */
+LHD uint32_t f2u(float f) { return lofp_ec_f32_bits(f); }
+LHD float u2f(uint32_t u) { return lofp_ec_bits_f32(u); }
 #if defined(__CUDA_ARCH__)
 LHD float fmul(float a, float b) { return __fmul_rn(a, b); }
 LHD float fadd(float a, float b) { return __fadd_rn(a, b); }

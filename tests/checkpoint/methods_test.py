@@ -20,7 +20,6 @@ usage: methods_test.py LOFP_BINARY       prints 'N passed, M failed'
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import traceback
@@ -34,6 +33,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "quant"))
 import ckpt_models as cm  # noqa: E402
 import gptq_oracle as oracle  # noqa: E402
+import ckpt_test  # noqa: E402
 from ckpt_test import E2M1, get, load_dir, unpack_fp4  # noqa: E402
 
 LOFP = None
@@ -46,14 +46,9 @@ LINEARS = {"self_attn.q_proj": (cm.H, cm.H), "self_attn.k_proj": (cm.KV, cm.H),
 
 
 def run(*args, ok=True):
-    p = subprocess.run([LOFP, *args], capture_output=True, text=True)
-    if "Sanitizer" in p.stderr or "runtime error:" in p.stderr:
-        raise AssertionError(f"lofp {' '.join(args)}: sanitizer report:\n{p.stderr}")
-    if ok and p.returncode != 0:
-        raise AssertionError(f"lofp {' '.join(args)} failed:\n{p.stderr}")
-    if not ok and p.returncode == 0:
-        raise AssertionError(f"lofp {' '.join(args)} succeeded but should have failed")
-    return p
+    """ckpt_test's runner of the lofp command (sanitizer reports fail the test)."""
+    ckpt_test.LOFP = LOFP
+    return ckpt_test.run(*args, ok=ok)
 
 
 def dense_model(path):
