@@ -15,7 +15,10 @@ Implementations (imported only when asked for):
   lofp         this package: every family, every producer profile.
   ml_dtypes    element cases of its float types under rne rounding and its own (ieee) overflow.
   gguf         gguf-py's MXFP4 quantizer (gguf.quants) against the ggml profile's MXFP4 rows.
-  torchao, compressed-tensors   detected and reported; no adapter is written yet.
+  torchao      torchao's MX (to_mx, every scale rule) and NVFP4 (NVFP4Tensor) quantizers against
+               the torchao profile's rows; its FP4/FP6 element casts.
+  compressed-tensors   its NVFP4 weight path (generate_gparam, compute_dynamic_scales_and_zp,
+               quantize, pack_fp4_to_uint8) against the compressed-tensors profile's rows.
 """
 from __future__ import annotations
 
@@ -381,30 +384,188 @@ class GgufImpl(Impl):
                 t.fail("block", f"{c['id']} [ggml]: {diff}")
 
 
-class _Detected(Impl):
-    """A library whose adapter is not written: reported as installed or not, nothing run."""
+def _dist_version(dist: str) -> str:
+    try:
+        from importlib.metadata import version
+        return version(dist)
+    except Exception:
+        return "?"
 
-    def __init__(self, name: str, module: str, dist: str) -> None:
-        import importlib.util
-        self.name = name
-        if importlib.util.find_spec(module) is None:
-            raise NotInstalled
-        self.dist = dist
+
+def _padded(c: dict, block: int) -> np.ndarray:
+    """The case's input as [rows, k rounded up to `block`]: the suite's padding is zeros, and the
+    producers' quantizers want whole blocks."""
+    rows, k = c["rows"], c["k"]
+    kp = -(-k // block) * block
+    x = np.zeros((rows, kp), dtype=np.float32)
+    x[:, :k] = _f32(c["x"]).reshape(rows, k)
+    return x
+
+
+def _u8hex(t: Any) -> str:
+    import torch
+    t = t.contiguous()
+    if t.dtype != torch.uint8:
+        t = t.view(torch.uint8)
+    return t.cpu().numpy().tobytes().hex()
+
+
+class _ProducerImpl(Impl):
+    """Runs a producer's own quantizer on the block lines that hold its profile's result
+    (expected[profile]) and compares codes, block scales and the per-tensor scale, each as the
+    producer stores it. A line whose expected status is `nonfinite` is not applicable: these
+    producers never refuse an input, lofp's profile refuses on their behalf."""
+    profile = ""
+
+    def quantize(self, c: dict) -> Optional[dict]:
+        raise NotImplementedError
+
+    def explain(self, c: dict, exp: dict, got: dict) -> Optional[str]:
+        return None
+
+    def run_block(self, cases: List[dict], t: Tally) -> None:
+        for c in cases:
+            n = len(c["expected"])
+            exp = c["expected"].get(self.profile)
+            if exp is None or exp["status"] != "ok":
+                t.skip("block", n)
+                continue
+            t.skip("block", n - 1)
+            try:
+                with np.errstate(all="ignore"):
+                    got = self.quantize(c)
+            except Exception as e:  # the producer raising on a valid input is a finding, not a crash
+                t.fail("block", f"{c['id']} [{self.profile}]: raised {type(e).__name__}: {str(e)[:120]}")
+                continue
+            if got is None:
+                t.skip("block")
+                continue
+            diff = _compare_result(exp, got)
+            if diff is None:
+                t.ok("block")
+                continue
+            q = self.explain(c, exp, got)
+            if q:
+                t.quirk("block", q)
+            else:
+                t.fail("block", f"{c['id']} [{self.profile}]: {diff}")
+
+
+class CompressedTensorsImpl(_ProducerImpl):
+    """compressed-tensors' NVFP4 (NVFP4A16 weights: tensor_group, group 16, FP8 E4M3 scales) as
+    its compressor writes a checkpoint: global scale by generate_gparam over the tensor's min and
+    max, block scales by compute_dynamic_scales_and_zp, elements by quantize() and packed by
+    pack_fp4_to_uint8; weight_scale is the scale cast to float8_e4m3fn. The per-tensor scale is
+    the encode multiplier G, the suite's direction for this profile."""
+    name = "compressed-tensors"
+    profile = "compressed-tensors"
+
+    def __init__(self) -> None:
+        try:
+            import torch
+            from compressed_tensors.compressors.nvfp4.helpers import pack_fp4_to_uint8
+            from compressed_tensors.quantization.lifecycle.forward import quantize
+            from compressed_tensors.quantization.quant_scheme import NVFP4A16
+            from compressed_tensors.quantization.utils.helpers import (compute_dynamic_scales_and_zp,
+                                                                       generate_gparam)
+        except ImportError:
+            raise NotInstalled from None
+        self.torch = torch
+        self.args = NVFP4A16["weights"]
+        self.pack, self.qfn = pack_fp4_to_uint8, quantize
+        self.scales_fn, self.gparam = compute_dynamic_scales_and_zp, generate_gparam
 
     def version(self) -> str:
-        from importlib.metadata import version
+        return _dist_version("compressed-tensors")
+
+    def quantize(self, c: dict) -> Optional[dict]:
+        if c["scheme"] != "nvfp4" or not c["two_level"]:
+            return None
+        torch = self.torch
+        x = torch.from_numpy(_padded(c, 16))
+        mn, mx = torch.aminmax(x)
+        gs = self.gparam(mn, mx)
+        scale, zp = self.scales_fn(x, self.args, module=None, global_scale=gs)
+        q = self.qfn(x=x, scale=scale, zero_point=zp, args=self.args, global_scale=gs)
+        g = int(np.float32(gs.float().reshape(-1)[0].item()).view(np.uint32))
+        return {"status": "ok", "codes": _u8hex(self.pack(q)),
+                "scales": _u8hex(scale.to(torch.float8_e4m3fn)), "global": f"0x{g:08x}"}
+
+
+class TorchaoImpl(_ProducerImpl):
+    """torchao's prototype MX and NVFP4 quantizers (eager, CPU): to_mx(x, elem, 32, mode) for
+    the MX lines under the line's scale rule (ScaleCalculationMode), NVFP4Tensor.to_nvfp4 for
+    NVFP4 (two-level with per_tensor_scale = per_tensor_amax_to_scale(amax), whose value is the
+    decode scale the suite holds for this profile). Element cases run through torchao's
+    f32_to_f4_unpacked / f32_to_f6_*_unpacked casts (round to nearest even, saturating)."""
+    name = "torchao"
+    profile = "torchao"
+
+    def __init__(self) -> None:
         try:
-            return version(self.dist)
-        except Exception:
-            return "?"
+            import torch
+            from torchao.prototype.mx_formats import kernels
+            from torchao.prototype.mx_formats.config import ScaleCalculationMode
+            from torchao.prototype.mx_formats.constants import DTYPE_FP6_E2M3, DTYPE_FP6_E3M2
+            from torchao.prototype.mx_formats.mx_tensor import to_mx
+            from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
+        except ImportError:
+            raise NotInstalled from None
+        self.torch, self.kernels, self.mode = torch, kernels, ScaleCalculationMode
+        self.to_mx, self.nvfp4, self.pts = to_mx, NVFP4Tensor, per_tensor_amax_to_scale
+        self.mx_dtypes = {"mxfp4": torch.float4_e2m1fn_x2, "mxfp6-e2m3": DTYPE_FP6_E2M3,
+                          "mxfp6-e3m2": DTYPE_FP6_E3M2, "mxfp8-e4m3": torch.float8_e4m3fn,
+                          "mxfp8-e5m2": torch.float8_e5m2}
+
+    def version(self) -> str:
+        return _dist_version("torchao")
+
+    def run_element(self, cases: List[dict], t: Tally) -> None:
+        # torchao's casts round to nearest even and saturate (lofp's saturate policy); they have
+        # no NaN (custom_fp_utils: "no special values"), so NaN inputs are not applicable.
+        casts = {"e2m1": self.kernels.f32_to_f4_unpacked, "e2m3": self.kernels.f32_to_f6_e2m3_unpacked,
+                 "e3m2": self.kernels.f32_to_f6_e3m2_unpacked}
+
+        def runnable(c: dict) -> bool:
+            xb = _bits(c["x"])
+            nan = (xb & 0x7F800000) == 0x7F800000 and (xb & 0x7FFFFF) != 0
+            return c["elem"] in casts and c["overflow"] == "saturate" and not nan
+
+        for c in cases:
+            t.skip("element", len(c["codes"]) + len(c.get("stochastic", {})) - (1 if runnable(c) else 0))
+        for elem, group in _group([c for c in cases if runnable(c)], lambda c: c["elem"]).items():
+            xb = np.array([_bits(c["x"]) for c in group], dtype=np.uint32)
+            got = casts[elem](self.torch.from_numpy(xb.view(np.float32).copy())).numpy().tolist()
+            for c, g in zip(group, got):
+                if g == _bits(c["codes"]["rne"]):
+                    t.ok("element")
+                else:
+                    t.fail("element", f"{c['id']} [rne]: got 0x{g:02x}, expected {c['codes']['rne']}")
+
+    def quantize(self, c: dict) -> Optional[dict]:
+        torch = self.torch
+        if c["scheme"] == "nvfp4":
+            x = torch.from_numpy(_padded(c, 16))
+            pts = self.pts(torch.max(torch.abs(x))) if c["two_level"] else None
+            t = self.nvfp4.to_nvfp4(x, per_tensor_scale=pts)
+            out = {"status": "ok", "codes": _u8hex(t.qdata), "scales": _u8hex(t.scale)}
+            if pts is not None:
+                out["global"] = f"0x{int(np.float32(pts.float().item()).view(np.uint32)):08x}"
+            return out
+        dt = self.mx_dtypes.get(c["scheme"])
+        if dt is None:
+            return None
+        x = torch.from_numpy(_padded(c, 32))
+        s, d = self.to_mx(x, dt, 32, getattr(self.mode, c["scale_rule"].upper()))
+        return {"status": "ok", "codes": _u8hex(d), "scales": _u8hex(s)}
 
 
 IMPLS: Dict[str, Callable[[], Impl]] = {
     "lofp": LofpImpl,
     "ml_dtypes": MlDtypesImpl,
     "gguf": GgufImpl,
-    "torchao": lambda: _Detected("torchao", "torchao", "torchao"),
-    "compressed-tensors": lambda: _Detected("compressed-tensors", "compressed_tensors", "compressed-tensors"),
+    "torchao": TorchaoImpl,
+    "compressed-tensors": CompressedTensorsImpl,
 }
 
 
@@ -431,8 +592,6 @@ def _report(manifest: dict, t: Tally, impl: Optional[Impl], name: str, max_list:
              f"implementation {name}" + (f" {impl.version()}" if impl else ": not installed")]
     if impl is None:
         return "\n".join(lines)
-    if isinstance(impl, _Detected):
-        lines.append("  installed, but this runner has no adapter for it: nothing was run")
     for f in FAMILIES:
         q = t.quirks[f]
         qs = ", ".join(f"{k} {v}" for k, v in sorted(q.items()))
