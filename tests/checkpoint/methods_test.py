@@ -168,6 +168,15 @@ def gptq_compressed_tensors():
             codes, scales = oracle.sweep(scheme, weights[n], u.astype(F32), perm, dead, b[n][3], 128)
             assert np.array_equal(codes, b[n][1]), f"{scheme} {n}: {int(np.sum(codes != b[n][1]))} codes differ from the oracle"
             assert np.array_equal(scales, b[n][2]), f"{scheme} {n}: {int(np.sum(scales != b[n][2]))} scales differ"
+    # --act-order and --damp reach the library: the oracle with the same options agrees
+    ao = os.path.join(TMP, "gptq_act_order")
+    run("convert", "--to", "compressed-tensors", "--scheme", "mxfp4", "--method", "gptq", "--act-order", "--damp",
+        "0.05", "--calibration", calib, src, ao, "--quiet")
+    c = decode_ct(ao, weights, "mxfp4")
+    n = "model.layers.0.self_attn.v_proj.weight"
+    u, perm, dead = oracle.prepare(mean_hessian(stats[n]), 0.05, True)
+    codes, scales = oracle.sweep("mxfp4", weights[n], u.astype(F32), perm, dead, F32(1), 128)
+    assert np.array_equal(codes, c[n][1]) and np.array_equal(scales, c[n][2]), f"act-order {n}: differs from the oracle"
 
 
 @test
