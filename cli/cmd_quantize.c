@@ -38,6 +38,13 @@ static void quantize_usage(FILE *f)
         "  --seed N             random bits for stochastic rounding\n"
         "  --include GLOB       quantize only matching tensor names (repeatable; each must match)\n"
         "  --exclude GLOB       never quantize matching names (repeatable)\n"
+        "  --method M           rtn (default) | mse (per-block scale search) | gptq (needs\n"
+        "                       --calibration); docs/QUALITY.md\n"
+        "  --calibration F      statistics named by IN's tensor names (lofp calibrate, or\n"
+        "                       llama.cpp's imatrix.gguf for mse); --imatrix F is the same\n"
+        "  --damp X             gptq damping (default 0.01)\n"
+        "  --act-order          gptq: columns by descending diag H\n"
+        "  --mse-scales         gptq: block scales by the weighted MSE search\n"
         "  --threads N          worker threads (results do not depend on it)\n"
         "  --chunk-mib N        input read per step (default 4)\n");
 }
@@ -57,7 +64,9 @@ int lofp_cmd_quantize(int argc, char **argv)
     const char *scheme_name = NULL, *rounding = NULL, *rule = NULL, *layout_name = "linear", *profile = NULL;
     long block = 0, threads = 1, pad_byte = -1, chunk_mib = 4;
     int one_level = 0, no_rotate = 0, pad = 0, propagate = 0, dense = 0, have_c = 0, have_seed = 0;
-    double c = 0.156;
+    double c = 0.156, damp = 0;
+    const char *method_name = "rtn", *calibration = NULL;
+    int act_order = 0, mse_scales = 0;
     uint64_t seed = 0;
     int argn = argc > 0 ? argc : 1;
     char **inc = calloc((size_t)argn, sizeof *inc), **exc = calloc((size_t)argn, sizeof *exc);
@@ -87,6 +96,14 @@ int lofp_cmd_quantize(int argc, char **argv)
         else if (!strcmp(a, "--include") && more) inc[ninc++] = argv[++i];
         else if (!strcmp(a, "--exclude") && more) exc[nexc++] = argv[++i];
         else if (!strcmp(a, "--threads") && more) OPTFAIL(cli_parse_long("quantize", "--threads", argv[++i], 1, 256, &threads));
+        else if (!strcmp(a, "--method") && more) method_name = argv[++i];
+        else if ((!strcmp(a, "--calibration") || !strcmp(a, "--imatrix")) && more) {
+            if (calibration) { rc = cli_error("quantize", "give one statistics file (--calibration or --imatrix)"); goto done_args; }
+            calibration = argv[++i];
+        }
+        else if (!strcmp(a, "--damp") && more) OPTFAIL(cli_parse_float("quantize", "--damp", argv[++i], 1, &damp));
+        else if (!strcmp(a, "--act-order")) act_order = 1;
+        else if (!strcmp(a, "--mse-scales")) mse_scales = 1;
         else if (!strcmp(a, "--chunk-mib") && more) OPTFAIL(cli_parse_long("quantize", "--chunk-mib", argv[++i], 1, 4096, &chunk_mib));
         else if (a[0] == '-' && a[1]) { quantize_usage(stderr); rc = cli_error("quantize", "unknown or incomplete option '%s'", a); goto done_args; }
         else if (npos < 2) pos[npos++] = a;
@@ -130,6 +147,14 @@ int lofp_cmd_quantize(int argc, char **argv)
     o.exclude = (const char *const *)exc;
     o.n_exclude = (size_t)nexc;
     o.chunk_bytes = (size_t)chunk_mib << 20;
+    if (lofp_method_from_name(method_name, &o.method) != LOFP_OK) {
+        rc = cli_error("quantize", "unknown method '%s' (rtn, mse, gptq)", method_name);
+        goto done_args;
+    }
+    o.calibration = calibration;
+    o.damp = damp;
+    o.act_order = act_order;
+    o.mse_scales = mse_scales;
     o.write_flags = cli_write_flags();
     o.writer = cli_writer_ops();
     o.note = print_note;

@@ -188,6 +188,14 @@ typedef struct lofp_qfile_quantize_options {
     const char *const *exclude;    /* never quantize names matching one of these */
     size_t n_exclude;
     size_t chunk_bytes;            /* input read per step (0: LOFP_IO_CHUNK_BYTES) */
+    lofp_method method;            /* how codes and scales are chosen (lofp/method.h): RTN (0,
+                                      default), MSE or GPTQ; others than RTN need the lofp profile */
+    const char *calibration;       /* statistics file (lofp/calib.h) named by the input's tensor
+                                      names: GPTQ needs lofp's Hessian file, MSE weighs by its
+                                      diagonal (NULL: unweighted) */
+    double damp;                   /* GPTQ damping relative to mean(diag H) (0: 0.01) */
+    int act_order;                 /* GPTQ: columns by descending diag H */
+    int mse_scales;                /* GPTQ: block scales by the weighted MSE search */
     unsigned write_flags;          /* lofp_writer_open flags (LOFP_WRITE_NO_SYNC) */
     const lofp_qfile_writer_ops *writer; /* NULL: io.h's writer functions */
     /* called before each input tensor is written (i of n; may be NULL) */

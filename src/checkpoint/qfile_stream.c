@@ -6,6 +6,7 @@
  * (lofp_writer). Memory: a few chunks, plus one tensor's linear scales when the scale layout is
  * not linear (they are re-laid out once the tensor is done). */
 #include "ck_internal.h"
+#include "ck_method.h"
 #include "lofp/qfile.h"
 #include "qfile_internal.h"
 
@@ -340,6 +341,8 @@ lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfi
     const size_t chunk = o->chunk_bytes ? o->chunk_bytes : LOFP_IO_CHUNK_BYTES;
     const int pad_byte = o->pad_byte >= 0 ? o->pad_byte : o->layout == LOFP_LAYOUT_PACKED_U32 ? 127 : 0;
 
+    ck_method cm;
+    memset(&cm, 0, sizeof cm);
     lofp_file *f = NULL;
     lofp_status st = lofp_file_open(in, LOFP_FORMAT_AUTO, &f, err);
     if (st) return st;
@@ -394,6 +397,10 @@ lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfi
         if (!any) st = lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "--include '%s' matches no tensor of %s", o->include[i], in);
     }
     if (st) goto done;
+    /* the statistics file is checked before anything is written */
+    if ((st = lofp_ck_method_open(&cm, o->method, o->calibration, o->damp, o->act_order, o->mse_scales, s->profile,
+                                  s->threads, err)) != LOFP_OK)
+        goto done;
     if ((st = lofp_qfile_w_open(o->writer, outp, LOFP_FORMAT_SAFETENSORS, descs, nd, meta, nm, o->write_flags, &w, err)) != LOFP_OK) goto done;
     for (size_t ti = 0; ti < nt && !st; ti++) {
         qplan *p = &pl[ti];
@@ -403,7 +410,10 @@ lofp_status lofp_qfile_quantize(const char *in, const char *outp, const lofp_qfi
             continue;
         }
         lofp_qfile_tensor_report rep;
-        st = lofp_qfile_quantize_tensor(f, in, p->t, &p->q, NULL, NULL, chunk, w, p->out, &rep, err);
+        ck_plan plan;
+        if ((st = lofp_ck_method_plan(&cm, p->t->name, p->q.k, &plan, err)) != LOFP_OK) break;
+        st = lofp_qfile_quantize_tensor(f, in, p->t, &p->q, &plan.p, NULL, chunk, w, p->out, &rep, err);
+        lofp_ck_plan_release(&plan);
         if (!st && rep.nonfinite_blocks)
             note(o->note, o->ctx, "tensor '%s': %zu block(s) held non-finite values (propagated)", p->t->name, rep.nonfinite_blocks);
     }
@@ -415,6 +425,7 @@ done:
     }
     free(pl); free(descs); free(meta);
     lofp_file_close(f);
+    lofp_ck_method_close(&cm);
     return st;
 }
 

@@ -274,6 +274,33 @@ def gguf_gptq_decoded_by_gguf_py():
         f"{n}: gguf-py's decode of lofp's GPTQ differs from the numpy oracle's"
 
 
+@test
+def quantize_command_gptq():
+    """lofp quantize --method gptq on a safetensors file of two weights: the .codes / .scales the
+    lofp file holds are the numpy oracle's."""
+    rng = np.random.default_rng(21)
+    ws = {"a.weight": (rng.standard_normal((48, 96)) * 0.05).astype(F32),
+          "b.weight": (rng.standard_normal((32, 64)) * 0.05).astype(F32)}
+    src = os.path.join(TMP, "two.safetensors")
+    save_file(ws, src)
+    stats = sums(ws, seed=4)
+    calib = os.path.join(TMP, "two_h.safetensors")
+    write_calib(calib, stats)
+    out = os.path.join(TMP, "two_q.safetensors")
+    run("quantize", "--scheme", "mxfp4", "--method", "gptq", "--calibration", calib, src, out)
+    for n, w in ws.items():
+        raw_c, _, cshape = ckpt_test.st_raw(out, n + ".codes")
+        raw_s, _, _ = ckpt_test.st_raw(out, n + ".scales")
+        codes = np.stack([raw_c & 15, raw_c >> 4], -1).reshape(w.shape)
+        u, perm, dead = oracle.prepare(mean_hessian(stats[n]), 0.01, False)
+        want_c, want_s = oracle.sweep("mxfp4", w, u.astype(F32), perm, dead, F32(1), 128)
+        assert np.array_equal(codes, want_c), f"{n}: codes differ from the oracle"
+        assert np.array_equal(raw_s.reshape(want_s.shape), want_s), f"{n}: scales differ from the oracle"
+    expect_failure(["quantize", "--scheme", "mxfp4", "--method", "gptq", src, out + "2.safetensors"], "--calibration",
+                   out=out + "2.safetensors")
+    assert "--method" in run("quantize", "--help").stdout
+
+
 def expect_failure(args, *needles, out=None):
     p = run(*args, ok=False)
     for s in needles:
