@@ -337,6 +337,15 @@ def bad_inputs():
         t[q + ".xtx"][3, 5] = np.nan
     case("nan", nan, needles=(q,))
 
+    def indefinite(t):
+        # a symmetric matrix with a positive diagonal but a negative eigenvalue that damping
+        # does not lift: the factorization meets a pivot <= 0
+        k = t[q + ".xtx"].shape[0]
+        h = np.full((k, k), 1.0, F32)
+        np.fill_diagonal(h, 1e-3)
+        t[q + ".xtx"] = h
+    case("indefinite", indefinite, needles=(q, "positive definite"))
+
     def zero(t):
         t[q + ".xtx"] = np.zeros_like(t[q + ".xtx"])
     # an all-zero Hessian: every column dead, GPTQ zeroes them: legal, not an error
