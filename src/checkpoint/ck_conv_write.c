@@ -207,10 +207,6 @@ static lofp_status convert_item(ck_conv *c, ck_item *t, st_writer *w, size_t bas
     }
     /* one chunk of rows at a time: the row reader releases the pages it has handed out */
     if (t->action == A_COPY) return lofp_conv_copy_tensor(c, t->src, w, base, err);
-    if (c->meth.method != LOFP_METHOD_RTN)
-        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "'%s': --method %s is not available for MoE expert tensors (their "
-                            "statistics are per expert); they are rounded to nearest only", t->module ? t->module : "?",
-                            lofp_method_name(c->meth.method));
     /* gpt-oss MXFP4 experts: per expert, rows of codes [N, K/2] and scales [N, K/32] */
     size_t N = t->N, K = t->K, rb = K / 2, rs = K / 32;
     uint8_t *codes = malloc(N * rb), *scales = malloc(N * rs);

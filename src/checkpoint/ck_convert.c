@@ -125,6 +125,12 @@ lofp_status lofp_ckpt_convert(const char *in, const char *out, const lofp_ckpt_o
         n_exact += c.it[i].action == A_CAST_COPY;
         n_mx2nv += c.it[i].action == A_CAST_MX2NV;
     }
+    /* before anything is written: a method other than RTN has no statistics for MoE experts */
+    for (size_t i = 0; !st && o->method != LOFP_METHOD_RTN && i < c.n_it; i++)
+        if (c.it[i].action == A_MOE_SPLIT || c.it[i].action == A_MOE_FUSED)
+            st = lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "'%s': --method %s is not available for MoE expert tensors (their "
+                              "statistics are per expert); they are rounded to nearest only", c.it[i].module ? c.it[i].module : "?",
+                              lofp_method_name(o->method));
     if (!st && nq == 0)
         st = lofp_ck_fail(err, LOFP_ERR_NOT_FOUND, "%s: no tensor to quantize for %s (the defaults leave embeddings, norms, lm_head, routers and 1-D tensors; gpt-oss takes MoE experts only)",
                      in, lofp_ckpt_format_name(o->to));

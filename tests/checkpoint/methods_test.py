@@ -364,6 +364,11 @@ def bad_inputs():
     expect_failure(base + ["--method", "gptq", "--calibration", os.path.join(TMP, "nope.safetensors"), src, out],
                    "nope.safetensors", out=out)
     assert "--method" in run("convert", "--help").stdout
+    # gpt-oss MoE experts have no per-expert statistics: refused before anything is written
+    moe = os.path.join(TMP, "moe")
+    cm.build_llama(moe)
+    out = os.path.join(TMP, "out_moe")
+    expect_failure(["convert", "--to", "gpt-oss", "--method", "mse", "--quiet", moe, out], "MoE expert", out=out)
 
 
 def main():
