@@ -7,7 +7,7 @@ import sys
 import time
 
 from . import report
-from .backend import BackendError, SCALE_RULES, ROUNDINGS, get_backend
+from .backend import ACT_RECIPES, BackendError, SCALE_RULES, ROUNDINGS, get_backend
 from .loaders import PACKAGES, load_model
 from .runner import METHODS, WEIGHT_SCHEMES, build_variants, run
 
@@ -79,6 +79,13 @@ def build_parser():
     p.add_argument("--mse-scales", action="store_true",
                    help="gptq: each block's scale by the MSE search (weighted by diag H) when the "
                         "sweep fixes it, instead of the scale rule")
+    p.add_argument("--activations", type=_csv, default=["none"], metavar="RECIPES",
+                   help="activation fake-quantization at the input of every linear layer whose "
+                        "weight is quantized, comma separated: none (default: as the forward "
+                        "computes them), e4m3-token (per-token E4M3, the W4A8 GPU path's recipe: "
+                        "docs/QUALITY.md \"W4A8\"). A recipe runs with every weight variant "
+                        "and once with the weights unquantized; 'none,e4m3-token' gives both "
+                        "sets of rows")
     p.add_argument("--kv", choices=["ultraquant", "bf16", "fp32"], default=None,
                    help="also run K/V of every attention layer through a lofp KV cache and "
                         "attention, alone and with each weight scheme")
@@ -120,6 +127,16 @@ def main(argv=None) -> int:
         if m not in METHODS:
             print(f"lofp eval: unknown method {m!r} (choose from {', '.join(METHODS)})", file=sys.stderr)
             return 2
+    acts = list(dict.fromkeys(args.activations))
+    for a in acts:
+        if a != "none" and a not in ACT_RECIPES:
+            print(f"lofp eval: unknown activation recipe {a!r} (choose from none, "
+                  f"{', '.join(ACT_RECIPES)})", file=sys.stderr)
+            return 2
+    if not acts:
+        print("lofp eval: --activations needs a recipe (none, " + ", ".join(ACT_RECIPES) + ")",
+              file=sys.stderr)
+        return 2
     if "gptq" in (args.methods or []) and not args.calibration:
         print("lofp eval: --methods gptq needs --calibration FILE (lofp calibrate MODEL)", file=sys.stderr)
         return 2
@@ -148,7 +165,8 @@ def main(argv=None) -> int:
     variants = build_variants(schemes, args.scale_rules or [None], args.roundings or [None],
                               args.profiles or [None], args.kv,
                               weights_with_kv=not args.kv_only,
-                              methods=[None if m == "rtn" else m for m in args.methods or ["rtn"]])
+                              methods=[None if m == "rtn" else m for m in args.methods or ["rtn"]],
+                              acts=[None if a == "none" else a for a in acts])
     if args.kv_only:
         variants = [v for v in variants if v.kv]
     tty = sys.stderr.isatty() and not args.quiet

@@ -187,19 +187,24 @@ class GlassLLM(Model):
     def max_seq_len(self):
         return int(self.cfg["max_len"])
 
-    def forward(self, inputs, weights=None, kv=None, backend=None, observe=None):
+    def forward(self, inputs, weights=None, kv=None, backend=None, observe=None, act=None):
         w = dict(self.p)
         if weights:
             for k, v in weights.items():
                 w[k] = np.ascontiguousarray(v.T)  # back to [in, out]
-        return [self._forward_one(ids, w, kv, backend, observe) for ids in inputs]
+        return [self._forward_one(ids, w, kv, backend, observe, act) for ids in inputs]
 
-    def _forward_one(self, ids, w, kv, backend, observe=None):
-        def see(names, a):  # the input [tokens, k] of blocks.i.<name>, for each name (one array)
+    def _forward_one(self, ids, w, kv, backend, observe=None, act=None):
+        def see(names, a):
+            """The input of blocks.i.<name> for each name (one array): act(a) under act, shown
+            to observe as [tokens, k]."""
+            if act is not None:
+                a = act(a)
             if observe is not None:
                 a2 = a.reshape(-1, a.shape[-1])
                 for nm in names:
                     observe(nm, a2)
+            return a
 
         c = self.cfg
         H, Hk, dk, eps = c["n_heads"], c["n_kv_heads"], self.d_k, c["eps"]
@@ -210,7 +215,7 @@ class GlassLLM(Model):
         for i in range(c["n_layers"]):
             b = f"blocks.{i}."
             h = _rmsnorm(x, w[b + "norm1.gamma"], eps)
-            see([b + "attn.W_Q", b + "attn.W_K", b + "attn.W_V"], h)
+            h = see([b + "attn.W_Q", b + "attn.W_K", b + "attn.W_V"], h)
             q = (h @ w[b + "attn.W_Q"]).reshape(1, n, H, dk).transpose(0, 2, 1, 3)
             k = (h @ w[b + "attn.W_K"]).reshape(1, n, Hk, dk).transpose(0, 2, 1, 3)
             v = (h @ w[b + "attn.W_V"]).reshape(1, n, Hk, dk).transpose(0, 2, 1, 3)
@@ -226,12 +231,11 @@ class GlassLLM(Model):
                                       v[0].transpose(1, 0, 2), 1.0 / math.sqrt(dk), True, kv)
                 mixed = o.transpose(1, 0, 2)[None]
             cat = mixed.transpose(0, 2, 1, 3).reshape(1, n, H * dk)
-            see([b + "attn.W_O"], cat)
+            cat = see([b + "attn.W_O"], cat)
             x = x + cat @ w[b + "attn.W_O"]
             h = _rmsnorm(x, w[b + "norm2.gamma"], eps)
-            see([b + "ffn.W1", b + "ffn.W3"], h)
-            act = _silu(h @ w[b + "ffn.W1"]) * (h @ w[b + "ffn.W3"])
-            see([b + "ffn.W2"], act)
-            x = x + act @ w[b + "ffn.W2"]
+            h = see([b + "ffn.W1", b + "ffn.W3"], h)
+            gated = _silu(h @ w[b + "ffn.W1"]) * (h @ w[b + "ffn.W3"])
+            x = x + see([b + "ffn.W2"], gated) @ w[b + "ffn.W2"]
         h = _rmsnorm(x, w["norm_f.gamma"], eps)
         return (h @ w["E"].T)[0]

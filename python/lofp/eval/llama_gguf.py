@@ -237,17 +237,22 @@ class LlamaGGUF(Model):
     def max_seq_len(self):
         return int(self.window)
 
-    def forward(self, inputs, weights=None, kv=None, backend=None, observe=None):
+    def forward(self, inputs, weights=None, kv=None, backend=None, observe=None, act=None):
         w = dict(self.p)
         if weights:
             w.update(weights)
-        return [self._forward_one(ids, w, kv, backend, observe) for ids in inputs]
+        return [self._forward_one(ids, w, kv, backend, observe, act) for ids in inputs]
 
-    def _forward_one(self, ids, w, kv, backend, observe=None):
-        def see(names, a):  # the input [tokens, k] of blk.i.<name>.weight, for each name
+    def _forward_one(self, ids, w, kv, backend, observe=None, act=None):
+        def see(names, a):
+            """The input [tokens, k] of blk.i.<name>.weight for each name: act(a) under act,
+            shown to observe."""
+            if act is not None:
+                a = act(a)
             if observe is not None:
                 for nm in names:
                     observe(nm, a)
+            return a
 
         n = len(ids)
         H, Hk, dh = self.H, self.Hk, self.dh
@@ -258,7 +263,7 @@ class LlamaGGUF(Model):
         for i in range(self.L):
             b = f"blk.{i}."
             h = _rmsnorm(x, w[b + "attn_norm.weight"], self.eps)
-            see([b + "attn_q.weight", b + "attn_k.weight", b + "attn_v.weight"], h)
+            h = see([b + "attn_q.weight", b + "attn_k.weight", b + "attn_v.weight"], h)
             q = (h @ w[b + "attn_q.weight"].T).reshape(n, H, dh)
             k = (h @ w[b + "attn_k.weight"].T).reshape(n, Hk, dh)
             v = (h @ w[b + "attn_v.weight"].T).reshape(n, Hk, dh)
@@ -275,15 +280,14 @@ class LlamaGGUF(Model):
                 o = (s @ vh).transpose(1, 0, 2)
             else:
                 o = backend.attention(q, k, v, scale, True, kv)
-            see([b + "attn_output.weight"], o.reshape(n, H * dh))
-            x = x + o.reshape(n, H * dh) @ w[b + "attn_output.weight"].T
+            o = see([b + "attn_output.weight"], o.reshape(n, H * dh))
+            x = x + o @ w[b + "attn_output.weight"].T
             h = _rmsnorm(x, w[b + "ffn_norm.weight"], self.eps)
-            see([b + "ffn_gate.weight", b + "ffn_up.weight"], h)
-            act = _silu(h @ w[b + "ffn_gate.weight"].T) * (h @ w[b + "ffn_up.weight"].T)
-            see([b + "ffn_down.weight"], act)
-            x = x + act @ w[b + "ffn_down.weight"].T
+            h = see([b + "ffn_gate.weight", b + "ffn_up.weight"], h)
+            gated = _silu(h @ w[b + "ffn_gate.weight"].T) * (h @ w[b + "ffn_up.weight"].T)
+            x = x + see([b + "ffn_down.weight"], gated) @ w[b + "ffn_down.weight"].T
         h = _rmsnorm(x, w["output_norm.weight"], self.eps)
         if not self.tied:
-            see(["output.weight"], h)
+            h = see(["output.weight"], h)
         out = w["token_embd.weight"] if self.tied else w["output.weight"]
         return h @ out.T

@@ -223,10 +223,11 @@ class MiniLM(Model):
     def max_seq_len(self):
         return int(self.cfg.get("max_position_embeddings", 512))
 
-    def forward(self, inputs, weights=None, kv=None, backend=None, observe=None):
-        return np.stack([self._embed(ids, weights or {}, kv, backend, observe) for ids in inputs])
+    def forward(self, inputs, weights=None, kv=None, backend=None, observe=None, act=None):
+        return np.stack([self._embed(ids, weights or {}, kv, backend, observe, act)
+                         for ids in inputs])
 
-    def hidden(self, ids, weights=None, kv=None, backend=None, observe=None):
+    def hidden(self, ids, weights=None, kv=None, backend=None, observe=None, act=None):
         """Last hidden states [n, d] of one tokenized sentence."""
         p, w, H = self.p, weights or {}, self.H
         dk = self.d // H
@@ -239,27 +240,37 @@ class MiniLM(Model):
         for i in range(self.L):
             b = f"encoder.layer.{i}."
 
-            def lin(name, h):
-                W = w.get(b + name + ".weight", p[b + name + ".weight"])
+            def see(names, h):
+                """The input of each linear layer `names`: act(h) under act, shown to observe."""
+                if act is not None:
+                    h = act(h)
                 if observe is not None:
-                    observe(b + name + ".weight", h)
+                    for name in names:
+                        observe(b + name + ".weight", h)
+                return h
+
+            def lin(name, h):  # h: the layer's input as see() gave it
+                W = w.get(b + name + ".weight", p[b + name + ".weight"])
                 return h @ W.T + p[b + name + ".bias"]
-            q = lin("attention.self.query", x).reshape(n, H, dk)
-            k = lin("attention.self.key", x).reshape(n, H, dk)
-            v = lin("attention.self.value", x).reshape(n, H, dk)
+            xa = see(("attention.self.query", "attention.self.key", "attention.self.value"), x)
+            q = lin("attention.self.query", xa).reshape(n, H, dk)
+            k = lin("attention.self.key", xa).reshape(n, H, dk)
+            v = lin("attention.self.value", xa).reshape(n, H, dk)
             if kv is None:
                 s = np.einsum("qhd,khd->hqk", q, k) / np.float32(math.sqrt(dk))
                 ctx = np.einsum("hqk,khd->qhd", _softmax(s), v)
             else:
                 ctx = backend.attention(q, k, v, 1.0 / math.sqrt(dk), False, kv)
-            a = lin("attention.output.dense", ctx.reshape(n, self.d))
+            a = lin("attention.output.dense",
+                    see(("attention.output.dense",), ctx.reshape(n, self.d)))
             x = _layernorm(x + a, p[b + "attention.output.LayerNorm.weight"],
                            p[b + "attention.output.LayerNorm.bias"], self.eps)
-            h = _gelu(lin("intermediate.dense", x))
-            x = _layernorm(x + lin("output.dense", h), p[b + "output.LayerNorm.weight"],
+            h = _gelu(lin("intermediate.dense", see(("intermediate.dense",), x)))
+            x = _layernorm(x + lin("output.dense", see(("output.dense",), h)),
+                           p[b + "output.LayerNorm.weight"],
                            p[b + "output.LayerNorm.bias"], self.eps)
         return x
 
-    def _embed(self, ids, w, kv, backend, observe=None):
-        e = self.hidden(ids, w, kv, backend, observe).mean(axis=0)
+    def _embed(self, ids, w, kv, backend, observe=None, act=None):
+        e = self.hidden(ids, w, kv, backend, observe, act).mean(axis=0)
         return e / np.linalg.norm(e)

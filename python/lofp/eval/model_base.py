@@ -34,6 +34,12 @@ class Model:
     with x that layer's input as a 2-D array [tokens, k] in the precision the forward computes in
     (a view of the operand itself: f must not modify it; layers that share an input get the same
     array object). It changes nothing in the forward's numerics (lofp.calibrate uses it).
+
+    forward(..., act=g) replaces the input of each linear layer of linear_weights() by g(x)
+    (x the operand as above, K its last axis, in any leading shape; g returns an array of the
+    same shape) just before the product, and nowhere else: it is how `lofp eval --activations`
+    fake-quantizes activations. Layers that share an input get one call and share its result;
+    `observe` then sees the replaced input.
     """
 
     info: ModelInfo
@@ -49,7 +55,7 @@ class Model:
         raise NotImplementedError
 
     def forward(self, inputs, weights: dict | None = None, kv: str | None = None, backend=None,
-                observe=None):
+                observe=None, act=None):
         """lm: list of fp32 logits [n, V] per window; embed: fp32 [S, d] sentence embeddings."""
         raise NotImplementedError
 

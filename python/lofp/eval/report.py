@@ -33,6 +33,16 @@ def _variant_table(res: dict, head: str, cells) -> list[str]:
     return out
 
 
+def _activation_lines(res: dict) -> list[str]:
+    """One line per activation recipe the rows use (none when every row leaves them as the
+    forward computes them)."""
+    acts = res.get("activations") or {}
+    if not acts:
+        return []
+    return [f"activations: rows with act:{a}: {t}; other rows: unquantized (the forward's fp32/fp64)"
+            for a, t in acts.items()]
+
+
 def table(res: dict) -> str:
     m = res["model"]
     lines = [f"model: {m['name']} ({m['params']:,} params; {'; '.join(m['notes'])})",
@@ -42,6 +52,7 @@ def table(res: dict) -> str:
     lines.append(f"quantized: {len(q)} linear weights (blocks along the input dim, zero-padded "
                  f"to the block); kept as they are: " +
                  ", ".join(sorted({k['why'] for k in kept})) + f" ({len(kept)} tensors)")
+    lines += _activation_lines(res)
     if m["kind"] == "lm":
         inp = res["input"]
         lines.append(f"text: {inp['predicted_tokens']} predicted tokens in "
@@ -66,14 +77,15 @@ def table(res: dict) -> str:
 def markdown(res: dict) -> str:
     """The result table as Markdown (what docs/EVAL.md shows)."""
     lm = res["model"]["kind"] == "lm"
+    acts = _activation_lines(res)
     if lm:
-        out = [f"reference perplexity **{res['reference']['ppl']:.4f}** "
+        out = acts + [f"reference perplexity **{res['reference']['ppl']:.4f}** "
                f"({res['input']['predicted_tokens']} predicted tokens)", "",
                "| variant | bits/value | ppl | Δppl | KL (nats) | top-1 agree | weight SNR dB "
                "(all / worst layer) | rel. Frobenius | quantize s |",
                "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     else:
-        out = [f"{res['input']['sentences']} sentences, {sum(res['input']['tokens'])} tokens", "",
+        out = acts + [f"{res['input']['sentences']} sentences, {sum(res['input']['tokens'])} tokens", "",
                "| variant | bits/value | cosine min | cosine mean | max Δ similarity | weight SNR dB "
                "(all / worst layer) | rel. Frobenius | quantize s |",
                "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -96,7 +108,8 @@ def markdown(res: dict) -> str:
 
 
 def layers_table(res: dict) -> str:
-    rows = [r for r in res["results"] if r.get("layers") and not r.get("kv")]
+    # weight errors only: rows that differ from a weight row by KV cache or activations repeat it
+    rows = [r for r in res["results"] if r.get("layers") and not r.get("kv") and not r.get("act")]
     if not rows:
         return ""
     names = [l["name"] for l in rows[0]["layers"]]
@@ -135,7 +148,7 @@ def plots(res: dict, outdir) -> list[str]:
     outdir.mkdir(parents=True, exist_ok=True)
     name = res["model"]["name"]
     paths = []
-    rows = [r for r in res["results"] if r.get("layers") and not r.get("kv")]
+    rows = [r for r in res["results"] if r.get("layers") and not r.get("kv") and not r.get("act")]
     if rows:
         fig, ax = plt.subplots(figsize=(10, 4.5))
         n = len(rows[0]["layers"])
@@ -165,7 +178,7 @@ def plots(res: dict, outdir) -> list[str]:
             # weights + KV cache: a hollow square at the weights' bits, no label
             ax.scatter([bits], [y_of(r)], marker="s", facecolors="none", edgecolors="gray")
             continue
-        ax.scatter([bits], [y_of(r)], marker="s" if r.get("kv") else "o")
+        ax.scatter([bits], [y_of(r)], marker="s" if r.get("kv") else "^" if r.get("act") else "o")
         ax.annotate(r["label"], (bits, y_of(r)), fontsize=7, xytext=(4, 2),
                     textcoords="offset points")
     ax.set_yscale("log")

@@ -1,16 +1,17 @@
-"""The sweep: for every variant (weight scheme x scale rule x rounding x profile, and/or a KV
-cache type) quantize the model's linear weights through the backend, run the same forward, and
-compare with the unquantized forward."""
+"""The sweep: for every variant (weight scheme x scale rule x rounding x profile, an activation
+recipe and/or a KV cache type) quantize the model's linear weights through the backend, run the
+same forward (with the activation recipe at the input of every linear layer whose weight
+linear_weights() lists), and compare with the unquantized forward."""
 from __future__ import annotations
 
 import time
 from typing import Any, Callable, Optional, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from . import metrics
-from .backend import MX_SCHEMES, BackendError
+from .backend import ACT_RECIPES, MX_SCHEMES, BackendError
 
 WEIGHT_SCHEMES = ("nvfp4", "mxfp4", "mxfp6-e2m3", "mxfp6-e3m2", "mxfp8-e4m3", "mxfp8-e5m2",
                   "mxint8", "tilelang-mxfp8")
@@ -30,6 +31,7 @@ class Variant:
     profile: str | None = None      # None = the default profile
     kv: str | None = None           # KV cache type through lofp attention; None = numpy fp attention
     method: str | None = None       # None / "rtn": round to nearest; "mse", "gptq" (docs/QUALITY.md)
+    act: str | None = None          # activation recipe (ACT_RECIPES) at every linear's input; None = as computed
 
     @property
     def weight_key(self) -> tuple:
@@ -39,10 +41,9 @@ class Variant:
 
     @property
     def label(self) -> str:
-        """The variant as the report prints it ('mxfp4/rceil + kv:ultraquant')."""
-        if self.scheme is None:
-            w = "weights fp"
-        else:
+        """The variant as the report prints it ('mxfp4/rceil + act:e4m3-token + kv:ultraquant')."""
+        parts = []
+        if self.scheme is not None:
             w = self.scheme
             if self.scale_rule:
                 w += "/" + self.scale_rule
@@ -52,21 +53,36 @@ class Variant:
                 w += f" [{self.profile}]"
             if self.method and self.method != "rtn":
                 w += f" {self.method}"
+            parts.append(w)
+        if self.act:
+            parts.append(f"act:{self.act}")
         if self.kv:
-            return f"kv:{self.kv}" if self.scheme is None else f"{w} + kv:{self.kv}"
-        return w
+            parts.append(f"kv:{self.kv}")
+        return " + ".join(parts) or "weights fp"
 
 
 METHODS = ("rtn", "mse", "gptq")
+
+# What each activation recipe does, as the report's header line says it.
+ACT_RECIPE_TEXT = {
+    "e4m3-token": "per-token E4M3 at the input of every linear layer whose weight the schemes "
+                  "quantize (scale amax/448 in fp32, x/scale in fp32, E4M3 RNE saturating, "
+                  "dequantized code*scale in fp32: lofp_cuda_w4a8_gemm's activation recipe)"}
 
 
 def build_variants(schemes: Sequence[str] = WEIGHT_SCHEMES, scale_rules: Sequence[Optional[str]] = (None,),
                    roundings: Sequence[Optional[str]] = (None,), profiles: Sequence[Optional[str]] = (None,),
                    kv: Optional[str] = None, weights_with_kv: bool = True,
-                   methods: Sequence[Optional[str]] = (None,)) -> list[Variant]:
+                   methods: Sequence[Optional[str]] = (None,),
+                   acts: Sequence[Optional[str]] = (None,)) -> list[Variant]:
     """Every scheme x scale rule x rounding x profile x method (scale rules only for the MX
-    schemes); with kv, also the KV cache alone and (weights_with_kv) each weight variant together
-    with it."""
+    schemes), once per activation recipe of `acts` (None: activations as computed); a recipe
+    also gets its own row with the weights unquantized (what the activations alone cost). With kv,
+    also the KV cache alone and (weights_with_kv) each of those variants together with it."""
+    for a in acts:
+        if a is not None and a not in ACT_RECIPES:
+            raise ValueError(f"unknown activation recipe {a!r} (choose from none, "
+                             f"{', '.join(ACT_RECIPES)})")
     out: list[Variant] = []
     for s in schemes:
         rules = [r for r in scale_rules if r is None or s in MX_SCHEMES] or [None]
@@ -75,10 +91,17 @@ def build_variants(schemes: Sequence[str] = WEIGHT_SCHEMES, scale_rules: Sequenc
                 for p in profiles:
                     for m in methods:
                         out.append(Variant(s, rd, r, p, method=m))
+    weights = out
+    out = []
+    for a in dict.fromkeys(acts):
+        if a is None:
+            out += weights
+        else:
+            out += [Variant(act=a)] + [replace(v, act=a) for v in weights]
     if kv:
         kvv = [Variant(kv=kv)]
         if weights_with_kv:
-            kvv += [Variant(v.scheme, v.rounding, v.scale_rule, v.profile, kv, v.method) for v in out]
+            kvv += [replace(v, kv=kv) for v in out]
         out += kvv
     return out
 
@@ -134,6 +157,8 @@ def run(model: Any, variants: Sequence[Variant], backend: Any, text: Optional[st
     ref = model.forward(inputs)
     t_ref = time.perf_counter() - t0
     res = {"model": asdict(model.info), "backend": backend.name,
+           "activations": {a: ACT_RECIPE_TEXT[a] for a in dict.fromkeys(v.act for v in variants)
+                           if a is not None},
            "kept_unquantized": [{"name": k.name, "shape": list(k.shape), "why": k.why}
                                 for k in model.kept_tensors()],
            "quantized_tensors": [{"name": n, "shape": list(w.shape)}
@@ -180,7 +205,11 @@ def run(model: Any, variants: Sequence[Variant], backend: Any, text: Optional[st
                 row["weight_error"] = total
                 row["layers"] = layers
             t1 = time.perf_counter()
-            out = model.forward(inputs, weights, v.kv, backend)
+            if v.act is None:
+                out = model.forward(inputs, weights, v.kv, backend)
+            else:
+                out = model.forward(inputs, weights, v.kv, backend,
+                                    act=lambda x, r=v.act: backend.fake_quant_act(x, r))
             if model.info.kind == "lm":
                 ppl = metrics.perplexity(out, inputs)
                 kl, klmax, top1 = metrics.kl_top1(ref, out)
