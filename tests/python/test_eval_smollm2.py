@@ -88,3 +88,24 @@ def test_ordering(sweep):
     for s in ("nvfp4", "mxfp4"):
         assert by[s]["kl"] > by["mxfp8-e4m3"]["kl"] > by["mxint8"]["kl"]
     assert by["kv:ultraquant"]["top1"] > 0.7
+
+
+def test_activation_recipe_placement(model):
+    """lofp eval --activations on the llama forward: act is called once per distinct linear
+    input (q/k/v share one, gate/up share one; the tied output projection gets none), every
+    linear weight's input is the recipe's output, and an identity act changes nothing."""
+    be = _eval_setup.backend()
+    ins = [model.inputs()[0][:24]]
+    calls, seen = [], {}
+
+    def act(x):
+        calls.append(be.fake_quant_act(x, "e4m3-token"))
+        return calls[-1]
+    out = model.forward(ins, act=act, observe=lambda n, x: seen.setdefault(n, []).append(x))
+    assert model.tied and set(seen) == set(model.linear_weights())
+    assert len(calls) == 4 * model.L
+    ids = {id(c) for c in calls}
+    assert all(id(x) in ids for xs in seen.values() for x in xs)
+    ref = model.forward(ins)
+    assert np.array_equal(model.forward(ins, act=lambda x: x)[0], ref[0])
+    assert not np.array_equal(out[0], ref[0])
