@@ -31,7 +31,7 @@ class Variant:
     profile: str | None = None      # None = the default profile
     kv: str | None = None           # KV cache type through lofp attention; None = numpy fp attention
     method: str | None = None       # None / "rtn": round to nearest; "mse", "gptq" (docs/QUALITY.md)
-    act: str | None = None          # activation recipe (ACT_RECIPES) at every linear's input; None = as computed
+    act: str | None = None          # ACT_RECIPES entry at every linear input; None = as computed
 
     @property
     def weight_key(self) -> tuple:
