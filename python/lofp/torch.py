@@ -289,13 +289,11 @@ _jit_tracing = getattr(torch._C, "_is_tracing", None) or torch.jit.is_tracing
 
 
 def _recorded() -> bool:
-    """True when torch is recording or transforming the ops run now (jit trace, a dispatch
-    mode, vmap / grad); then the layers go through the registered op."""
-    if _jit_tracing():
-        return True
+    """True when torch is recording or transforming the ops run now (a dispatch mode, jit
+    trace, vmap / grad); then the layers go through the registered op."""
     if _no_mode is None or _no_mode():
         return True  # (a torch without the query: always the op)
-    return _functorch is not None and bool(_functorch())
+    return _jit_tracing() or (_functorch is not None and _functorch())
 
 
 def _raw_stream_getter():
