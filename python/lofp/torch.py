@@ -489,7 +489,7 @@ class W4A16Linear(torch.nn.Module):
             self._forget_prepared()
 
     def __getstate__(self):
-        state = self.__dict__.copy()
+        state = dict(super().__getstate__())
         state["_fast"] = None  # (holds the prepared weight, which is not copied)
         return state
 
