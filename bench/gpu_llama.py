@@ -2,8 +2,10 @@
 """A real model end to end on one GPU: transformers' LlamaForCausalLM with a
 Llama-3-8B-sized config and random bf16 weights (the GPU machine has no network, so no checkpoint
 can be downloaded: the numbers are speeds, not quality), timed in bf16 and then with every linear
-layer replaced by lofp's W4A16 NVFP4 layer (lofp.torch.quantize_model, lofp::w4a16_gemm on the
-GPU).
+layer replaced by lofp's W4A16 NVFP4 layer (lofp.torch.quantize_model; eager calls go straight to
+the kernel, torch.compile / CUDA graphs see lofp::w4a16_gemm), and with --w4a8 once more with the
+W4A8 layer (quantize_model(model, "mxfp4", activations="e4m3"): MXFP4 weights, activations rounded
+to FP8 E4M3 per token, FP8 tensor cores; sm_90a), rebuilt from the same random bf16 weights.
 
 For each model it reports
   prefill   one forward pass over 2048 tokens at batch 1 (CUDA events, median of 3 after 1 warm-up)
@@ -17,9 +19,9 @@ For each model it reports
   agreement one layer's W4A16 output against x W^T in fp32 (the NVFP4 weight error alone), and
             the relative L2 difference of the last token's hidden state after each layer and of the
             logits between the two models on one prompt (how that error grows through 32 layers of
-            random weights, which amplify it more than a trained model's would)
+            random weights, which amplify it more than a trained model's would); the same for W4A8
 
-  python3 bench/gpu_llama.py [--layers 32] [--lm-head-bf16] [--json out.json]
+  python3 bench/gpu_llama.py [--layers 32] [--lm-head-bf16] [--w4a8] [--json out.json]
 """
 import argparse
 import inspect
@@ -40,6 +42,7 @@ def parse():
     ap.add_argument("--batches", default="1,16")
     ap.add_argument("--lm-head-bf16", action="store_true", help="keep lm_head in bf16 (vLLM's default)")
     ap.add_argument("--no-graph", action="store_true")
+    ap.add_argument("--w4a8", action="store_true", help="also the W4A8 model (MXFP4 x E4M3; needs sm_90a)")
     ap.add_argument("--json")
     return ap.parse_args()
 
@@ -203,6 +206,33 @@ def measure(name, model, cfg, a):
     return r
 
 
+def measure_w4a8(a, ref, x0, w0):
+    """The W4A8 model, rebuilt from the same seed as the others (the caller has freed the NVFP4
+    one), quantized with MXFP4 weights and E4M3 activations: its agreement with the bf16 logits,
+    then the same measurements."""
+    import gc
+    import lofp.torch as lt
+    gc.collect()  # (transformers' modules can hold reference cycles)
+    torch.cuda.empty_cache()
+    t0 = time.time()
+    model, cfg = build(a.layers)
+    lt.quantize_model(model, "mxfp4", activations="e4m3", exclude=["lm_head"] if a.lm_head_bf16 else [])
+    torch.cuda.synchronize()
+    nq = sum(1 for m in model.modules() if isinstance(m, lt.W4A8Linear))
+    print(f"quantize_model(mxfp4, activations=e4m3): {nq} W4A8 layers, rebuilt and quantized in "
+          f"{time.time() - t0:.1f} s; GPU memory {torch.cuda.memory_allocated() / 2**30:.1f} GiB", flush=True)
+    with torch.no_grad():
+        one = rel(model.model.layers[0].mlp.down_proj(x0).float(), x0.float() @ w0.t())
+    got, _ = last_logits(model, cfg.vocab_size)
+    cos = torch.nn.functional.cosine_similarity(ref, got, dim=0).item()
+    rl = rel(got, ref)
+    print(f"W4A8: layer 0 down_proj relative L2 vs fp32 x W^T {one:.4f}; last-token logits vs bf16: cosine "
+          f"{cos:.4f}, relative L2 {rl:.3f}", flush=True)
+    r = measure("lofp W4A8 MXFP4", model, cfg, a)
+    r["agreement"] = {"cosine": cos, "rel_l2": rl, "one_layer_w4a8": one}
+    return r
+
+
 def main():
     a = parse()
     import transformers
@@ -241,17 +271,31 @@ def main():
     print(f"last-token logits W4A16 vs bf16: cosine {cos:.4f}, relative L2 {rl:.3f}; last-token hidden state "
           f"relative L2 after each layer (embeddings first): {depth}", flush=True)
     res.append(measure("lofp W4A16 NVFP4", model, cfg, a))
-    res.append({"agreement": {"cosine": cos, "rel_l2": rl, "by_depth": depth, "one_layer_w4a16": one,
-                              "one_layer_bf16": one_bf16}, "w4a16_layers": nq, "lm_head_bf16": a.lm_head_bf16})
+    agree = {"cosine": cos, "rel_l2": rl, "by_depth": depth, "one_layer_w4a16": one, "one_layer_bf16": one_bf16}
+    res.append({"agreement": agree, "w4a16_layers": nq, "lm_head_bf16": a.lm_head_bf16})
+    w8 = None
+    if a.w4a8:
+        if torch.cuda.get_device_capability() != (9, 0):
+            print("--w4a8: skipped, the W4A8 kernel needs a compute capability 9.0 GPU", flush=True)
+        else:
+            del model
+            w8 = measure_w4a8(a, ref, x0, w0)
+            res.insert(2, w8)
     b, q = res[0], res[1]
-    print("\n| | bf16 | lofp W4A16 NVFP4 | ratio |\n|---|---|---|---|")
+    if w8 is None:
+        print("\n| | bf16 | lofp W4A16 NVFP4 | ratio |\n|---|---|---|---|")
+    else:
+        print("\n| | bf16 | lofp W4A16 NVFP4 | ratio | lofp W4A8 MXFP4 | ratio |\n|---|---|---|---|---|---|")
+    extra = f" {w8['prefill_ms']:.1f} | {b['prefill_ms'] / w8['prefill_ms']:.2f}x |" if w8 else ""
     print(f"| prefill {a.prefill} tokens (ms) | {b['prefill_ms']:.1f} | {q['prefill_ms']:.1f} | "
-          f"{b['prefill_ms'] / q['prefill_ms']:.2f}x |")
+          f"{b['prefill_ms'] / q['prefill_ms']:.2f}x |" + extra)
     for B in [int(x) for x in a.batches.split(",")]:
         for k, lab in (("graph_tok_s", "CUDA graph"), ("gpu_tok_s", "kernel time"), ("eager_tok_s", "eager loop")):
             x, y = b[f"decode_b{B}"].get(k), q[f"decode_b{B}"].get(k)
             if x and y:
-                print(f"| decode B={B} tok/s ({lab}) | {x:.0f} | {y:.0f} | {y / x:.2f}x |")
+                z = w8[f"decode_b{B}"].get(k) if w8 else None
+                extra = f" {z:.0f} | {z / x:.2f}x |" if z else (" - | - |" if w8 else "")
+                print(f"| decode B={B} tok/s ({lab}) | {x:.0f} | {y:.0f} | {y / x:.2f}x |" + extra)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -2363,16 +2363,18 @@ static int get_stream(PyObject *o, stream_t *st)
 /* Makes the operands' device current; returns the previous device (restored by dev_restore). */
 typedef struct { int prev; int set; } devguard_t;
 
-static int dev_enter(const arr_t *a, devguard_t *g)
+static int dev_enter_id(int device_id, devguard_t *g)
 {
     g->set = 0;
     if (cudaGetDevice(&g->prev) != 0) { raise_error(LOFP_ERR_DEVICE, -1, "cudaGetDevice failed"); return -1; }
-    if (g->prev != a->device_id) {
-        if (cudaSetDevice(a->device_id) != 0) { raise_error(LOFP_ERR_DEVICE, -1, "cudaSetDevice(%d) failed", a->device_id); return -1; }
+    if (g->prev != device_id) {
+        if (cudaSetDevice(device_id) != 0) { raise_error(LOFP_ERR_DEVICE, -1, "cudaSetDevice(%d) failed", device_id); return -1; }
         g->set = 1;
     }
     return 0;
 }
+
+static int dev_enter(const arr_t *a, devguard_t *g) { return dev_enter_id(a->device_id, g); }
 
 static void dev_leave(devguard_t *g)
 {
@@ -2599,6 +2601,161 @@ out:
     return ret;
 }
 
+/* W4A8 failures: the library's UNSUPPORTED covers two cases the caller can act on. */
+static PyObject *raise_w4a8(lofp_status st)
+{
+    if (st == LOFP_ERR_UNSUPPORTED)
+        return raise_error(st, -1, "cuda w4a8 gemm: needs MXFP4 weights (NVFP4's 16-element blocks are not supported) "
+                                   "and a compute capability 9.0 GPU (sm_90a)");
+    return raise_call(st, "cuda w4a8 gemm");
+}
+
+static PyObject *py_cuda_w4a8_workspace_bytes(PyObject *self, PyObject *args)
+{
+    Py_ssize_t m, k;
+    if (!PyArg_ParseTuple(args, "nn", &m, &k)) return NULL;
+    if (m <= 0 || k <= 0) return raise_error(LOFP_ERR_INVALID_ARG, -1, "m and k must be > 0");
+    return PyLong_FromSize_t(lofp_cuda_w4a8_workspace_bytes((size_t)m, (size_t)k));
+}
+
+/* cuda_w4a8_gemm(handle, a_bf16, m, out_dt, c, ws, stream) */
+static PyObject *py_cuda_w4a8_gemm(PyObject *self, PyObject *args)
+{
+    PyObject *cap, *ao, *co, *wso, *sto;
+    Py_ssize_t m;
+    int dt;
+    stream_t stream = {0};
+    if (!PyArg_ParseTuple(args, "OOniOOO", &cap, &ao, &m, &dt, &co, &wso, &sto)) return NULL;
+    w4_box *b = PyCapsule_GetPointer(cap, "lofp.cuda_w4");
+    if (!b) return NULL;
+    if (m <= 0) return raise_error(LOFP_ERR_INVALID_ARG, -1, "m must be > 0");
+    if (dt != LOFP_DTYPE_F32 && dt != LOFP_DTYPE_BF16) return raise_error(LOFP_ERR_INVALID_ARG, -1, "W4A8 output is float32 or bfloat16");
+    if (get_stream(sto, &stream)) return NULL;
+    PyObject *ret = NULL;
+    arr_t a, c, ws;
+    memset(&a, 0, sizeof a); memset(&c, 0, sizeof c); memset(&ws, 0, sizeof ws);
+    devguard_t dg = {0, 0};
+    if (arr_get(ao, "a", 0, WANT_CUDA, stream.dl, &a) || arr_get(co, "out", 1, WANT_CUDA, stream.dl, &c) ||
+        arr_get(wso, "workspace", 1, WANT_CUDA, stream.dl, &ws))
+        goto out;
+    if (a.device_id != b->device_id) { raise_error(LOFP_ERR_INVALID_ARG, -1, "a is on cuda:%d, the weight on cuda:%d", a.device_id, b->device_id); goto out; }
+    if (same_device(&a, &c, "out") || same_device(&a, &ws, "workspace")) goto out;
+    if (arr_need(&a, "a", (size_t)m * b->w.k * 2) || arr_need(&c, "out", (size_t)m * b->w.n * dtype_size(dt)) ||
+        arr_need_at_least(&ws, "workspace", lofp_cuda_w4a8_workspace_bytes((size_t)m, b->w.k)))
+        goto out;
+    if ((uintptr_t)a.ptr % 16) { raise_error(LOFP_ERR_INVALID_ARG, -1, "a must be 16-byte aligned"); goto out; }
+    if ((uintptr_t)ws.ptr % 256) { raise_error(LOFP_ERR_INVALID_ARG, -1, "the workspace must be 256-byte aligned"); goto out; }
+    if (dev_enter(&a, &dg)) goto out;
+    lofp_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_cuda_w4a8_gemm(&b->w, a.ptr, (size_t)m, (lofp_dtype)dt, c.ptr, ws.ptr, ws.nbytes, stream.s);
+    Py_END_ALLOW_THREADS
+    if (st != LOFP_OK) { raise_w4a8(st); goto out; }
+    ret = Py_NewRef(Py_None);
+out:
+    dev_leave(&dg);
+    arr_release(&a); arr_release(&c); arr_release(&ws);
+    Py_XDECREF(stream.dl);
+    return ret;
+}
+
+/* The eager fast path of lofp.torch (W4A16Linear.forward) takes plain integers instead of arrays:
+ * one capsule lookup and a few integer conversions per call, where the array entry points above
+ * cost four Python method calls per torch tensor (or a DLPack export) and a tuple parse. What
+ * arr_get / arr_need check there is then the caller's promise (lofp/torch.py makes it): the
+ * pointers address live device buffers of the right sizes (a: bf16 [m, k]; c: [m, n] of out_dt;
+ * ws: ws_bytes) on the weight's device, ordered on `stream` (0 = the legacy default stream).
+ * The scalars and the alignments are still checked here, since a bad one would fault on the GPU. */
+static int fast_nargs(Py_ssize_t nargs, Py_ssize_t want, const char *fn)
+{
+    if (nargs == want) return 0;
+    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", fn, want, nargs);
+    return -1;
+}
+
+static int fast_ptr(PyObject *o, const char *name, void **p)
+{
+    *p = PyLong_AsVoidPtr(o);
+    if (*p) return 0;
+    if (!PyErr_Occurred()) raise_error(LOFP_ERR_INVALID_ARG, -1, "%s is a null pointer", name);
+    return -1;
+}
+
+/* The leading arguments of both fast entry points: (handle, a_ptr, m, out_dt, c_ptr). */
+static w4_box *fast_common(PyObject *const *args, void **a, size_t *m, int *dt, void **c)
+{
+    w4_box *b = PyCapsule_GetPointer(args[0], "lofp.cuda_w4");
+    if (!b || fast_ptr(args[1], "a", a)) return NULL;
+    Py_ssize_t mm = PyLong_AsSsize_t(args[2]);
+    if (mm == -1 && PyErr_Occurred()) return NULL;
+    long d = PyLong_AsLong(args[3]);
+    if (d == -1 && PyErr_Occurred()) return NULL;
+    if (fast_ptr(args[4], "out", c)) return NULL;
+    if (mm <= 0) { raise_error(LOFP_ERR_INVALID_ARG, -1, "m must be > 0"); return NULL; }
+    if (d != LOFP_DTYPE_F32 && d != LOFP_DTYPE_BF16) { raise_error(LOFP_ERR_INVALID_ARG, -1, "the output is float32 or bfloat16"); return NULL; }
+    if ((uintptr_t)*a % 16) { raise_error(LOFP_ERR_INVALID_ARG, -1, "a must be 16-byte aligned"); return NULL; }
+    *m = (size_t)mm;
+    *dt = (int)d;
+    return b;
+}
+
+static int fast_stream(PyObject *o, lofp_cuda_stream *s)
+{
+    unsigned long long h = PyLong_AsUnsignedLongLong(o);
+    if (h == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    *s = (lofp_cuda_stream)(uintptr_t)h;
+    return 0;
+}
+
+/* cuda_w4a16_gemm_ptr(handle, a_ptr, m, out_dt, c_ptr, stream) */
+static PyObject *py_cuda_w4a16_gemm_ptr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    void *a, *c;
+    size_t m;
+    int dt;
+    lofp_cuda_stream s;
+    if (fast_nargs(nargs, 6, "cuda_w4a16_gemm_ptr")) return NULL;
+    w4_box *b = fast_common(args, &a, &m, &dt, &c);
+    if (!b || fast_stream(args[5], &s)) return NULL;
+    devguard_t dg;
+    if (dev_enter_id(b->device_id, &dg)) return NULL;
+    lofp_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_cuda_w4a16_gemm(&b->w, a, m, (lofp_dtype)dt, c, s);
+    Py_END_ALLOW_THREADS
+    dev_leave(&dg);
+    if (st != LOFP_OK) return raise_call(st, "cuda w4a16 gemm");
+    Py_RETURN_NONE;
+}
+
+/* cuda_w4a8_gemm_ptr(handle, a_ptr, m, out_dt, c_ptr, ws_ptr, ws_bytes, stream) */
+static PyObject *py_cuda_w4a8_gemm_ptr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    void *a, *c, *ws;
+    size_t m;
+    int dt;
+    lofp_cuda_stream s;
+    if (fast_nargs(nargs, 8, "cuda_w4a8_gemm_ptr")) return NULL;
+    w4_box *b = fast_common(args, &a, &m, &dt, &c);
+    if (!b || fast_ptr(args[5], "workspace", &ws)) return NULL;
+    size_t wsb = PyLong_AsSize_t(args[6]);
+    if (wsb == (size_t)-1 && PyErr_Occurred()) return NULL;
+    if (fast_stream(args[7], &s)) return NULL;
+    if (wsb < lofp_cuda_w4a8_workspace_bytes(m, b->w.k))
+        return raise_error(LOFP_ERR_BUFFER_TOO_SMALL, -1, "the workspace has %zu bytes, needs at least %zu", wsb,
+                           lofp_cuda_w4a8_workspace_bytes(m, b->w.k));
+    if ((uintptr_t)ws % 256) return raise_error(LOFP_ERR_INVALID_ARG, -1, "the workspace must be 256-byte aligned");
+    devguard_t dg;
+    if (dev_enter_id(b->device_id, &dg)) return NULL;
+    lofp_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_cuda_w4a8_gemm(&b->w, a, m, (lofp_dtype)dt, c, ws, wsb, s);
+    Py_END_ALLOW_THREADS
+    dev_leave(&dg);
+    if (st != LOFP_OK) return raise_w4a8(st);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_cuda_w4_shape(PyObject *self, PyObject *args)
 {
     PyObject *cap;
@@ -2776,6 +2933,12 @@ static PyMethodDef methods[] = {
     {"cuda_w4_prepare", py_cuda_w4_prepare, METH_VARARGS, "cuda_w4_prepare(...) -> handle"},
     {"cuda_w4_shape", py_cuda_w4_shape, METH_VARARGS, "cuda_w4_shape(handle) -> (n, k, device)"},
     {"cuda_w4a16_gemm", py_cuda_w4a16_gemm, METH_VARARGS, "cuda_w4a16_gemm(...)"},
+    {"cuda_w4a16_gemm_ptr", (PyCFunction)(void (*)(void))py_cuda_w4a16_gemm_ptr, METH_FASTCALL,
+     "cuda_w4a16_gemm_ptr(handle, a_ptr, m, out_dt, c_ptr, stream): unchecked pointers (lofp.torch's fast path)"},
+    {"cuda_w4a8_workspace_bytes", py_cuda_w4a8_workspace_bytes, METH_VARARGS, "cuda_w4a8_workspace_bytes(m, k) -> int"},
+    {"cuda_w4a8_gemm", py_cuda_w4a8_gemm, METH_VARARGS, "cuda_w4a8_gemm(handle, a_bf16, m, out_dt, c, ws, stream)"},
+    {"cuda_w4a8_gemm_ptr", (PyCFunction)(void (*)(void))py_cuda_w4a8_gemm_ptr, METH_FASTCALL,
+     "cuda_w4a8_gemm_ptr(handle, a_ptr, m, out_dt, c_ptr, ws_ptr, ws_bytes, stream): unchecked pointers"},
     {"cuda_uq_store", py_cuda_uq_store, METH_VARARGS, "cuda_uq_store(...)"},
     {"cuda_uq_attention_ws_bytes", py_cuda_uq_attention_ws_bytes, METH_VARARGS, "cuda_uq_attention_ws_bytes(...) -> int"},
     {"cuda_uq_attention", py_cuda_uq_attention, METH_VARARGS, "cuda_uq_attention(...)"},

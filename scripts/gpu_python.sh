@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Python package on a GPU machine: builds the extension with the CUDA backend (build-pygpu),
 # runs tests/python (numpy, torch CPU and CUDA, custom ops, torch.compile, the stream contract,
-# CUDA arrays of other DLPack producers), then the binding benchmark. Needs python3 with numpy,
-# ml_dtypes, torch and pytest (and safetensors for one test); no network.
+# CUDA arrays of other DLPack producers, the eager fast path, W4A8), then the binding benchmark
+# and bench/torch_overhead.py. Needs python3 with numpy, ml_dtypes, torch and pytest (and
+# safetensors for one test); no network.
 #   scripts/gpu_python.sh [--no-bench] [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,4 +27,8 @@ if [ $bench = 1 ]; then
   $py bench/bench_python.py --quick
   # the allocating dequantize with glibc keeping large blocks (BENCHMARKS.md "Python binding")
   MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=4294967296 $py bench/bench_python.py --quick --only large
+  # host time of an eager lofp.torch layer call against its kernel (docs/PYTHON.md "Eager calls")
+  if $py -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    $py bench/torch_overhead.py
+  fi
 fi

@@ -192,6 +192,34 @@ def _gemm_cuda(a, b, *, out=None, out_dtype=None):
     return res
 
 
+def _gemm_cuda_w4a8(a, w, out_dtype):
+    """C = A . W^T on the FP8 tensor cores: a's rows quantized per token to E4M3 (lofp_cuda_w4a8_gemm,
+    MXFP4 weights, sm_90a), the workspace taken from torch's caching allocator on the current
+    stream. out_dtype float32 or bfloat16."""
+    import torch
+    if not _fw.is_cuda(a):
+        raise Error("invalid argument: W4A8 on the GPU needs a CUDA tensor a")
+    if a.device != w.device:
+        raise Error(f"invalid argument: a is on {a.device}, the weights on {w.device}")
+    if a.shape[-1] != w.k:
+        raise Error(f"shape: a has K={a.shape[-1]}, the weights K={w.k}")
+    lead = tuple(a.shape[:-1])
+    a2 = a.detach().reshape(-1, w.k)
+    if a2.dtype != torch.bfloat16:
+        a2 = a2.to(torch.bfloat16)
+    a2 = a2.contiguous()
+    m = a2.shape[0]
+    if m == 0:
+        raise Error("invalid argument: a has no rows")
+    code = _fw.dtype_code(out_dtype)
+    if code not in (_fw.DT_F32, _fw.DT_BF16):
+        raise Error("invalid argument: W4A8 output is float32 or bfloat16")
+    res = torch.empty(lead + (w.n,), dtype=out_dtype, device=a.device)
+    ws = torch.empty(_lofp.cuda_w4a8_workspace_bytes(m, w.k), dtype=torch.uint8, device=a.device)
+    _lofp.cuda_w4a8_gemm(w._h, a2, m, code, res, ws, _fw.cuda_stream(a.device))
+    return res
+
+
 # --------------------------------------------------------------------------------------------
 # verify_gemm
 

@@ -21,7 +21,7 @@ from . import _args, _core, _fw, _gemm, _lofp
 from ._core import QTensor
 from ._lofp import Error
 
-__all__ = ["W4A16Linear", "quantize_model", "as_float4", "to_torchao", "from_torchao", "torchao_fields",
+__all__ = ["W4A16Linear", "W4A8Linear", "quantize_model", "as_float4", "to_torchao", "from_torchao", "torchao_fields",
            "to_device", "from_numpy", "quantize", "dequantize"]
 
 _SCALE_DTYPES = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e8m0fnu": torch.float8_e8m0fnu, "uint8": torch.uint8}
@@ -141,22 +141,72 @@ def _(codes, scales, global_scale, scheme, block, shape, scale_layout, dtype, tw
 _CUDA_WEIGHTS: Dict[int, Any] = {}
 
 
+def _cuda_weight(handle: int, q: QTensor, device: Any) -> "_gemm.CudaWeight":
+    """The prepared CUDA weight of module `handle` on `device` (prepared and kept on first use)."""
+    w = _CUDA_WEIGHTS.get(handle)
+    if w is None or w.device != device:
+        w = _gemm.CudaWeight(q)
+        if handle >= 0:
+            _CUDA_WEIGHTS[handle] = w
+    return w
+
+
 @torch.library.custom_op("lofp::w4a16_gemm", mutates_args=())
 def _op_w4a16(a: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, global_scale: torch.Tensor, scheme: str,
               n: int, k: int, handle: int = -1) -> torch.Tensor:
     q = _qtensor_of(codes, scales, global_scale, scheme, 0, (n, k), "linear")
     if a.device.type == "cuda":
-        w = _CUDA_WEIGHTS.get(handle)
-        if w is None or w.device != a.device:
-            w = _gemm.CudaWeight(q)
-            if handle >= 0:
-                _CUDA_WEIGHTS[handle] = w
+        w = _cuda_weight(handle, q, a.device)
         out_dtype = torch.bfloat16 if a.dtype == torch.bfloat16 else torch.float32
         return _gemm.gemm(a, w, out_dtype=out_dtype).to(a.dtype)
     return _gemm.gemm(a, q).to(a.dtype)
 
 
 @_op_w4a16.register_fake
+def _(a, codes, scales, global_scale, scheme, n, k, handle=-1):
+    return a.new_empty(tuple(a.shape[:-1]) + (n,))
+
+
+def _need_w4a8_scheme(scheme: str) -> None:
+    if scheme != "mxfp4":
+        raise Error(f"unsupported: W4A8 (E4M3 activations) takes MXFP4 weights, not {scheme} (the FP8 kernel folds "
+                    f"one scale per 32-element block; NVFP4's 16-element blocks give two)")
+
+
+def _w4a8_emulate(a: torch.Tensor, q: QTensor) -> torch.Tensor:
+    """W4A8 in torch on the CPU: a cast to bfloat16 (what the kernel reads), per-token scale
+    amax / 448 in fp32 (1 for an all-zero row, NaN for a row holding Inf or NaN), codes
+    (x / scale).to(float8_e4m3fn) (RNE), then the fp32 product of the codes and the dequantized
+    weights times the token scale. The GPU sums each 128-element chunk of products in the FP8
+    tensor core (truncating accumulation), so it is not bit-identical to this."""
+    n, k = q.shape
+    a2 = a.detach().reshape(-1, k).to(torch.bfloat16).float()
+    amax = a2.abs().amax(dim=1, keepdim=True)
+    scale = amax / 448.0
+    scale = torch.where(amax == 0, torch.ones_like(scale), scale)
+    scale = torch.where(torch.isfinite(amax), scale, torch.full_like(scale, float("nan")))
+    codes = (a2 / scale).to(torch.float8_e4m3fn).float()
+    w = _core.dequantize(q, "float32")
+    w = w if _fw.is_torch(w) else torch.from_numpy(np.asarray(w))
+    y = (codes @ w.t()) * scale
+    return y.reshape(tuple(a.shape[:-1]) + (n,))
+
+
+@torch.library.custom_op("lofp::w4a8_gemm", mutates_args=())
+def _op_w4a8(a: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, global_scale: torch.Tensor, scheme: str,
+             n: int, k: int, handle: int = -1) -> torch.Tensor:
+    _need_w4a8_scheme(scheme)
+    q = _qtensor_of(codes, scales, global_scale, scheme, 0, (n, k), "linear")
+    if a.device.type == "cuda":
+        w = _cuda_weight(handle, q, a.device)
+        out_dtype = torch.bfloat16 if a.dtype == torch.bfloat16 else torch.float32
+        return _gemm._gemm_cuda_w4a8(a, w, out_dtype).to(a.dtype)
+    if a.shape[-1] != k:
+        raise Error(f"shape: a has K={a.shape[-1]}, the weights K={k}")
+    return _w4a8_emulate(a, q).to(a.dtype)
+
+
+@_op_w4a8.register_fake
 def _(a, codes, scales, global_scale, scheme, n, k, handle=-1):
     return a.new_empty(tuple(a.shape[:-1]) + (n,))
 
@@ -213,21 +263,78 @@ def new_uq_cache(num_blocks: int, block_size: int, num_kv_heads: int, head_dim: 
 
 
 # --------------------------------------------------------------------------------------------
-# W4A16Linear
+# The eager fast path of W4A16Linear / W4A8Linear
+#
+# Through the dispatcher a custom op costs tens of microseconds of Python per call, more than a
+# decode GEMV takes on the GPU. In plain eager mode the layers therefore call the extension
+# directly: the weight is prepared once, the output comes from torch's caching allocator, and the
+# kernel gets raw pointers and torch's current stream (the same kernel and arguments as the op,
+# so the same bits). Anything that records or transforms the call -- torch.compile (dynamo),
+# torch.jit.trace, a TorchDispatchMode (FakeTensorMode, make_fx, export), functorch transforms,
+# tensor subclasses, autograd -- takes the registered op instead, which those understand.
+
+_Tensor = torch.Tensor
+_BF16, _F32 = torch.bfloat16, torch.float32
+_FAST_DTYPES = (torch.bfloat16, torch.float32, torch.float16)
+
+# dynamo treats is_compiling() as the constant True while it traces, so a compiled forward
+# never reaches the fast path (nor reads anything of it); it is also the cheapest of the checks.
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+if _is_compiling is None:  # torch < 2.3
+    import torch._dynamo
+    _is_compiling = torch._dynamo.is_compiling
+_no_mode = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_functorch = getattr(torch._C, "_are_functorch_transforms_active", None)
+_jit_tracing = getattr(torch._C, "_is_tracing", None) or torch.jit.is_tracing
+
+
+def _recorded() -> bool:
+    """True when torch is recording or transforming the ops run now (a dispatch mode, jit
+    trace, vmap / grad); then the layers go through the registered op."""
+    if _no_mode is None or _no_mode():
+        return True  # (a torch without the query: always the op)
+    return _jit_tracing() or (_functorch is not None and _functorch())
+
+
+def _raw_stream_getter():
+    # torch._C._cuda_getCurrentRawStream(device_index) gives torch's current stream as an int
+    # (about 0.1 us; Triton's launcher and Inductor's generated code call it). The public
+    # torch.cuda.current_stream(i).cuda_stream builds a torch.cuda.Stream first (a few us), so it
+    # is only the fallback for a torch without the private one.
+    f = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if f is not None:
+        return f
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
+_raw_stream = _raw_stream_getter()
+
+
+# --------------------------------------------------------------------------------------------
+# W4A16Linear, W4A8Linear
 
 
 class W4A16Linear(torch.nn.Module):
     """y = x W^T + b with W held as NVFP4 / MXFP4 (4.5 / 4.25 bits per weight) and x in 16 or 32
     bits: lofp's CPU GEMM (fp32 accumulation) on the CPU, the W4A16 GEMV/GEMM kernels (bf16
-    tensor cores) on CUDA. The forward pass is one lofp::w4a16_gemm custom op, so torch.compile
-    keeps it in the graph. Build one with from_linear(), from_qtensor() or from_checkpoint()."""
+    tensor cores) on CUDA. Build one with from_linear(), from_qtensor() or from_checkpoint().
+
+    forward is the lofp::w4a16_gemm custom op whenever torch records the call (torch.compile,
+    which keeps it in the graph, torch.jit.trace, export, dispatch modes, vmap/grad, tensor
+    subclasses, inputs that require grad). In plain eager mode on CUDA it calls the kernel
+    directly (a few us of host time instead of the dispatcher's tens): bit-identical, same stream.
+    The weight is prepared for the GPU on the first CUDA call and again after .to() /
+    load_state_dict() / assigning codes, scales, global_scale or bias."""
+
+    _ACT8 = False
 
     def __init__(self, q: QTensor, bias: Optional[torch.Tensor] = None) -> None:
         super().__init__()
         if len(q.shape) != 2:
             raise Error(f"invalid argument: the weight must be 2-D [out, in], got {q.shape}")
         if q.scheme not in ("nvfp4", "mxfp4") or q.layout != "linear":
-            raise Error(f"unsupported: W4A16Linear takes NVFP4 / MXFP4 weights with linear scales, got {q.scheme} / {q.layout}")
+            raise Error(f"unsupported: {type(self).__name__} takes NVFP4 / MXFP4 weights with linear scales, got "
+                        f"{q.scheme} / {q.layout}")
         if q.spec.pad:
             raise Error("unsupported: in_features must be a multiple of the block")
         self.out_features, self.in_features = int(q.shape[0]), int(q.shape[1])
@@ -240,6 +347,7 @@ class W4A16Linear(torch.nn.Module):
                              else torch.tensor(float(g), dtype=torch.float32, device=dev))
         self.bias = torch.nn.Parameter(bias.detach().clone(), requires_grad=False) if bias is not None else None
         self._handle = id(self)
+        self.__dict__["_fast"] = None
 
     @classmethod
     def from_qtensor(cls, q: QTensor, bias: Optional[torch.Tensor] = None) -> "W4A16Linear":
@@ -311,12 +419,93 @@ class W4A16Linear(torch.nn.Module):
                        (self.out_features, self.in_features), "linear", None, sch, "float32", 0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., in] (float32 / bfloat16 / float16) -> [..., out] through lofp::w4a16_gemm."""
-        y = torch.ops.lofp.w4a16_gemm(x, self.codes, self.scales, self.global_scale, self.scheme, self.out_features,
-                                      self.in_features, self._handle)
+        """x [..., in] (float32 / bfloat16 / float16) -> [..., out] in x's dtype (see the class
+        docstring for when the custom op runs and when the kernel is called directly)."""
+        if not _is_compiling() and type(x) is _Tensor and not x.requires_grad and not _recorded():
+            f = self._fast
+            if f is None or x.get_device() != f[0]:
+                f = self._prepare_fast(x)
+            if f is not None and x.dtype in _FAST_DTYPES and x.dim() and x.shape[-1] == f[3]:
+                y = self._run_fast(x, f)
+                if y is not None:
+                    return y
+        op = torch.ops.lofp.w4a8_gemm if self._ACT8 else torch.ops.lofp.w4a16_gemm
+        y = op(x, self.codes, self.scales, self.global_scale, self.scheme, self.out_features, self.in_features,
+               self._handle)
         if self.bias is not None:
             y = y + self.bias.to(y.dtype)
         return y
+
+    def _run_fast(self, x, f):
+        # the op's arithmetic, step for step: bf16 activations, bf16 output for bf16 input and
+        # fp32 otherwise (then cast to x's dtype), then y + bias in y's dtype
+        dt = x.dtype
+        a = x if dt is _BF16 else x.to(_BF16)
+        if not a.is_contiguous():
+            a = a.contiguous()
+        k = f[3]
+        m = a.numel() // k
+        if m == 0:
+            return None  # (the op says what an empty input gives)
+        if dt is _BF16:
+            y, code = a.new_empty(x.shape[:-1] + (f[2],)), _fw.DT_BF16
+        else:
+            y, code = a.new_empty(x.shape[:-1] + (f[2],), dtype=_F32), _fw.DT_F32
+        if f[5]:
+            wsb = _lofp.cuda_w4a8_workspace_bytes(m, k)
+            ws = a.new_empty((wsb,), dtype=torch.uint8)  # caching allocator, ordered on this stream
+            _lofp.cuda_w4a8_gemm_ptr(f[1], a.data_ptr(), m, code, y.data_ptr(), ws.data_ptr(), wsb, _raw_stream(f[0]))
+        else:
+            _lofp.cuda_w4a16_gemm_ptr(f[1], a.data_ptr(), m, code, y.data_ptr(), _raw_stream(f[0]))
+        if dt is not _BF16 and dt is not _F32:
+            y = y.to(dt)
+        b = f[4]
+        if b is not None:
+            y.add_(b if b.dtype is y.dtype else b.to(y.dtype))  # (y is ours: in place, same sum as y + b)
+        return y
+
+    def _prepare_fast(self, x):
+        """The per-module state of the fast path for CUDA input x (None when x is not on the
+        weights' GPU): (device index, prepared weight, n, k, bias, W4A8)."""
+        dev = x.get_device()
+        codes = self.codes
+        if dev < 0 or type(codes) is not _Tensor or codes.get_device() != dev or not _lofp.HAVE_CUDA:
+            return None
+        if self._ACT8:
+            _need_w4a8_scheme(self.scheme)
+        w = _cuda_weight(self._handle, self.qtensor(), codes.device)
+        f = (dev, w._h, self.out_features, self.in_features, self.bias, self._ACT8)
+        self.__dict__["_fast"] = f
+        return f
+
+    def _forget_prepared(self) -> None:
+        # the weight changed place or value: prepare again on the next call (both paths)
+        self.__dict__["_fast"] = None
+        _CUDA_WEIGHTS.pop(self.__dict__.get("_handle"), None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name in ("codes", "scales", "global_scale", "bias"):
+            self._forget_prepared()
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state["_fast"] = None  # (holds the prepared weight, which is not copied)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self.__dict__["_handle"] = id(self)  # a copy prepares its own weight
+        self.__dict__["_fast"] = None
+
+    def _apply(self, fn, *args, **kw):
+        r = super()._apply(fn, *args, **kw)
+        self._forget_prepared()
+        return r
+
+    def _load_from_state_dict(self, *args, **kw):
+        super()._load_from_state_dict(*args, **kw)
+        self._forget_prepared()
 
     def extra_repr(self) -> str:
         """The shape, scheme and bias, for repr(module)."""
@@ -326,12 +515,54 @@ class W4A16Linear(torch.nn.Module):
         _CUDA_WEIGHTS.pop(getattr(self, "_handle", None), None)
 
 
+class W4A8Linear(W4A16Linear):
+    """A W4A16Linear whose activations are rounded to FP8 E4M3 per token before the product
+    (opt-in: it costs accuracy). MXFP4 weights only (NVFP4 is refused); on CUDA the W4A8 kernel
+    (lofp_cuda_w4a8_gemm: FP8 tensor cores, sm_90a, faster prefill than W4A16) runs through the
+    lofp::w4a8_gemm custom op, or directly in eager mode as W4A16Linear does. Its error against
+    the product with unrounded activations is a few percent (relative Frobenius, docs/CUDA.md
+    "W4A8") where W4A16's is about 1e-7.
+
+    On the CPU the op emulates the arithmetic in torch: per-token scale amax / 448 (fp32),
+    codes (x / scale).to(float8_e4m3fn) with round-to-nearest-even, the fp32 product of the codes
+    and the dequantized weights, times the scale. The GPU sums each 128-element chunk in the FP8
+    tensor core (truncating accumulation), so CPU and GPU results are close but not
+    bit-identical."""
+
+    _ACT8 = True
+
+    def __init__(self, q: QTensor, bias: Optional[torch.Tensor] = None) -> None:
+        _need_w4a8_scheme(q.scheme)
+        super().__init__(q, bias)
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear, scheme: str = "mxfp4", **kw: Any) -> "W4A8Linear":
+        """Quantizes linear.weight with lofp.quantize(scheme, **kw) (MXFP4 only)."""
+        _need_w4a8_scheme(scheme if isinstance(scheme, str) else scheme.name)
+        w = linear.weight.detach()
+        q = _core.quantize(w, scheme, **kw)
+        return cls(q, linear.bias)
+
+    def extra_repr(self) -> str:
+        """The shape, scheme, bias and activation format, for repr(module)."""
+        return super().extra_repr() + ", activations=e4m3"
+
+
 def quantize_model(model: torch.nn.Module, scheme: str = "nvfp4", *, exclude: Iterable[str] = (),
-                   include: Optional[Iterable[str]] = None, **kw: Any) -> torch.nn.Module:
+                   include: Optional[Iterable[str]] = None, activations: Optional[str] = None,
+                   **kw: Any) -> torch.nn.Module:
     """Replaces every nn.Linear of `model` (in place) by a W4A16Linear with `scheme` weights,
     except those whose qualified name matches a glob of `exclude` (or, when `include` is given,
     does not match one of it) and those whose in_features is not a multiple of the block (left
-    as they are). Returns the model."""
+    as they are). activations="e4m3" makes them W4A8Linear instead (MXFP4 weights only; the
+    activations are rounded to FP8 per token, see W4A8Linear); None keeps them in 16 bits.
+    Returns the model."""
+    if activations not in (None, "e4m3"):
+        raise Error(f"invalid argument: activations is None (16-bit, W4A16) or 'e4m3' (W4A8), got {activations!r}")
+    cls = W4A16Linear
+    if activations == "e4m3":
+        _need_w4a8_scheme(scheme)
+        cls = W4A8Linear
     exclude = _args.patterns("exclude", exclude)
     include = None if include is None else _args.patterns("include", include)
     block = _core.scheme(scheme).block if "block" not in kw else int(kw["block"])
@@ -346,7 +577,7 @@ def quantize_model(model: torch.nn.Module, scheme: str = "nvfp4", *, exclude: It
                 continue
             if child.in_features % block:
                 continue
-            setattr(mod, child_name, W4A16Linear.from_linear(child, scheme, **kw))
+            setattr(mod, child_name, cls.from_linear(child, scheme, **kw))
     return model
 
 
