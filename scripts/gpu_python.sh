@@ -12,9 +12,13 @@ if [ "${1:-}" = "--no-bench" ]; then bench=0; shift; fi
 py=${PYTHON:-python3}
 $py -c "import pytest, numpy, ml_dtypes" || { echo "gpu_python: $py needs pytest, numpy and ml_dtypes" >&2; exit 1; }
 build=${LOFP_PY_BUILD:-build-pygpu}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOFP_BUILD_TESTS=OFF -DLOFP_BUILD_SHARED=OFF \
-  -DLOFP_ENABLE_CUDA=ON >/dev/null
-cmake --build "$build" -j"$(nproc)" --target lofp_python lofp 2>&1 | grep -E "error|Built target (lofp|lofp_python)$" || true
+# LOFP_PY_PREBUILT=1: $build already holds python/lofp/_lofp*.so and lofp, built elsewhere
+# (x86-64, CUDA on) and carried here, so the GPU machine spends no time compiling.
+if [ "${LOFP_PY_PREBUILT:-0}" != 1 ]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOFP_BUILD_TESTS=OFF -DLOFP_BUILD_SHARED=OFF \
+    -DLOFP_ENABLE_CUDA=ON >/dev/null
+  cmake --build "$build" -j"$(nproc)" --target lofp_python lofp 2>&1 | grep -E "error|Built target (lofp|lofp_python)$" || true
+fi
 pkg=$(mktemp -d)
 trap 'rm -rf "$pkg"' EXIT
 cp -r python/lofp "$pkg/lofp"
