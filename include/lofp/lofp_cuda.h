@@ -123,6 +123,13 @@ typedef struct lofp_cuda_w4 {
     uint8_t *d_codes;     /* n * k / 2 bytes, device */
     uint8_t *d_scales;    /* n * k / block bytes, device */
     float *d_params;      /* device: [0] = epilogue factor alpha, [1] = scale exponent bias */
+    /* For the large-M route of lofp_cuda_w4a8_gemm (MXFP4 only; NULL and 0 for NVFP4): */
+    uint8_t *d_row_exp;   /* n bytes, device: per row, the largest E8M0 scale byte among its
+                             blocks holding a nonzero code (0 for a row of zeros) */
+    int w4a8_rowwise;     /* 1 when every row casts exactly to E4M3 times one fp32 scale per row
+                             (docs/CUDA.md section 2b: no 0xFF scale, every nonzero block within
+                             14 binades of its row's largest, row maxima >= 7); 0 keeps every
+                             lofp_cuda_w4a8_gemm call on the kernel */
 } lofp_cuda_w4;
 
 /* Pre-arranges quantized weights for lofp_cuda_w4a16_gemm: d_codes / d_scales are the output of
