@@ -24,7 +24,8 @@
  * for any block that holds a 0.5, and the route requires d <= 14 for every block with a nonzero
  * code (blocks of zeros cast to 00 / 80 whatever their scale). The tables (w8_table,
  * w4a8_common.cuh) are the d <= 11 bytes of the kernel (exponent field minus d) and three
- * subnormal tables for d = 12..14.
+ * subnormal tables for d = 12..14; test_codec_host runs w8_word_plain on the CPU for every d and
+ * every nibble against lofp_encode(E4M3) of the CPU-decoded value.
  *
  * Which weights: lofp_cuda_w4_prepare computes E per row and sets w->w4a8_rowwise when (a) no
  * scale byte is 0xFF (NaN: the kernel reproduces the CPU's NaN), (b) every nonzero block of a row
@@ -149,11 +150,9 @@ __global__ void __launch_bounds__(256) w4_to_e4m3(const uint32_t *__restrict__ c
                 const uint32_t E = __ldg(row_exp + row);
                 int d = (int)E - (int)sb[u];
                 d = d < 0 ? 0 : d > W8_ROW_DMAX ? W8_ROW_DMAX : d; /* clamped only for blocks of zeros */
-                uint32_t t0, t1, lo, hi;
-                w8_table(d, t0, t1);
-                e4m3_word(q[u], t0, t1, lo, hi);
-                /* lo = elements 0, 2, 4, 6 and hi = 1, 3, 5, 7 (bytes 0..3) -> natural order */
-                out[row * kw + (size_t)ch * 16 + (i & 15)] = make_uint2(prmt(lo, hi, 0x5140u), prmt(lo, hi, 0x7362u));
+                uint32_t x, y;
+                w8_word_plain(q[u], d, x, y);
+                out[row * kw + (size_t)ch * 16 + (i & 15)] = make_uint2(x, y);
                 if (ch == 0 && (i & 15) == 0) row_scale[row] = row_scale_of(E);
             }
         }

@@ -38,11 +38,21 @@ __host__ __device__ __forceinline__ void w8_table(int d, uint32_t &t0, uint32_t 
     }
 }
 
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
+/* prmt.b32 in its default mode: output byte i is byte (sel >> 4i) & 7 of the pair b:a. Every
+ * selector here has bit 3 of each nibble clear (set, it would replicate a sign bit instead); the
+ * host version (test_codec_host runs the conversion below on the CPU) implements that case only. */
+__host__ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
 {
+#ifdef __CUDA_ARCH__
     uint32_t d;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
     return d;
+#else
+    const uint64_t ba = ((uint64_t)b << 32) | a;
+    uint32_t d = 0;
+    for (int i = 0; i < 4; i++) d |= (uint32_t)((ba >> (8 * ((sel >> (4 * i)) & 7u))) & 0xFFu) << (8 * i);
+    return d;
+#endif
 }
 /* a prepared word q (nibble i: element 2i for i < 4, 2(i - 4) + 1 above) -> lo = E4M3 bytes of
  * nibbles 0..3, hi = of nibbles 4..7. Magnitude: prmt of the table with the nibbles' low 3 bits
@@ -50,11 +60,23 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
  * Sign: nibble i's sign bit is bit 4i + 3 of q (or of q << 4 = bit 4i + 7); a byte prmt of
  * (q, q << 4) puts, for each output byte, the source byte whose bit 7 is that sign. 9 operations
  * per word. */
-__device__ __forceinline__ void e4m3_word(uint32_t q, uint32_t t0, uint32_t t1, uint32_t &lo, uint32_t &hi)
+__host__ __device__ __forceinline__ void e4m3_word(uint32_t q, uint32_t t0, uint32_t t1, uint32_t &lo, uint32_t &hi)
 {
     const uint32_t qm = q & 0x77777777u, q4 = q << 4;
     lo = prmt(t0, t1, qm) | (prmt(q, q4, 0x1504u) & 0x80808080u);
     hi = prmt(t0, t1, qm >> 16) | (prmt(q, q4, 0x3726u) & 0x80808080u);
+}
+
+/* The large route's cast of one prepared word whose block lies d binades below its row's largest
+ * (0 <= d <= W8_ROW_DMAX): its 8 weights as E4M3 bytes in natural element order, x = elements
+ * 0..3, y = 4..7 (e4m3_word gives lo = elements 0, 2, 4, 6 and hi = 1, 3, 5, 7). */
+__host__ __device__ __forceinline__ void w8_word_plain(uint32_t q, int d, uint32_t &x, uint32_t &y)
+{
+    uint32_t t0, t1, lo, hi;
+    w8_table(d, t0, t1);
+    e4m3_word(q, t0, t1, lo, hi);
+    x = prmt(lo, hi, 0x5140u);
+    y = prmt(lo, hi, 0x7362u);
 }
 
 } // namespace
