@@ -182,16 +182,17 @@ const LtDev *lofpcu::lt_begin(cudaStream_t st, LtWhy *why)
         (void)cudaGetLastError();
         return nullptr;
     }
-    const LtDev *ds = dev_state(dev);
-    if (!ds) return nullptr;
     /* not inside a stream capture (CUDA graphs): an allocation from a non-default pool that the
-     * capture refused would invalidate the caller's capture; the kernels capture fine */
+     * capture refused would invalidate the caller's capture; the kernels capture fine. Checked
+     * before the device state is created (its cudaMalloc would break a global-mode capture). */
     cudaStreamCaptureStatus cap_st = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(st, &cap_st) != cudaSuccess || cap_st != cudaStreamCaptureStatusNone) {
         (void)cudaGetLastError();
         *why = LT_CAPTURING;
         return nullptr;
     }
+    const LtDev *ds = dev_state(dev);
+    if (!ds) return nullptr;
     *why = LT_OK;
     return ds;
 }
