@@ -215,6 +215,7 @@ LtWhy lofpcu::lt_matmul(const LtDev *ds, const LtGemm &g, cudaStream_t st, bool 
     cublasLtMatmulAlgo_t algo;
     const int cached = algo_lookup(key, &algo);
     if (cached == 2) return LT_REFUSED;
+    if (cached == 1 && plan_only) return LT_OK; /* no descriptors needed to know that */
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
     cublasLtMatmulPreference_t pref = nullptr;
