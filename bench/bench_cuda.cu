@@ -300,10 +300,56 @@ static void bench_gemm(void)
                             else if (pt.what == 1) LC(lofp_cuda_w4a8_gemm_quantized(&W[i % NCOPY], m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL));
                             else LC(lofp_cuda_w4a8_quantize_act(a, m, k, ws8, wsb, NULL));
                         }, fl, bt);
-                        char name[96];
+                        char name[96], extra9[256];
                         snprintf(name, sizeof name, "%s_%s_m%zu_n%zu_k%zu", pt.nm, preset, m, n, k);
                         const double by = pt.what == 2 ? m * k * 3.0 : (double)wbytes + m * k * (pt.what ? 1.0 : 3.0) + m * n * 2.0;
-                        emit(name, us, by, pt.what == 2 ? 0 : 2.0 * m * n * k, extra8);
+                        if (pt.what == 0) {
+                            /* the route the production call took (the last timed call's) */
+                            int why = 0;
+                            const int ran = lofp_cuda_w4a8_last_route(&why);
+                            snprintf(extra9, sizeof extra9, "%s, \"route\": \"%s\", \"why\": \"%s\", \"rowwise\": %d", extra8,
+                                     ran == LOFP_W4A8_RAN_LARGE ? "large" : "kernel", lofp_cuda_w4a8_why_name(why), W[0].w4a8_rowwise);
+                        } else {
+                            snprintf(extra9, sizeof extra9, "%s", extra8);
+                        }
+                        emit(name, us, by, pt.what == 2 ? 0 : 2.0 * m * n * k, extra9);
+                    }
+                    if (m == 64 || m == 256 || m == 1024 || m == 2048 || m == 4096) {
+                        /* both routes of lofp_cuda_w4a8_gemm forced (lofp_cuda_w4a8_test_config): the
+                         * crossover behind LOFP_CUDA_W4A8_LARGE_M_MIN; host_us: CPU time of one
+                         * enqueue of the large route (cached algorithm) */
+                        for (int route : {LOFP_GEMM_ROUTE_LARGE, LOFP_GEMM_ROUTE_KERNEL}) {
+                            lofp_cuda_w4a8_test_config(route);
+                            const lofp_status r0 = lofp_cuda_w4a8_gemm(&W[0], a, m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL);
+                            int why = 0;
+                            lofp_cuda_w4a8_last_route(&why);
+                            if (r0 != LOFP_OK) {
+                                printf("{\"name\": \"w4a8_route_%s_%s_m%zu_n%zu_k%zu_error\", \"error\": \"%s: %s\"}\n",
+                                       route == LOFP_GEMM_ROUTE_LARGE ? "large" : "kernel", preset, m, n, k,
+                                       lofp_cuda_status_name(r0), lofp_cuda_w4a8_why_name(why));
+                                continue;
+                            }
+                            const double us = time_us([&](int i) { LC(lofp_cuda_w4a8_gemm(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL)); }, fl, bt);
+                            double host = 0;
+                            if (route == LOFP_GEMM_ROUTE_LARGE) {
+                                std::vector<double> hs;
+                                for (int it = 0; it < 11; it++) {
+                                    CU(cudaDeviceSynchronize());
+                                    const auto t0 = std::chrono::steady_clock::now();
+                                    LC(lofp_cuda_w4a8_gemm(&W[it % NCOPY], a, m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL));
+                                    hs.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+                                }
+                                CU(cudaDeviceSynchronize());
+                                std::sort(hs.begin(), hs.end());
+                                host = hs[hs.size() / 2];
+                            }
+                            char name[96], extra9[160];
+                            snprintf(name, sizeof name, "w4a8_route_%s_%s_m%zu_n%zu_k%zu", route == LOFP_GEMM_ROUTE_LARGE ? "large" : "kernel",
+                                     preset, m, n, k);
+                            snprintf(extra9, sizeof extra9, "%s, \"host_us\": %.1f", extra8, host);
+                            emit(name, us, (double)wbytes + m * k * 3.0 + m * n * 2.0, 2.0 * m * n * k, extra9);
+                        }
+                        lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_AUTO);
                     }
                     CU(cudaFree(ws8));
                 }

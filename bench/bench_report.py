@@ -86,15 +86,17 @@ def main():
                 p(f"| {preset} | {m} | {n} x {k} | {o['us']:.1f} | {f(rf) if m <= 64 else '-'} | {f(t)} | {f(ti)} | {f(tf8)} | "
                   f"{sp:.2f}x | {tf:.1f} | {wbw:.2f} |")
     # ---- W4A8 (opt-in): MXFP4 weights x E4M3 activations on the FP8 tensor cores
-    w8 = [(n, k, m) for n, k in ((8192, 8192), (14336, 4096)) for m in (1, 16, 64, 256, 4096)
+    w8 = [(n, k, m) for n, k in ((8192, 8192), (14336, 4096)) for m in (1, 16, 64, 256, 1024, 2048, 4096)
           if f"w4a8_mxfp4_m{m}_n{n}_k{k}" in L]
     if w8:
-        p("\n### W4A8 (opt-in): MXFP4 weights x per-token E4M3 activations, FP8 wgmma, bf16 out\n")
-        p("Target: the FP8 rowwise `torch._scaled_mm` time at each M, GEMM against GEMM (activations "
-          "quantized per token before the timed calls on both sides). `quant + GEMM` is `lofp_cuda_w4a8_gemm`; "
+        p("\n### W4A8 (opt-in): MXFP4 weights x per-token E4M3 activations, FP8 tensor cores, bf16 out\n")
+        p("Target: the FP8 rowwise `torch._scaled_mm` time at each M. `W4A8 GEMM` is the kernel on activations "
+          "quantized before the timed calls (`lofp_cuda_w4a8_gemm_quantized`), against `_scaled_mm` likewise; "
+          "`quant + GEMM` is the production call `lofp_cuda_w4a8_gemm`, whose route is shown (`large` = weights cast "
+          "to E4M3 + cuBLASLt FP8 with rowwise scales, `kernel` = activation quantize + the FP8 wgmma kernel); "
           "`torch quant + _scaled_mm` quantizes inside the call with eager torch ops (launch-bound at small M).\n")
-        p("| M | N x K | W4A8 GEMM µs | `_scaled_mm` µs | met (GEMM ≤ `_scaled_mm`) | W4A8 quant + GEMM µs | quantize µs | torch quant + `_scaled_mm` µs | W4A16 MXFP4 µs |")
-        p("|---|---|---|---|---|---|---|---|---|")
+        p("| M | N x K | W4A8 GEMM µs | `_scaled_mm` µs | met (GEMM ≤ `_scaled_mm`) | W4A8 quant + GEMM µs | route | quantize µs | torch quant + `_scaled_mm` µs | W4A16 MXFP4 µs | cuBLAS bf16 µs |")
+        p("|---|---|---|---|---|---|---|---|---|---|---|")
         for n, k, m in w8:
             o = L[f"w4a8_mxfp4_m{m}_n{n}_k{k}"]
             og = L.get(f"w4a8gemm_mxfp4_m{m}_n{n}_k{k}")
@@ -102,9 +104,33 @@ def main():
             tf8 = T.get(f"torch_fp8_rowwise_m{m}_n{n}_k{k}")
             tq8 = T.get(f"torch_fp8_rowwise_q_m{m}_n{n}_k{k}")
             w16 = L.get(f"w4a16_mxfp4_m{m}_n{n}_k{k}")
+            tbf = T.get(f"torch_bf16_mm_m{m}_n{n}_k{k}")
             f = lambda x: f"{x['us']:.1f}" if x else "-"
             met = ("yes" if og["us"] <= tf8["us"] else "no") if (tf8 and og) else "-"
-            p(f"| {m} | {n} x {k} | {f(og)} | {f(tf8)} | {met} | {o['us']:.1f} | {f(oq)} | {f(tq8)} | {f(w16)} |")
+            p(f"| {m} | {n} x {k} | {f(og)} | {f(tf8)} | {met} | {o['us']:.1f} | {o.get('route', '-')} | {f(oq)} | {f(tq8)} | "
+              f"{f(w16)} | {f(tbf)} |")
+    # the two routes of lofp_cuda_w4a8_gemm forced: the crossover behind LOFP_CUDA_W4A8_LARGE_M_MIN
+    rk8 = [kk for kk in L if kk.startswith("w4a8_route_")]
+    if rk8:
+        p("\nW4A8 routes of `lofp_cuda_w4a8_gemm` (quantize included, bf16 out), both forced: `large` = E4M3 weight "
+          "cast + cuBLASLt FP8 GEMM with per-row / per-token scales (gemm_w4a8_large.cu), `kernel` = the FP8 wgmma "
+          "kernel; the production call takes `large` from M = LOFP_CUDA_W4A8_LARGE_M_MIN.\n")
+        p("| N x K | M | large µs | kernel µs | `_scaled_mm` µs | torch quant + `_scaled_mm` µs | cuBLAS bf16 µs | faster | large host µs/call |")
+        p("|---|---|---|---|---|---|---|---|---|")
+        for n, k in ((8192, 8192), (14336, 4096)):
+            for m in (64, 256, 1024, 2048, 4096):
+                lg = L.get(f"w4a8_route_large_mxfp4_m{m}_n{n}_k{k}")
+                kn = L.get(f"w4a8_route_kernel_mxfp4_m{m}_n{n}_k{k}")
+                if not lg and not kn:
+                    continue
+                f = lambda x: f"{x['us']:.1f}" if x else "-"
+                fast = "-" if not (lg and kn) else ("large" if lg["us"] < kn["us"] else "kernel")
+                hu = f"{lg.get('host_us', 0):.1f}" if lg else "-"
+                p(f"| {n} x {k} | {m} | {f(lg)} | {f(kn)} | {f(T.get(f'torch_fp8_rowwise_m{m}_n{n}_k{k}'))} | "
+                  f"{f(T.get(f'torch_fp8_rowwise_q_m{m}_n{n}_k{k}'))} | {f(T.get(f'torch_bf16_mm_m{m}_n{n}_k{k}'))} | {fast} | {hu} |")
+        for kk in L:
+            if kk.startswith("w4a8_route_") and kk.endswith("_error"):
+                p(f"\n`{kk}`: {L[kk].get('error', '?')}")
     for nm, o in L.items():
         if nm.startswith("w4_prepare_"):
             p(f"\nOne-time load step `lofp_cuda_w4_prepare` ({nm[11:]}, checkpoint-layout codes and scales in): "

@@ -105,9 +105,11 @@ def bench_mm():
             us = time_us(lambda i: a @ ws[i % 4].T, flush=not small, batch=20 if small else 1)
             emit(f"torch_bf16_mm_m{m}_n{n}_k{k}", us, n * k * 2.0 + m * k * 2 + m * n * 2,
                  2.0 * m * n * k, m=m, n=n, k=k)
-            if m in (512, 1024, 2048):  # cuBLAS only: the large-M crossover of lofp's W4A16
-                continue
             for name, fn in peers.items():
+                # cuBLAS only at M = 512, 1024, 2048 (the large-M crossover of lofp's W4A16), and the
+                # FP8 rowwise pair at 1024, 2048 (the W4A8 routes)
+                if m in (512, 1024, 2048) and not (m != 512 and name.startswith("fp8_rowwise")):
+                    continue
                 try:
                     call = fn(a)
                     us = time_us(call, flush=not small, batch=20 if small else 1,

@@ -498,6 +498,15 @@ extern "C" lofp_status lofp_cuda_w4_prepare_dir(const lofp_scheme *s, const uint
     }
     w4_params<<<1, 1, 0, st>>>(w->d_params, nv ? d_global : NULL, smax, nv ? 1 : 0, dir == LOFP_GLOBAL_DECODE);
     LOFP_CU_LAUNCH();
+    if (!nv) {
+        /* the W4A8 large route's per-row exponents and rowwise-exact flag (gemm_w4a8_large.cu);
+         * synchronises the stream */
+        const lofp_status r = w4a8_prepare_rows(w, d_codes, d_scales, st);
+        if (r != LOFP_OK) {
+            lofp_cuda_w4_free(w);
+            return r;
+        }
+    }
     return LOFP_OK;
 }
 
@@ -507,6 +516,7 @@ extern "C" void lofp_cuda_w4_free(lofp_cuda_w4 *w)
     if (w->d_codes) cudaFree(w->d_codes);
     if (w->d_scales) cudaFree(w->d_scales);
     if (w->d_params) cudaFree(w->d_params);
+    if (w->d_row_exp) cudaFree(w->d_row_exp);
     memset(w, 0, sizeof *w);
 }
 

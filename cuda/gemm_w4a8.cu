@@ -53,8 +53,11 @@
  * be folded into the E4M3 weight exactly (e2m1 x ue4m3 needs up to 5 mantissa bits).
  */
 
+#include <atomic>
+
 #include "gemm_common.cuh"
 #include "lofp_cuda_internal.h"
+#include "w4a8_common.cuh"
 #include "wgmma.cuh"
 
 using namespace lofpcu;
@@ -76,7 +79,11 @@ struct W8P {
 /* ---- activation quantizer ---- */
 
 /* one CTA of 256 threads per token row: pass 1 the row's amax (from the bf16 bit patterns, so that
- * NaN > Inf > every finite value), pass 2 the codes, one 32-element block per thread-step. */
+ * NaN > Inf > every finite value), pass 2 the codes, one 32-element block per thread-step.
+ * PERM = 1: each 32-element block stored in the kernel's fragment order (below); PERM = 0: in
+ * plain K order (the cuBLASLt route, gemm_w4a8_large.cu). The same fp32 division and conversion
+ * per element either way, so the codes are the same bytes, only placed differently. */
+template <int PERM>
 __global__ void __launch_bounds__(256) act_quant_kernel(const uint16_t *a, size_t k, uint8_t *q, float *ascale)
 {
     const size_t row = blockIdx.x;
@@ -121,16 +128,17 @@ __global__ void __launch_bounds__(256) act_quant_kernel(const uint16_t *a, size_
         /* e(i): element i of the block as fp32 divided by the scale */
         auto e = [&](int i) { return fdiv(u2f((i & 1 ? w[i >> 1] >> 16 : w[i >> 1] & 0xFFFFu) << 16), s); };
         uint32_t o[8];
-        /* output word 4h + c (bytes s = 16h + 4c + b) holds elements 8c + 2b + h */
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                const int b0 = h, b1 = 2 + h, b2 = 4 + h, b3 = 6 + h;
+                /* PERM: output word 4h + c (bytes s = 16h + 4c + b) holds elements 8c + 2b + h;
+                 * plain: word 4h + c holds elements 4 (4h + c) + b */
+                const int w0 = PERM ? 8 * c + h : 4 * (4 * h + c), st = PERM ? 2 : 1;
                 uint16_t lo, hi;
                 /* cvt ... d, a, b: a goes to the upper byte, b to the lower */
-                asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(e(8 * c + b1)), "f"(e(8 * c + b0)));
-                asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(e(8 * c + b3)), "f"(e(8 * c + b2)));
+                asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(e(w0 + st)), "f"(e(w0)));
+                asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(e(w0 + 3 * st)), "f"(e(w0 + 2 * st)));
                 o[4 * h + c] = (uint32_t)lo | ((uint32_t)hi << 16);
             }
         uint4 *dst = (uint4 *)(qr + b * 32);
@@ -149,34 +157,6 @@ LOFP_WG_RS(WgmmaF8, "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3",
 __device__ __forceinline__ void cp4s(uint32_t sa, const void *g, int n)
 {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(sa), "l"(g), "r"(n));
-}
-
-/* E2M1 -> E4M3 by table. The byte table (t0: magnitudes 0..3, t1: 4..7) holds E4M3(v * 2^(6 - d))
- * for the e2m1 magnitudes v = 0, 0.5, 1, 1.5, 2, 3, 4, 6: at d = 0 the bytes 00 60 68 6C 70 74 78 7C
- * (all normal: 0.5 * 2^6 = 2^5 has exponent field 12), and d binades lower is the same bytes minus
- * 8 d in each nonzero byte (the exponent field minus d) -- exact while 12 - d >= 1, i.e. d <= 11
- * (W8_DMAX; below, 0.5 * 2^(6 - d) would be an E4M3 subnormal, another encoding). */
-constexpr uint32_t W8_T0 = 0x6C686000u, W8_T1 = 0x7C787470u;
-constexpr uint32_t W8_C0 = 0x08080800u, W8_C1 = 0x08080808u;  /* 8 per nonzero byte */
-constexpr int W8_DMAX = 11;
-
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
-{
-    uint32_t d;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-    return d;
-}
-/* a prepared word q (nibble i: element 2i for i < 4, 2(i - 4) + 1 above) -> lo = E4M3 bytes of
- * nibbles 0..3, hi = of nibbles 4..7. Magnitude: prmt of the table with the nibbles' low 3 bits
- * as selector (bit 3, the sign, cleared: set it would select prmt's sign-replicating mode).
- * Sign: nibble i's sign bit is bit 4i + 3 of q (or of q << 4 = bit 4i + 7); a byte prmt of
- * (q, q << 4) puts, for each output byte, the source byte whose bit 7 is that sign. 9 operations
- * per word. */
-__device__ __forceinline__ void e4m3_word(uint32_t q, uint32_t t0, uint32_t t1, uint32_t &lo, uint32_t &hi)
-{
-    const uint32_t qm = q & 0x77777777u, q4 = q << 4;
-    lo = prmt(t0, t1, qm) | (prmt(q, q4, 0x1504u) & 0x80808080u);
-    hi = prmt(t0, t1, qm >> 16) | (prmt(q, q4, 0x3726u) & 0x80808080u);
 }
 
 /* E8M0 byte -> fp32 2^(b - e_max) (sb = 127 - e_max; 0 below 2^-126, NaN for 0xFF) */
@@ -443,7 +423,7 @@ bool is_sm90_dev(void)
     return yes;
 }
 
-size_t scales_bytes(size_t m) { return round_up_sz(m * sizeof(float), 256); }
+size_t scales_bytes(size_t m) { return w4a8_codes_offset(m); }
 
 lofp_status check_ws(size_t m, size_t k, const void *d_ws, size_t ws_bytes)
 {
@@ -452,7 +432,40 @@ lofp_status check_ws(size_t m, size_t k, const void *d_ws, size_t ws_bytes)
     return LOFP_OK;
 }
 
+lofp_status quantize_act_checked(const void *d_a, size_t m, size_t k, void *d_ws, size_t ws_bytes, int plain,
+                                 cudaStream_t st)
+{
+    clear_cuda_error();
+    if (!d_a || ((uintptr_t)d_a & 15)) return LOFP_ERR_INVALID_ARG;
+    if (m == 0 || k == 0 || k % 128) return LOFP_ERR_SHAPE;
+    if (m > 0x7FFFFFFF || k > 0x7FFFFFFF) return LOFP_ERR_SIZE_OVERFLOW;
+    const lofp_status r = check_ws(m, k, d_ws, ws_bytes);
+    if (r != LOFP_OK) return r;
+    return w4a8_act_quant(d_a, m, k, d_ws, plain, st);
+}
+
+/* test hooks: the forced route (LOFP_GEMM_ROUTE_*) and the route / reason of the last call */
+std::atomic<int> g_w8_force{LOFP_GEMM_ROUTE_AUTO};
+std::atomic<int> g_w8_last{LOFP_W4A8_RAN_NONE};
+std::atomic<int> g_w8_why{LOFP_W4A8_WHY_OK};
+
+void w8_record(int ran, int why)
+{
+    g_w8_last.store(ran, std::memory_order_relaxed);
+    g_w8_why.store(why, std::memory_order_relaxed);
+}
+
 } // namespace
+
+lofp_status lofpcu::w4a8_act_quant(const void *d_a, size_t m, size_t k, void *d_ws, int plain, cudaStream_t st)
+{
+    float *sc = (float *)d_ws;
+    uint8_t *q = (uint8_t *)d_ws + scales_bytes(m);
+    if (plain) act_quant_kernel<0><<<(unsigned)m, 256, 0, st>>>((const uint16_t *)d_a, k, q, sc);
+    else act_quant_kernel<1><<<(unsigned)m, 256, 0, st>>>((const uint16_t *)d_a, k, q, sc);
+    LOFP_CU_LAUNCH();
+    return LOFP_OK;
+}
 
 extern "C" size_t lofp_cuda_w4a8_workspace_bytes(size_t m, size_t k)
 {
@@ -463,17 +476,40 @@ extern "C" size_t lofp_cuda_w4a8_workspace_bytes(size_t m, size_t k)
 extern "C" lofp_status lofp_cuda_w4a8_quantize_act(const void *d_a, size_t m, size_t k, void *d_ws,
                                                    size_t ws_bytes, lofp_cuda_stream stream)
 {
-    clear_cuda_error();
-    if (!d_a || ((uintptr_t)d_a & 15)) return LOFP_ERR_INVALID_ARG;
-    if (m == 0 || k == 0 || k % 128) return LOFP_ERR_SHAPE;
-    if (m > 0x7FFFFFFF || k > 0x7FFFFFFF) return LOFP_ERR_SIZE_OVERFLOW;
-    const lofp_status r = check_ws(m, k, d_ws, ws_bytes);
-    if (r != LOFP_OK) return r;
-    float *sc = (float *)d_ws;
-    uint8_t *q = (uint8_t *)d_ws + scales_bytes(m);
-    act_quant_kernel<<<(unsigned)m, 256, 0, (cudaStream_t)stream>>>((const uint16_t *)d_a, k, q, sc);
-    LOFP_CU_LAUNCH();
-    return LOFP_OK;
+    return quantize_act_checked(d_a, m, k, d_ws, ws_bytes, 0, (cudaStream_t)stream);
+}
+
+extern "C" lofp_status lofp_cuda_w4a8_quantize_act_plain(const void *d_a, size_t m, size_t k, void *d_ws,
+                                                         size_t ws_bytes, lofp_cuda_stream stream)
+{
+    return quantize_act_checked(d_a, m, k, d_ws, ws_bytes, 1, (cudaStream_t)stream);
+}
+
+extern "C" void lofp_cuda_w4a8_test_config(int route)
+{
+    g_w8_force.store(route == LOFP_GEMM_ROUTE_LARGE || route == LOFP_GEMM_ROUTE_KERNEL ? route : LOFP_GEMM_ROUTE_AUTO);
+}
+
+extern "C" int lofp_cuda_w4a8_last_route(int *why)
+{
+    if (why) *why = g_w8_why.load(std::memory_order_relaxed);
+    return g_w8_last.load(std::memory_order_relaxed);
+}
+
+extern "C" const char *lofp_cuda_w4a8_why_name(int why)
+{
+    switch (why) {
+    case LOFP_W4A8_WHY_OK: return "ok";
+    case LOFP_W4A8_WHY_NO_LIBRARY: return "cuBLASLt unavailable";
+    case LOFP_W4A8_WHY_CAPTURING: return "stream capturing";
+    case LOFP_W4A8_WHY_NO_MEMORY: return "transient buffer not allocated";
+    case LOFP_W4A8_WHY_NO_ALGO: return "cuBLASLt descriptor/heuristic refused (FP8 OUTER_VEC_32F)";
+    case LOFP_W4A8_WHY_REFUSED: return "cublasLtMatmul refused (FP8 OUTER_VEC_32F)";
+    case LOFP_W4A8_WHY_NOT_ROWWISE: return "weights not rowwise-exact in E4M3";
+    case LOFP_W4A8_WHY_SMALL_M: return "m below LOFP_CUDA_W4A8_LARGE_M_MIN";
+    case LOFP_W4A8_WHY_FORCED: return "kernel route forced";
+    default: return "?";
+    }
 }
 
 /* Configurations: m <= 64: 64 weight rows x 64 tokens per CTA (KW = 2), 8 stages (the weight
@@ -525,7 +561,24 @@ extern "C" lofp_status lofp_cuda_w4a8_gemm(const lofp_cuda_w4 *w, const void *d_
     lofp_status r = check_ws(m, w->k, d_ws, ws_bytes);
     if (r != LOFP_OK) return r;
     if (!is_sm90_dev()) return LOFP_ERR_UNSUPPORTED;
-    r = lofp_cuda_w4a8_quantize_act(d_a, m, w->k, d_ws, ws_bytes, stream);
+    cudaStream_t st = (cudaStream_t)stream;
+    /* large M: the cuBLASLt FP8 route (gemm_w4a8_large.cu) where the weights are rowwise-exact
+     * and cuBLASLt takes the GEMM; the kernel below otherwise (the same product, both exact in
+     * the weights and the per-token activation codes; the sums differ only in order) */
+    const int force = g_w8_force.load(std::memory_order_relaxed);
+    int why = force == LOFP_GEMM_ROUTE_KERNEL ? LOFP_W4A8_WHY_FORCED : LOFP_W4A8_WHY_SMALL_M;
+    if (force == LOFP_GEMM_ROUTE_LARGE || (force == LOFP_GEMM_ROUTE_AUTO && m >= LOFP_CUDA_W4A8_LARGE_M_MIN)) {
+        r = w4a8_large_launch(w, d_a, m, out_dt == LOFP_DTYPE_BF16, d_c, d_ws, st, &why);
+        if (r == LOFP_OK) w8_record(LOFP_W4A8_RAN_LARGE, LOFP_W4A8_WHY_OK);
+        if (r != LOFP_ERR_UNSUPPORTED) return r;
+        if (force == LOFP_GEMM_ROUTE_LARGE) {
+            w8_record(LOFP_W4A8_RAN_NONE, why);
+            return r;
+        }
+    }
+    r = w4a8_act_quant(d_a, m, w->k, d_ws, 0, st);
     if (r != LOFP_OK) return r;
-    return lofp_cuda_w4a8_gemm_quantized(w, m, out_dt, d_c, d_ws, ws_bytes, stream);
+    r = lofp_cuda_w4a8_gemm_quantized(w, m, out_dt, d_c, d_ws, ws_bytes, stream);
+    if (r == LOFP_OK) w8_record(LOFP_W4A8_RAN_KERNEL, why);
+    return r;
 }

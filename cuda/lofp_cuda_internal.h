@@ -18,6 +18,14 @@
  * from M = 768. */
 #define LOFP_CUDA_LARGE_M_MIN 768
 
+/* W4A8 shape classes (docs/CUDA.md section 2b): lofp_cuda_w4a8_gemm sends m >= this with
+ * rowwise-exact weights to the cuBLASLt FP8 route of gemm_w4a8_large.cu, everything else (and
+ * every refusal of that route) to the w4a8 kernel of gemm_w4a8.cu. A starting value, to be set
+ * from bench_cuda's w4a8_route_* timings (both routes side by side at M = 64 ... 4096): before
+ * this route existed the kernel took M = 64 8192^2 in 38.2 us against torch _scaled_mm's 36.5,
+ * M = 256 in 64.5 against 38.4 (H200). */
+#define LOFP_CUDA_W4A8_LARGE_M_MIN 64
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,13 +39,39 @@ enum { LOFP_GEMM_ROUTE_AUTO = 0, LOFP_GEMM_ROUTE_LARGE = 1, LOFP_GEMM_ROUTE_KERN
 lofp_status lofp_cuda_w4a16_gemm_route(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                        lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream,
                                        int route);
-/* Test hooks of the large path: cap_bytes (0 = default 256 MiB) bounds the transient bf16 weight
- * buffer (smaller -> more N chunks); lt_off != 0 makes cuBLASLt look absent. Process-wide
- * settings kept in atomics (no data race); a GEMM call running concurrently sees the old or the
- * new setting (tests and benchmark sweeps only). */
+/* Test hooks of the large paths (W4A16 and W4A8, cublaslt.cu): cap_bytes (0 = default 256 MiB)
+ * bounds the transient weight buffer of one chunk (smaller -> more N chunks); lt_off != 0 makes
+ * cuBLASLt look absent. Process-wide settings kept in atomics (no data race); a GEMM call running
+ * concurrently sees the old or the new setting (tests and benchmark sweeps only). */
 void lofp_cuda_large_test_config(size_t cap_bytes, int lt_off);
-/* 1 when the large path can run (cuBLASLt opened and not switched off by the hook). */
+/* 1 when the large paths can run (cuBLASLt opened and not switched off by the hook). */
 int lofp_cuda_large_available(void);
+
+/* W4A8 test hooks (gemm_w4a8.cu). lofp_cuda_w4a8_test_config(route) forces lofp_cuda_w4a8_gemm's
+ * route: LOFP_GEMM_ROUTE_LARGE (only the cuBLASLt route, at any m: LOFP_ERR_UNSUPPORTED, C
+ * untouched, where it does not run), LOFP_GEMM_ROUTE_KERNEL (only the kernel), anything else the
+ * automatic choice. lofp_cuda_w4a8_last_route returns what the last lofp_cuda_w4a8_gemm call in
+ * the process ran (LOFP_W4A8_RAN_*; NONE after a forced large call that was refused) and, in
+ * *why (may be NULL), why the large route did not run (LOFP_W4A8_WHY_*; OK when it ran).
+ * Process-wide atomics: with concurrent calls "last" is any one of them (tests and benchmarks). */
+enum { LOFP_W4A8_RAN_NONE = 0, LOFP_W4A8_RAN_KERNEL = 1, LOFP_W4A8_RAN_LARGE = 2 };
+enum { LOFP_W4A8_WHY_OK = 0, LOFP_W4A8_WHY_NO_LIBRARY = 1, LOFP_W4A8_WHY_CAPTURING = 2,
+       LOFP_W4A8_WHY_NO_MEMORY = 3, LOFP_W4A8_WHY_NO_ALGO = 4, LOFP_W4A8_WHY_REFUSED = 5,
+       LOFP_W4A8_WHY_NOT_ROWWISE = 6, LOFP_W4A8_WHY_SMALL_M = 7, LOFP_W4A8_WHY_FORCED = 8 };
+void lofp_cuda_w4a8_test_config(int route);
+int lofp_cuda_w4a8_last_route(int *why);
+/* A static text for a LOFP_W4A8_WHY_* value. */
+const char *lofp_cuda_w4a8_why_name(int why);
+/* lofp_cuda_w4a8_quantize_act writing the codes in plain K order (the large route's layout):
+ * byte j of token t's row at codes + t k + j. Same arguments and checks. */
+lofp_status lofp_cuda_w4a8_quantize_act_plain(const void *d_a, size_t m, size_t k, void *d_ws,
+                                              size_t ws_bytes, lofp_cuda_stream stream);
+/* The large route's weight cast alone: d_out (n * k bytes) receives the E4M3 weights [n, k]
+ * row-major, d_row_scale (n floats) the per-row fp32 scales (gemm_w4a8_large.cu). Needs an MXFP4
+ * w with w->d_row_exp (any w4a8_rowwise: rows beyond the exact range are cast clamped, as tests of
+ * the flag want to see). Asynchronous on stream. */
+lofp_status lofp_cuda_w4a8_cast_weights(const lofp_cuda_w4 *w, uint8_t *d_out, float *d_row_scale,
+                                        lofp_cuda_stream stream);
 /* Test / benchmark hook of the wgmma kernel (gemm_wgmma.cu): cfg 0..LOFP_WGMMA_NCFG-1 forces
  * that configuration for every later wgmma launch (0 (1,64) persistent with two K parities,
  * 1 (2,128) persistent, 2 (1,64) split K over 2, 3 (2,128) split K over 2), anything else
@@ -78,6 +112,22 @@ lofp_status gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st);
 bool gemm_large_available(void);
 lofp_status gemm_large_launch(const lofp_cuda_w4 *w, const void *d_a, size_t m, int out_bf16, void *d_c,
                               cudaStream_t st);
+
+/* W4A8 workspace: m fp32 token scales, then the codes from this byte offset (256-aligned). */
+inline size_t w4a8_codes_offset(size_t m) { return round_up_sz(m * sizeof(float), 256); }
+/* The activation quantizer (gemm_w4a8.cu) into a checked workspace: plain != 0 K order, else the
+ * kernel's permuted order. */
+lofp_status w4a8_act_quant(const void *d_a, size_t m, size_t k, void *d_ws, int plain, cudaStream_t st);
+/* W4A8 for large M (gemm_w4a8_large.cu): activations to plain-order E4M3 in d_ws, the weights cast
+ * to E4M3 in a transient buffer, one cuBLASLt FP8 GEMM with per-row and per-token scales per chunk
+ * of rows of W. Returns LOFP_ERR_UNSUPPORTED with *why (LOFP_W4A8_WHY_*) when it cannot run; then
+ * C is untouched or (a refusal after the first chunk) partly written, and the caller's kernel
+ * overwrites all of it. */
+lofp_status w4a8_large_launch(const lofp_cuda_w4 *w, const void *d_a, size_t m, int out_bf16, void *d_c,
+                              void *d_ws, cudaStream_t st, int *why);
+/* At lofp_cuda_w4_prepare of MXFP4 weights (gemm_w4a8_large.cu): allocates and fills w->d_row_exp
+ * from the linear input codes and scales and sets w->w4a8_rowwise; synchronises st. */
+lofp_status w4a8_prepare_rows(lofp_cuda_w4 *w, const uint8_t *d_codes, const uint8_t *d_scales, cudaStream_t st);
 
 } // namespace lofpcu
 

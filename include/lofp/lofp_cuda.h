@@ -15,7 +15,8 @@
  *   - Memory is owned by the caller, except lofp_cuda_w4 (allocated by lofp_cuda_w4_prepare,
  *     released by lofp_cuda_w4_free). Nothing is cached between calls and there is no global
  *     mutable state except the one-time UltraQuant exponent table, a thread-local error text and,
- *     for W4A16 at large m, the per-device cuBLASLt handle, memory pool and algorithm cache.
+ *     for the large-m routes of W4A16 and W4A8, the per-device cuBLASLt handle, memory pool and
+ *     algorithm cache.
  *     Functions are thread-safe: two host threads may call any of them concurrently on different
  *     streams as long as they do not write the same buffers or share a workspace.
  *   - Semantics are the CPU library's (lofp.h, docs/FORMATS.md): quantize and the UltraQuant store
@@ -123,6 +124,13 @@ typedef struct lofp_cuda_w4 {
     uint8_t *d_codes;     /* n * k / 2 bytes, device */
     uint8_t *d_scales;    /* n * k / block bytes, device */
     float *d_params;      /* device: [0] = epilogue factor alpha, [1] = scale exponent bias */
+    /* For the large-M route of lofp_cuda_w4a8_gemm (MXFP4 only; NULL and 0 for NVFP4): */
+    uint8_t *d_row_exp;   /* n bytes, device: per row, the largest E8M0 scale byte among its
+                             blocks holding a nonzero code (0 for a row of zeros) */
+    int w4a8_rowwise;     /* 1 when every row casts exactly to E4M3 times one fp32 scale per row
+                             (docs/CUDA.md section 2b: no 0xFF scale, every nonzero block within
+                             14 binades of its row's largest, row maxima >= 7); 0 keeps every
+                             lofp_cuda_w4a8_gemm call on the kernel */
 } lofp_cuda_w4;
 
 /* Pre-arranges quantized weights for lofp_cuda_w4a16_gemm: d_codes / d_scales are the output of
@@ -130,9 +138,11 @@ typedef struct lofp_cuda_w4 {
  * mxfp4 with block 32; linear scales), d_global the NVFP4 encode multiplier (device float; NULL
  * means 1.0; ignored for MXFP4). Allocates the device buffers of *w (cudaMalloc) and enqueues the
  * conversion on `stream`; the inputs may be freed once the stream has run it. Codes of NVFP4
- * blocks whose scale byte is 0 are zeroed (they dequantize to 0 on the CPU too). Needs k % 128 == 0
- * and n % 16 == 0 (else LOFP_ERR_SHAPE). Returns LOFP_ERR_NOMEM-like failures as
- * LOFP_CUDA_ERR_RUNTIME. */
+ * blocks whose scale byte is 0 are zeroed (they dequantize to 0 on the CPU too). For MXFP4 it also
+ * fills d_row_exp and w4a8_rowwise (the large-m route of lofp_cuda_w4a8_gemm) and, to read that
+ * flag, synchronises `stream` once before returning. Needs k % 128 == 0 and n % 16 == 0 (else
+ * LOFP_ERR_SHAPE). Returns LOFP_ERR_NOMEM-like failures as LOFP_CUDA_ERR_RUNTIME (*w then holds
+ * nothing). */
 LOFP_API lofp_status lofp_cuda_w4_prepare(const lofp_scheme *s, const uint8_t *d_codes,
                                           const uint8_t *d_scales, const float *d_global,
                                           size_t n, size_t k, lofp_cuda_w4 *w,
@@ -152,41 +162,63 @@ LOFP_API void lofp_cuda_w4_free(lofp_cuda_w4 *w);
 LOFP_API lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                           lofp_dtype out_dt, void *d_c, lofp_cuda_stream stream);
 
-/* ---- W4A8 (opt-in; docs/CUDA.md "W4A8"): MXFP4 weights x E4M3 activations on the FP8 tensor
- * cores (sm_90a only). lofp_cuda_w4a16_gemm never routes here: W4A8 rounds the activations, so
- * it is less accurate (relative Frobenius error about 2-3 % against the fp64 product of the bf16
- * activations and the dequantized weights, where W4A16 is at about 1e-7).
+/* ---- W4A8 (opt-in; docs/CUDA.md section 2b): MXFP4 weights x E4M3 activations on the FP8
+ * tensor cores (compute capability 9.0 only). lofp_cuda_w4a16_gemm never routes here: W4A8 rounds
+ * the activations, so it is less accurate (relative Frobenius error about 2-3 % against the fp64
+ * product of the bf16 activations and the dequantized weights, where W4A16 is at about 1e-7).
  *
  * Activations are quantized per token ("rowwise"): scale_t = amax_t / 448 (fp32, RN; 1 for an
  * all-zero row, NaN for a row holding Inf or NaN, whose outputs are then NaN) and
  * code = E4M3(x / scale_t) with fp32 division RN and E4M3 round-to-nearest-even, saturating
- * (torch's (a.float() / scale).to(float8_e4m3fn), bit for bit, for finite input). The GEMM folds
- * each row's 4 block scales of a 128-element K chunk into the E4M3 weights relative to the
- * chunk's largest (exact while they span at most 11 binades), sums the chunk's 128 exact
- * products in the tensor core (FP8 MMA accumulation: about 13-14 mantissa bits, truncating),
- * multiplies that partial by the chunk scale in fp32 and accumulates in fp32; chunks where a row
- * spans more than 11 binades take one tensor-core partial per 32-element block instead. The
- * epilogue multiplies by scale_t.
+ * (torch's (a.float() / scale).to(float8_e4m3fn), bit for bit, for finite input). Every product
+ * of an activation code and a weight is exact; the routes differ only in how the sums are formed:
+ *
+ *   - the kernel (m below the large-m threshold, 64 at present (docs/CUDA.md section 2b),
+ *     lofp_cuda_w4a8_gemm_quantized at every m, and the fallback): folds each row's 4 block
+ *     scales of a 128-element K chunk into the E4M3 weights relative to the chunk's largest
+ *     (exact while they span at most 11 binades), sums
+ *     the chunk's 128 products in the tensor core (FP8 MMA accumulation: about 13-14 mantissa
+ *     bits, truncating), multiplies that partial by the chunk scale in fp32 and accumulates in
+ *     fp32; chunks where a row spans more than 11 binades take one tensor-core partial per
+ *     32-element block instead. The epilogue multiplies by scale_t.
+ *   - the large-m route (lofp_cuda_w4a8_gemm from the threshold on, where the weights are
+ *     rowwise-exact and the process can dlopen a cuBLASLt with FP8 outer-vector scales, cuBLAS
+ *     12.9 or newer): the
+ *     weights are cast to E4M3 [n, k] relative to each row's largest block scale (exact while a
+ *     row's nonzero blocks span at most 14 binades: lofp_cuda_w4.w4a8_rowwise) with one fp32
+ *     scale per row, and one cuBLASLt FP8 GEMM sums the products (fp32 compute, its own
+ *     promotion of the tensor-core partials) and applies the row and token scales in its
+ *     epilogue. Where cuBLASLt is absent, refuses the GEMM, the transient memory cannot be had or
+ *     the stream is being captured into a CUDA graph, the kernel runs instead.
  *
  * Workspace (caller-owned, device, 256-byte aligned, lofp_cuda_w4a8_workspace_bytes(m, k) bytes;
  * one workspace serves one call at a time): m fp32 token scales (padded to a multiple of 256
- * bytes), then the E4M3 codes [m, k] row-major, each 32-element block of K stored permuted: byte
- * s = 16 h + 4 c + b of a block (h 0..1, c 0..3, b 0..3) holds element 8 c + 2 b + h (the order
- * of the weight fragments in registers).
+ * bytes), then the E4M3 codes [m, k] row-major. lofp_cuda_w4a8_quantize_act stores each
+ * 32-element block of K permuted: byte s = 16 h + 4 c + b of a block (h 0..1, c 0..3, b 0..3)
+ * holds element 8 c + 2 b + h (the order of the kernel's weight fragments in registers). After
+ * lofp_cuda_w4a8_gemm the workspace holds the codes in whichever order its route used (plain K
+ * order on the large-m route): reuse it through lofp_cuda_w4a8_gemm_quantized only after
+ * lofp_cuda_w4a8_quantize_act. The large-m route also takes, per call, one stream-ordered
+ * allocation from a per-device pool (kept reserved between calls): the E4M3 weights (n * k bytes,
+ * in chunks of at most 256 MiB of rows), 4 n bytes of row scales and a 32 MiB cuBLASLt workspace.
  *
  * Returns LOFP_ERR_INVALID_ARG (NULL pointers, d_a not 16-byte aligned, d_ws not 256-byte aligned
  * or ws_bytes too small, out_dt not F32/BF16), LOFP_ERR_SHAPE (m = 0, k % 128), LOFP_ERR_UNSUPPORTED
- * (NVFP4 weights: 16-element blocks give two scales per row in one k32 step; or a device that is
- * not compute capability 9.0) or LOFP_CUDA_ERR_RUNTIME without enqueueing anything, else LOFP_OK.
- * Asynchronous on `stream`; deterministic; thread-safe as the rest of this header (one workspace
- * per concurrent call). */
+ * (NVFP4 weights: an e2m1 x ue4m3 product needs up to 6 significant bits, e.g. 1.5 x 1.875 =
+ * 101101b x 2^-4, and E4M3 has 4, so the block scale cannot be folded into an E4M3 weight exactly;
+ * kept apart, two 16-element scales per row in every k32 step would halve the tensor rate; or a
+ * device that is not compute capability 9.0) or LOFP_CUDA_ERR_RUNTIME
+ * without enqueueing anything, else LOFP_OK. Asynchronous on `stream`; deterministic for a given
+ * device, route (fixed by m, the weights and the process's cuBLASLt) and cuBLASLt version;
+ * thread-safe as the rest of this header (one workspace per concurrent call). */
 
 /* Bytes of W4A8 workspace for m tokens of k activations (0 when m or k is 0 or too large). */
 LOFP_API size_t lofp_cuda_w4a8_workspace_bytes(size_t m, size_t k);
 
 /* C[m, n] = A[m, k] . W^T: quantizes d_a (bf16 row-major [m, k], 16-byte aligned) into d_ws,
- * then runs the FP8 GEMM (the two calls below, on `stream`); C row-major [m, n] in fp32 or bf16
- * (RNE). w must be MXFP4 (lofp_cuda_w4_prepare). */
+ * then runs the FP8 GEMM on `stream` -- the large-m route or the kernel (the two calls below)
+ * as described above; C row-major [m, n] in fp32 or bf16 (RNE). w must be MXFP4
+ * (lofp_cuda_w4_prepare). */
 LOFP_API lofp_status lofp_cuda_w4a8_gemm(const lofp_cuda_w4 *w, const void *d_a, size_t m,
                                          lofp_dtype out_dt, void *d_c, void *d_ws, size_t ws_bytes,
                                          lofp_cuda_stream stream);
@@ -195,8 +227,9 @@ LOFP_API lofp_status lofp_cuda_w4a8_gemm(const lofp_cuda_w4 *w, const void *d_a,
 LOFP_API lofp_status lofp_cuda_w4a8_quantize_act(const void *d_a, size_t m, size_t k, void *d_ws,
                                                  size_t ws_bytes, lofp_cuda_stream stream);
 
-/* The second half: the GEMM on activations already quantized into d_ws (k = w->k), e.g. to
- * reuse one quantization for several weight matrices. */
+/* The second half: the kernel's GEMM on activations already quantized into d_ws by
+ * lofp_cuda_w4a8_quantize_act (k = w->k), e.g. to reuse one quantization for several weight
+ * matrices. Always the kernel, at every m. */
 LOFP_API lofp_status lofp_cuda_w4a8_gemm_quantized(const lofp_cuda_w4 *w, size_t m,
                                                    lofp_dtype out_dt, void *d_c, const void *d_ws,
                                                    size_t ws_bytes, lofp_cuda_stream stream);

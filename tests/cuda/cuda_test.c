@@ -13,10 +13,15 @@
  *      CPU-dequantized weights: relative Frobenius error. The large-M path (dequantize +
  *      cuBLASLt) through the public API at m >= LOFP_CUDA_LARGE_M_MIN, forced at small shapes,
  *      in N chunks (small cap), and the fallback to the kernels where cuBLASLt is absent.
- *   3b. W4A8 (opt-in, MXFP4 x E4M3): the activation quantizer byte for byte against lofp_encode,
- *      the GEMM against the fp64 product (rounding-error bound, and an exactness case whose only
- *      error is the summation), every kernel configuration (by shape), per-128 promotion and the
- *      per-k32 fallback for wide block-scale spans in one matrix, argument errors.
+ *   3b. W4A8 (opt-in, MXFP4 x E4M3): the activation quantizer byte for byte against lofp_encode
+ *      (permuted and plain K order), the GEMM against the fp64 product (rounding-error bound, and
+ *      an exactness case whose only error is the summation), every kernel configuration (by shape,
+ *      kernel route forced), per-128 promotion and the per-k32 fallback for wide block-scale spans
+ *      in one matrix, argument errors. The large-M cuBLASLt route: the weight cast, row scales and
+ *      rowwise-exact flag byte for byte against the CPU (spans of exactly 14 binades, 15, zero
+ *      blocks, NaN scales), both routes bit for bit on data whose sums are exact (fp32 and bf16
+ *      out, in chunks), random cases with the route asserted, non-finite activation rows, and the
+ *      refusals (cuBLASLt absent, stream capture).
  *   4. UltraQuant store vs lofp_quantize per K row (rotated) and V row; skipped slots untouched.
  *   5. Decode attention vs an fp64 CPU reference over the same cache (SPEC §5 tolerance 1e-4), with
  *      GQA ratios 1..8 (packed and unpacked PV), sinks, empty and one-token sequences, partial
@@ -805,7 +810,7 @@ static int w8_pos(int e)
  * in fp32 (1 for a zero row, NaN for a row with Inf/NaN), code = lofp_encode(E4M3, x / scale, RNE,
  * SATURATE). Rows: normal, heavy-tailed (kind 1: tiny and zero blocks, E4M3 subnormals), E2M1 grid
  * ties, small integers, all zeros, scaled by 2^-100, and one with an Inf and one with a NaN. */
-static void w8_quant_case(size_t m, size_t k)
+static void w8_quant_case(size_t m, size_t k, int plain)
 {
     float *x = halloc(m * k * sizeof(float));
     for (size_t r = 0; r < m; r++) gen(x + r * k, 1, k, (int)(r % 4));
@@ -820,7 +825,8 @@ static void w8_quant_case(size_t m, size_t k)
     uint16_t *da = dalloc(m * k * 2);
     h2d(da, a, m * k * 2);
     CU(cudaMemset(dws, 0x5A, wsb));
-    LC(lofp_cuda_w4a8_quantize_act(da, m, k, dws, wsb, NULL));
+    if (plain) LC(lofp_cuda_w4a8_quantize_act_plain(da, m, k, dws, wsb, NULL));
+    else LC(lofp_cuda_w4a8_quantize_act(da, m, k, dws, wsb, NULL));
     CU(cudaDeviceSynchronize());
     uint8_t *ws = halloc(wsb);
     d2h(ws, dws, wsb);
@@ -842,16 +848,16 @@ static void w8_quant_case(size_t m, size_t k)
         if (isnan(sc)) continue;
         for (size_t j = 0; j < k; j++) {
             const uint8_t want = (uint8_t)lofp_encode(LOFP_ELEM_E4M3, lofp_bf16_to_fp32(a[r * k + j]) / sc, LOFP_RNE, LOFP_SATURATE, 0);
-            const uint8_t g = ws[soff + r * k + (j / 32) * 32 + (size_t)w8_pos((int)(j % 32))];
+            const uint8_t g = ws[soff + r * k + (plain ? j : (j / 32) * 32 + (size_t)w8_pos((int)(j % 32)))];
             if (g != want) {
                 if (!bad_c) first = r * k + j;
                 bad_c++;
             }
         }
     }
-    CHECKF(bad_s == 0 && bad_c == 0, "w4a8 activation quantize m=%zu k=%zu: %zu scales, %zu codes differ (first code at %zu)",
-           m, k, bad_s, bad_c, first);
-    printf("    w4a8 quantize m=%-4zu k=%-5zu: %zu scale / %zu code mismatches\n", m, k, bad_s, bad_c);
+    CHECKF(bad_s == 0 && bad_c == 0, "w4a8 activation quantize (%s order) m=%zu k=%zu: %zu scales, %zu codes differ (first code at %zu)",
+           plain ? "plain" : "permuted", m, k, bad_s, bad_c, first);
+    printf("    w4a8 quantize (%-8s) m=%-4zu k=%-5zu: %zu scale / %zu code mismatches\n", plain ? "plain" : "permuted", m, k, bad_s, bad_c);
     free(x); free(a); free(ws);
     CU(cudaFree(dws)); CU(cudaFree(da));
     g_cases++;
@@ -879,6 +885,46 @@ static void w8_quant_case(size_t m, size_t k)
  *   rows r % 7 == 2: the largest span the folded E4M3 weights represent exactly), or by 12 and 40
  *   binades (chunks ch % 3 == 1, rows 3, 5 and 40 only: those chunks take the per-k32 fallback in
  *   the CTAs holding those rows and the per-128 path in every other CTA). */
+/* lofp_cuda_w4a8_gemm's route in the cases below: LOFP_GEMM_ROUTE_AUTO (the public choice),
+ * _KERNEL or _LARGE (forced through lofp_cuda_w4a8_test_config) */
+static int g_w8_route = LOFP_GEMM_ROUTE_AUTO;
+
+static const char *w8_ran_name(int r)
+{
+    return r == LOFP_W4A8_RAN_LARGE ? "large" : r == LOFP_W4A8_RAN_KERNEL ? "kernel" : "none";
+}
+
+/* The route lofp_cuda_w4a8_gemm must have taken for weights W at m under g_w8_route: the cuBLASLt
+ * route where it applies (m >= LOFP_CUDA_W4A8_LARGE_M_MIN or forced, rowwise-exact weights,
+ * cuBLASLt present), else the kernel (nothing when the large route was forced). So a refusal by
+ * cuBLASLt itself (FP8 with OUTER_VEC_32F scales not supported) fails the check, with its reason. */
+static int w8_check_route(const lofp_cuda_w4 *W, size_t m, const char *what)
+{
+    int want = LOFP_W4A8_RAN_KERNEL;
+    if (g_w8_route != LOFP_GEMM_ROUTE_KERNEL &&
+        (g_w8_route == LOFP_GEMM_ROUTE_LARGE || m >= LOFP_CUDA_W4A8_LARGE_M_MIN)) {
+        if (W->w4a8_rowwise && lofp_cuda_large_available()) want = LOFP_W4A8_RAN_LARGE;
+        else if (g_w8_route == LOFP_GEMM_ROUTE_LARGE) want = LOFP_W4A8_RAN_NONE;
+    }
+    int why = 0;
+    const int ran = lofp_cuda_w4a8_last_route(&why);
+    CHECKF(ran == want, "%s: w4a8 ran the %s route (large route: %s), want %s", what, w8_ran_name(ran),
+           lofp_cuda_w4a8_why_name(why), w8_ran_name(want));
+    return ran;
+}
+
+/* lofp_cuda_w4a8_gemm under g_w8_route; the route taken (LOFP_W4A8_RAN_*), checked */
+static int w8_run(const lofp_cuda_w4 *W, const void *da, size_t m, int out_bf16, void *dc, void *dws, size_t wsb,
+                  lofp_cuda_stream st, const char *what)
+{
+    lofp_cuda_w4a8_test_config(g_w8_route);
+    const lofp_status r = lofp_cuda_w4a8_gemm(W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, dws, wsb, st);
+    lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_AUTO);
+    CHECKF(r == LOFP_OK || (r == LOFP_ERR_UNSUPPORTED && g_w8_route == LOFP_GEMM_ROUTE_LARGE),
+           "%s: lofp_cuda_w4a8_gemm -> %s (%s)", what, lofp_cuda_status_name(r), lofp_cuda_last_error());
+    return w8_check_route(W, m, what);
+}
+
 static double w8_gemm_case(size_t m, size_t n, size_t k, int exact, int out_bf16, int spans)
 {
     lofp_scheme s;
@@ -900,6 +946,16 @@ static double w8_gemm_case(size_t m, size_t n, size_t k, int exact, int out_bf16
                 if (ch % 3 == 1 && r == 5) { d[0] = 40; d[1] = 0; d[2] = 2; d[3] = 5; }
                 for (int j = 0; j < 4; j++) scales[r * (k / 32) + 4 * ch + (size_t)j] = (uint8_t)(124 + (int)((r + ch) % 5) - d[j]);
             }
+    }
+    if (spans >= 2) {
+        /* row 5's block 1 (given a nonzero code) moved to exactly 14 (spans = 2: rowwise-exact, the
+         * large route) or 15 (spans = 3: not, the kernel) binades below the row's other blocks */
+        const size_t nb = k / 32;
+        int mx = 0;
+        for (size_t j = 0; j < nb; j++)
+            if (j != 1 && scales[5 * nb + j] > mx) mx = scales[5 * nb + j];
+        codes[5 * (k / 2) + 16] |= 0x02;
+        scales[5 * nb + 1] = (uint8_t)(mx - (spans == 2 ? 14 : 15));
     }
     float *wd = halloc(n * k * sizeof(float));
     CHECK_OK(lofp_dequantize(&s, codes, scales, global, n, k, LOFP_DTYPE_F32, wd));
@@ -926,8 +982,12 @@ static double w8_gemm_case(size_t m, size_t n, size_t k, int exact, int out_bf16
     h2d(da, a, m * k * 2);
     lofp_cuda_w4 W;
     LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, NULL, n, k, &W, NULL));
+    if (spans == 2) CHECKF(W.w4a8_rowwise == 1, "w4a8: a row spanning exactly 14 binades must stay rowwise-exact");
+    if (spans == 1 || spans == 3) CHECKF(W.w4a8_rowwise == 0, "w4a8: spans=%d must not be rowwise-exact", spans);
     CU(cudaMemset(dc, 0xFF, ob)); /* NaN poison */
-    LC(lofp_cuda_w4a8_gemm(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, dws, wsb, NULL));
+    char what[96];
+    snprintf(what, sizeof what, "w4a8 m=%zu n=%zu k=%zu spans=%d", m, n, k, spans);
+    const int ran = w8_run(&W, da, m, out_bf16, dc, dws, wsb, NULL, what);
     LC(lofp_cuda_w4a16_gemm(&W, da, m, LOFP_DTYPE_F32, dc16, NULL));
     CU(cudaDeviceSynchronize());
     void *hc = halloc(ob);
@@ -937,7 +997,10 @@ static double w8_gemm_case(size_t m, size_t n, size_t k, int exact, int out_bf16
     double num = 0, num16 = 0, den = 0, worst = 0;
     size_t nonfinite = 0, over = 0;
     double *arow = halloc(k * sizeof(double));
-    const double tol = ldexp(1.0, -9) + ((double)(k / 32) + 3.0) * ldexp(1.0, -24);
+    /* the cuBLASLt route: cuBLAS's FP8 GEMM promotes its tensor-core partials to fp32 at an
+     * interval it does not document; 2^-7 of sum|a w| covers up to 64 k32 steps of 2^-13
+     * truncation per promotion */
+    const double tol = ldexp(1.0, ran == LOFP_W4A8_RAN_LARGE ? -7 : -9) + ((double)(k / 32) + 3.0) * ldexp(1.0, -24);
     for (size_t i = 0; i < m; i++) {
         for (size_t kk = 0; kk < k; kk++) arow[kk] = lofp_bf16_to_fp32(a[i * k + kk]);
         for (size_t j = 0; j < n; j++) {
@@ -970,9 +1033,10 @@ static double w8_gemm_case(size_t m, size_t n, size_t k, int exact, int out_bf16
                m, n, k, spans, err);
         CHECKF(err16 <= 1e-5 && err16 * 100 <= err, "w4a16 on the w4a8 data: rel err %.3g (w4a8 %.3g)", err16, err);
     }
-    printf("    w4a8 %s m=%-4zu n=%-5zu k=%-5zu out=%s spans=%d rel.err %.2e (w4a16 %.2e)\n", exact ? "exact " : "normal", m, n, k,
-           out_bf16 ? "bf16" : "f32 ", spans, err, err16);
-    if (exact && !out_bf16) printf("      worst |C - C64| / sum|a w| = %.2e (bound 2^-9 + (K/32 + 3) 2^-24 = %.2e)\n", worst, tol);
+    printf("    w4a8 %s m=%-4zu n=%-5zu k=%-5zu out=%s spans=%d route=%-6s rel.err %.2e (w4a16 %.2e)\n", exact ? "exact " : "normal", m, n, k,
+           out_bf16 ? "bf16" : "f32 ", spans, w8_ran_name(ran), err, err16);
+    if (exact && !out_bf16) printf("      worst |C - C64| / sum|a w| = %.2e (bound 2^-%d + (K/32 + 3) 2^-24 = %.2e)\n", worst,
+                                   ran == LOFP_W4A8_RAN_LARGE ? 7 : 9, tol);
     lofp_cuda_w4_free(&W);
     free(w); free(codes); free(scales); free(wd); free(a); free(hc); free(hc16); free(arow);
     CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dc)); CU(cudaFree(dc16));
@@ -980,14 +1044,371 @@ static double w8_gemm_case(size_t m, size_t n, size_t k, int exact, int out_bf16
     return err;
 }
 
+/* ---- the large-M route's pieces (gemm_w4a8_large.cu) against CPU oracles ---- */
+
+/* E2M1 code of element j of a row of linear MXFP4 codes (element 2i low nibble of byte i) */
+static uint32_t e2m1_at(const uint8_t *row, size_t j) { return (row[j / 2] >> (4 * (j & 1))) & 15u; }
+
+/* Builds MXFP4 weights [n, k] (linear codes and scales) whose rows exercise the cast: kind 0 all
+ * rows rowwise-exact -- row r % 8 == 0 with a nonzero block exactly 14 binades below the row's
+ * largest, == 1 with zero blocks (codes 0 and -0) whose scales are 0 and far above the row's, == 2
+ * all zeros, == 3 with the smallest allowed row maximum (scale byte 7), the others spans 0..14;
+ * kind 1: as 0 with one nonzero block of row 9 15 binades down; kind 2: a row whose largest
+ * scale byte is 6; kind 3: one 0xFF scale. */
+static void w8_cast_weights(size_t n, size_t k, int kind, uint8_t *codes, uint8_t *scales)
+{
+    const size_t nb = k / 32;
+    for (size_t i = 0; i < n * k / 2; i++) codes[i] = (uint8_t)tu_next(&g_rng);
+    for (size_t r = 0; r < n; r++) {
+        const int E = 100 + (int)(tu_next(&g_rng) % 40);
+        uint8_t *cr = codes + r * (k / 2), *sr = scales + r * nb;
+        for (size_t j = 0; j < nb; j++) sr[j] = (uint8_t)(E - (int)(tu_next(&g_rng) % 15));
+        sr[tu_next(&g_rng) % nb] = (uint8_t)E;
+        switch (r % 8) {
+        case 0: {
+            const size_t j0 = (r / 8) % nb, j1 = (j0 + 1) % nb;
+            sr[j1] = (uint8_t)E;
+            cr[16 * j1] |= 0x01;
+            sr[j0] = (uint8_t)(E - 14);
+            cr[16 * j0] |= 0x01;
+            break;
+        }
+        case 1:
+            memset(cr + 16 * 1, 0x00, 16); sr[1] = 0;
+            memset(cr + 16 * 2, 0x88, 16); sr[2] = 250; /* -0 codes, scale above the row's */
+            memset(cr + 16 * 3, 0x80, 16); sr[3] = (uint8_t)(E - 40);
+            break;
+        case 2: memset(cr, 0, k / 2); break;
+        case 3: for (size_t j = 0; j < nb; j++) sr[j] = (uint8_t)(7 - (int)(j % 8)); break;
+        default: break;
+        }
+    }
+    if (kind == 1) {
+        for (size_t j = 0; j < nb; j++)
+            if (j != 4) scales[9 * nb + j] = scales[9 * nb];
+        scales[9 * nb + 4] = (uint8_t)(scales[9 * nb] - 15);
+        codes[9 * (k / 2) + 64] |= 0x10; /* block 4 holds a nonzero code */
+    }
+    if (kind == 2) for (size_t j = 0; j < nb; j++) scales[11 * nb + j] = (uint8_t)(6 - (int)(j % 4));
+    if (kind == 3) scales[13 * nb + 2] = 0xFF;
+}
+
+/* The weight cast and the load-time row pass, byte for byte against the CPU: per row
+ * E = max{ scale byte of blocks with a nonzero code } (0 for a zero row) = W.d_row_exp; each
+ * weight's E4M3 byte = lofp_encode(E4M3, decode(E2M1, code) * 2^(6 - d), RNE, SATURATE) with
+ * d = E - e_j clamped to 0..14 (only blocks of zeros or flag-off rows reach the clamp); the row
+ * scale 2^(E - 133) bit for bit; W.w4a8_rowwise as the rules say; and, for flagged weights, every
+ * decoded E4M3 byte times its row scale equal to lofp_dequantize's value (the exactness claim). */
+static void w8_cast_case(size_t n, size_t k, int kind)
+{
+    lofp_scheme s;
+    CHECK_OK(lofp_scheme_preset("mxfp4", &s));
+    const size_t nb = k / 32, cb = n * k / 2;
+    uint8_t *codes = halloc(cb), *scales = halloc(n * nb);
+    w8_cast_weights(n, k, kind, codes, scales);
+    float *wd = halloc(n * k * sizeof(float));
+    CHECK_OK(lofp_dequantize(&s, codes, scales, 1.0f, n, k, LOFP_DTYPE_F32, wd));
+    uint8_t *dcodes = dalloc(cb), *dscales = dalloc(n * nb), *dout = dalloc(n * k);
+    float *drs = dalloc(n * 4);
+    h2d(dcodes, codes, cb);
+    h2d(dscales, scales, n * nb);
+    lofp_cuda_w4 W;
+    LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, NULL, n, k, &W, NULL));
+    CU(cudaMemset(dout, 0x5A, n * k));
+    CU(cudaMemset(drs, 0x5A, n * 4));
+    LC(lofp_cuda_w4a8_cast_weights(&W, dout, drs, NULL));
+    CU(cudaDeviceSynchronize());
+    uint8_t *out = halloc(n * k), *rexp = halloc(n);
+    float *rs = halloc(n * 4);
+    d2h(out, dout, n * k);
+    d2h(rs, drs, n * 4);
+    d2h(rexp, W.d_row_exp, n);
+    size_t bad_e = 0, bad_b = 0, bad_s = 0, bad_x = 0, first = (size_t)-1;
+    int want_flag = 1;
+    for (size_t r = 0; r < n; r++) {
+        const uint8_t *cr = codes + r * (k / 2), *sr = scales + r * nb;
+        int E = 0, mn = 255, any = 0;
+        for (size_t j = 0; j < nb; j++) {
+            int nz = 0;
+            for (size_t t = 0; t < 32; t++) nz |= (e2m1_at(cr, 32 * j + t) & 7u) != 0;
+            if (sr[j] == 0xFF) want_flag = 0;
+            else if (nz) {
+                any = 1;
+                if (sr[j] > E) E = sr[j];
+                if (sr[j] < mn) mn = sr[j];
+            }
+        }
+        if (any && (E - mn > 14 || E < 7)) want_flag = 0;
+        bad_e += rexp[r] != (uint8_t)E;
+        const float want_s = ldexpf(1.0f, E - 133);
+        bad_s += fbits(rs[r]) != fbits(want_s);
+        for (size_t j = 0; j < k; j++) {
+            int d = E - (int)sr[j / 32];
+            d = d < 0 ? 0 : d > 14 ? 14 : d;
+            const float v = ldexpf(lofp_decode(LOFP_ELEM_E2M1, e2m1_at(cr, j)), 6 - d);
+            const uint8_t want = (uint8_t)lofp_encode(LOFP_ELEM_E4M3, v, LOFP_RNE, LOFP_SATURATE, 0);
+            if (out[r * k + j] != want) {
+                if (bad_b++ == 0) first = r * k + j;
+            }
+            if (W.w4a8_rowwise && (double)lofp_decode(LOFP_ELEM_E4M3, out[r * k + j]) * (double)rs[r] != (double)wd[r * k + j])
+                bad_x++;
+        }
+    }
+    CHECKF(W.w4a8_rowwise == want_flag, "w4a8 cast kind %d: w4a8_rowwise %d, want %d", kind, W.w4a8_rowwise, want_flag);
+    CHECKF(bad_e == 0 && bad_b == 0 && bad_s == 0 && bad_x == 0,
+           "w4a8 cast n=%zu k=%zu kind %d: %zu row exponents, %zu bytes (first at %zu), %zu row scales off the CPU oracle; %zu values != lofp_dequantize",
+           n, k, kind, bad_e, bad_b, first, bad_s, bad_x);
+    printf("    w4a8 weight cast n=%-4zu k=%-5zu kind %d: rowwise-exact %d (want %d), %zu exponent / %zu byte / %zu scale / %zu value mismatches\n",
+           n, k, kind, W.w4a8_rowwise, want_flag, bad_e, bad_b, bad_s, bad_x);
+    lofp_cuda_w4_free(&W);
+    free(codes); free(scales); free(wd); free(out); free(rexp); free(rs);
+    CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(dout)); CU(cudaFree(drs));
+    g_cases++;
+}
+
+/* Both routes bit for bit against the CPU on data whose every product and partial sum is exact in
+ * fp32 -- and in the FP8 tensor core's narrower accumulator: activations a 2^q with a integers
+ * (one +-7 per row, so scale = 7 2^q / 448 = 2^(q-6) exactly and the codes a * 64 are exact), mostly
+ * 0 and +-1; weights 0, +-0.5, +-1 with block scales 0..2 binades below the row's. In units of the
+ * smallest product every product is an integer and sum |a w| < 2^11 (checked), so any order of
+ * summation gives the exact sum; the epilogues multiply it by powers of two and 2^(q-6): the
+ * fp32 output is exactly the CPU's fp64 sum and bf16 its RNE. Zeros compare equal whatever sign.
+ * cap (bytes, 0 = default) splits the large route into chunks of rows. */
+static void w8_bits_case(size_t m, size_t n, size_t k, size_t cap)
+{
+    lofp_scheme s;
+    CHECK_OK(lofp_scheme_preset("mxfp4", &s));
+    const size_t nb = k / 32, cb = n * k / 2;
+    static const uint8_t wc[8] = {0, 0, 0, 1, 2, 9, 10, 0};
+    uint8_t *codes = halloc(cb), *scales = halloc(n * nb);
+    for (size_t i = 0; i < cb; i++) codes[i] = (uint8_t)(wc[tu_next(&g_rng) % 8] | (wc[tu_next(&g_rng) % 8] << 4));
+    for (size_t r = 0; r < n; r++)
+        for (size_t j = 0; j < nb; j++) scales[r * nb + j] = (uint8_t)(118 + (int)(r % 9) - (int)(tu_next(&g_rng) % 3));
+    float *wd = halloc(n * k * sizeof(float));
+    CHECK_OK(lofp_dequantize(&s, codes, scales, 1.0f, n, k, LOFP_DTYPE_F32, wd));
+    uint16_t *a = halloc(m * k * 2);
+    int *q = halloc(m * sizeof(int));
+    for (size_t i = 0; i < m; i++) {
+        q[i] = (int)(tu_next(&g_rng) % 17) - 8;
+        for (size_t j = 0; j < k; j++) {
+            const uint64_t t = tu_next(&g_rng) % 8;
+            a[i * k + j] = lofp_fp32_to_bf16(ldexpf(t == 0 ? 1.0f : t == 1 ? -1.0f : 0.0f, q[i]));
+        }
+        a[i * k + (size_t)(tu_next(&g_rng) % k)] = lofp_fp32_to_bf16(ldexpf(tu_next(&g_rng) & 1 ? 7.0f : -7.0f, q[i]));
+    }
+    /* the oracle: fp64 sums (exact), and the bound in units of a 2^q * 2^(e_min - 128) */
+    float *ref = halloc(m * n * sizeof(float));
+    double worst_units = 0;
+    for (size_t i = 0; i < m; i++)
+        for (size_t r = 0; r < n; r++) {
+            double acc = 0, sabs = 0, umin = INFINITY;
+            for (size_t j = 0; j < k; j++) {
+                const double av = lofp_bf16_to_fp32(a[i * k + j]), p = av * wd[r * k + j];
+                acc += p;
+                sabs += fabs(p);
+            }
+            for (size_t j = 0; j < nb; j++) {
+                const double u = ldexp(1.0, q[i] + (int)scales[r * nb + j] - 128);
+                if (u < umin) umin = u;
+            }
+            ref[i * n + r] = (float)acc;
+            CHECK((double)ref[i * n + r] == acc);
+            if (sabs / umin > worst_units) worst_units = sabs / umin;
+        }
+    CHECKF(worst_units < 2048.0, "w4a8 bits case: sum|a w| reaches %.0f units (the design wants < 2^11)", worst_units);
+    uint8_t *dcodes = dalloc(cb), *dscales = dalloc(n * nb);
+    uint16_t *da = dalloc(m * k * 2);
+    const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
+    void *dws = dalloc(wsb), *dc = dalloc(m * n * 4);
+    h2d(dcodes, codes, cb);
+    h2d(dscales, scales, n * nb);
+    h2d(da, a, m * k * 2);
+    lofp_cuda_w4 W;
+    LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, NULL, n, k, &W, NULL));
+    CHECKF(W.w4a8_rowwise == 1, "w4a8 bits case: weights not rowwise-exact");
+    uint32_t *hc = halloc(m * n * 4);
+    const int routes[2] = {LOFP_GEMM_ROUTE_KERNEL, LOFP_GEMM_ROUTE_AUTO};
+    if (cap) lofp_cuda_large_test_config(cap, 0);
+    for (int ri = 0; ri < 2; ri++)
+        for (int ob = 0; ob < 2; ob++) {
+            g_w8_route = routes[ri];
+            CU(cudaMemset(dc, 0xFF, m * n * 4));
+            char what[96];
+            snprintf(what, sizeof what, "w4a8 bits m=%zu n=%zu k=%zu cap=%zu", m, n, k, cap);
+            const int ran = w8_run(&W, da, m, ob, dc, dws, wsb, NULL, what);
+            CU(cudaDeviceSynchronize());
+            d2h(hc, dc, m * n * (ob ? 2 : 4));
+            size_t bad = 0, firstb = (size_t)-1;
+            for (size_t i = 0; i < m * n; i++) {
+                const float want = ref[i];
+                uint32_t g, w;
+                if (ob) { g = ((uint16_t *)hc)[i]; w = lofp_fp32_to_bf16(want); }
+                else { g = hc[i]; w = fbits(want); }
+                const int both_zero = ob ? ((g & 0x7FFFu) == 0 && (w & 0x7FFFu) == 0) : ((g & 0x7FFFFFFFu) == 0 && (w & 0x7FFFFFFFu) == 0);
+                if (g != w && !both_zero) {
+                    if (bad++ == 0) firstb = i;
+                }
+            }
+            CHECKF(bad == 0, "%s out=%s route=%s: %zu outputs differ from the exact CPU result (first at %zu)", what,
+                   ob ? "bf16" : "f32", w8_ran_name(ran), bad, firstb);
+            printf("    w4a8 bit-exact m=%-4zu n=%-5zu k=%-5zu cap=%-8zu out=%s route=%-6s: %zu mismatches (max sum|a w| %.0f units)\n",
+                   m, n, k, cap, ob ? "bf16" : "f32 ", w8_ran_name(ran), bad, worst_units);
+        }
+    g_w8_route = LOFP_GEMM_ROUTE_AUTO;
+    if (cap) lofp_cuda_large_test_config(0, 0);
+    lofp_cuda_w4_free(&W);
+    free(codes); free(scales); free(wd); free(a); free(q); free(ref); free(hc);
+    CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dc));
+    g_cases++;
+}
+
+/* Rows of activations holding NaN, +Inf or -Inf give all-NaN output rows (token scale NaN), the
+ * other rows finite, on both routes and both output types. */
+static void w8_nan_case(size_t m, size_t n, size_t k)
+{
+    lofp_scheme s;
+    CHECK_OK(lofp_scheme_preset("mxfp4", &s));
+    s.threads = ncpu();
+    float *w = halloc(n * k * sizeof(float));
+    gen(w, n, k, 0);
+    uint8_t *codes = halloc(n * k / 2), *scales = halloc(n * k / 32);
+    float global = 1.0f;
+    CHECK_OK(lofp_quantize(&s, LOFP_DTYPE_F32, w, n, k, codes, scales, &global, NULL));
+    uint16_t *a = halloc(m * k * 2);
+    for (size_t i = 0; i < m * k; i++) a[i] = lofp_fp32_to_bf16((float)tu_normal(&g_rng));
+    a[1 * k + 5] = lofp_fp32_to_bf16(NAN);
+    a[3 * k + k - 1] = lofp_fp32_to_bf16(INFINITY);
+    a[5 * k] = lofp_fp32_to_bf16(-INFINITY);
+    uint8_t *dcodes = dalloc(n * k / 2), *dscales = dalloc(n * k / 32);
+    uint16_t *da = dalloc(m * k * 2);
+    const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
+    void *dws = dalloc(wsb), *dc = dalloc(m * n * 4);
+    h2d(dcodes, codes, n * k / 2);
+    h2d(dscales, scales, n * k / 32);
+    h2d(da, a, m * k * 2);
+    lofp_cuda_w4 W;
+    LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, NULL, n, k, &W, NULL));
+    float *hc = halloc(m * n * 4);
+    const int routes[2] = {LOFP_GEMM_ROUTE_KERNEL, LOFP_GEMM_ROUTE_AUTO};
+    for (int ri = 0; ri < 2; ri++)
+        for (int ob = 0; ob < 2; ob++) {
+            g_w8_route = routes[ri];
+            CU(cudaMemset(dc, 0, m * n * 4));
+            char what[64];
+            snprintf(what, sizeof what, "w4a8 non-finite m=%zu n=%zu k=%zu", m, n, k);
+            const int ran = w8_run(&W, da, m, ob, dc, dws, wsb, NULL, what);
+            CU(cudaDeviceSynchronize());
+            d2h(hc, dc, m * n * (ob ? 2 : 4));
+            size_t bad = 0;
+            for (size_t i = 0; i < m; i++)
+                for (size_t j = 0; j < n; j++) {
+                    const float v = ob ? lofp_bf16_to_fp32(((uint16_t *)hc)[i * n + j]) : hc[i * n + j];
+                    bad += (i == 1 || i == 3 || i == 5) ? !isnan(v) : !isfinite(v);
+                }
+            CHECKF(bad == 0, "%s out=%s route=%s: %zu outputs wrong (want NaN rows 1, 3, 5, finite elsewhere)", what,
+                   ob ? "bf16" : "f32", w8_ran_name(ran), bad);
+            printf("    w4a8 non-finite rows m=%-4zu n=%-5zu k=%-5zu out=%s route=%-6s: %zu wrong\n", m, n, k, ob ? "bf16" : "f32 ",
+                   w8_ran_name(ran), bad);
+        }
+    g_w8_route = LOFP_GEMM_ROUTE_AUTO;
+    lofp_cuda_w4_free(&W);
+    free(w); free(codes); free(scales); free(a); free(hc);
+    CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dc));
+    g_cases++;
+}
+
+/* The refusals: cuBLASLt "absent" (test hook) -> the public call runs the kernel, the forced large
+ * route returns LOFP_ERR_UNSUPPORTED with C untouched; a stream being captured into a CUDA graph
+ * -> the kernel is captured (reason "stream capturing") and the replay equals the kernel's result
+ * bit for bit. */
+static void w8_refusal_case(void)
+{
+    lofp_scheme s;
+    CHECK_OK(lofp_scheme_preset("mxfp4", &s));
+    s.threads = ncpu();
+    const size_t m = 130, n = 272, k = 1152;
+    float *w = halloc(n * k * sizeof(float));
+    gen(w, n, k, 0);
+    uint8_t *codes = halloc(n * k / 2), *scales = halloc(n * k / 32);
+    float global = 1.0f;
+    CHECK_OK(lofp_quantize(&s, LOFP_DTYPE_F32, w, n, k, codes, scales, &global, NULL));
+    uint16_t *a = halloc(m * k * 2);
+    for (size_t i = 0; i < m * k; i++) a[i] = lofp_fp32_to_bf16((float)tu_normal(&g_rng));
+    uint8_t *dcodes = dalloc(n * k / 2), *dscales = dalloc(n * k / 32);
+    uint16_t *da = dalloc(m * k * 2);
+    const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
+    void *dws = dalloc(wsb), *dc = dalloc(m * n * 4), *dk = dalloc(m * n * 4);
+    h2d(dcodes, codes, n * k / 2);
+    h2d(dscales, scales, n * k / 32);
+    h2d(da, a, m * k * 2);
+    lofp_cuda_w4 W;
+    LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, NULL, n, k, &W, NULL));
+    uint32_t *h1 = halloc(m * n * 4), *h2 = halloc(m * n * 4);
+    int why = 0;
+    /* the kernel's result, the reference for the captured graph */
+    g_w8_route = LOFP_GEMM_ROUTE_KERNEL;
+    w8_run(&W, da, m, 0, dk, dws, wsb, NULL, "w4a8 refusals: kernel");
+    /* cuBLASLt switched off */
+    lofp_cuda_large_test_config(0, 1);
+    g_w8_route = LOFP_GEMM_ROUTE_AUTO;
+    CU(cudaMemset(dc, 0xFF, m * n * 4));
+    w8_run(&W, da, m, 0, dc, dws, wsb, NULL, "w4a8 refusals: cuBLASLt off, public call");
+    CHECK(lofp_cuda_w4a8_last_route(&why) == LOFP_W4A8_RAN_KERNEL && why == LOFP_W4A8_WHY_NO_LIBRARY);
+    g_w8_route = LOFP_GEMM_ROUTE_LARGE;
+    CU(cudaMemset(dc, 0xFF, m * n * 4));
+    w8_run(&W, da, m, 0, dc, dws, wsb, NULL, "w4a8 refusals: cuBLASLt off, forced large");
+    CU(cudaDeviceSynchronize());
+    d2h(h1, dc, m * n * 4);
+    size_t touched = 0;
+    for (size_t i = 0; i < m * n; i++) touched += h1[i] != 0xFFFFFFFFu;
+    CHECKF(touched == 0, "w4a8: refused large route wrote %zu outputs", touched);
+    lofp_cuda_large_test_config(0, 0);
+    /* stream capture */
+    g_w8_route = LOFP_GEMM_ROUTE_AUTO;
+    cudaStream_t cs;
+    CU(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CU(cudaMemset(dc, 0xFF, m * n * 4));
+    CU(cudaDeviceSynchronize());
+    CU(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+    lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_AUTO);
+    const lofp_status rc = lofp_cuda_w4a8_gemm(&W, da, m, LOFP_DTYPE_F32, dc, dws, wsb, (lofp_cuda_stream)cs);
+    CU(cudaStreamEndCapture(cs, &graph));
+    CHECKF(rc == LOFP_OK, "w4a8 under stream capture -> %s", lofp_cuda_status_name(rc));
+    const int ran = lofp_cuda_w4a8_last_route(&why);
+    CHECKF(ran == LOFP_W4A8_RAN_KERNEL && why == LOFP_W4A8_WHY_CAPTURING, "w4a8 under capture ran %s (%s)", w8_ran_name(ran),
+           lofp_cuda_w4a8_why_name(why));
+    CU(cudaGraphInstantiate(&exec, graph, 0));
+    CU(cudaGraphLaunch(exec, cs));
+    CU(cudaStreamSynchronize(cs));
+    d2h(h1, dc, m * n * 4);
+    d2h(h2, dk, m * n * 4);
+    CHECKF(memcmp(h1, h2, m * n * 4) == 0, "w4a8: the captured kernel differs from the kernel run directly");
+    CU(cudaGraphExecDestroy(exec));
+    CU(cudaGraphDestroy(graph));
+    CU(cudaStreamDestroy(cs));
+    printf("    w4a8 refusals (cuBLASLt off, stream capture): %s\n", touched == 0 && ran == LOFP_W4A8_RAN_KERNEL ? "ok" : "FAILED");
+    lofp_cuda_w4_free(&W);
+    free(w); free(codes); free(scales); free(a); free(h1); free(h2);
+    CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dc)); CU(cudaFree(dk));
+    g_cases++;
+}
+
 static void test_w4a8(void)
 {
     const int f0 = tu_failures;
     struct cudaDeviceProp prop;
     CU(cudaGetDeviceProperties(&prop, 0));
-    w8_quant_case(9, 256);
-    w8_quant_case(33, 1152);
-    w8_quant_case(300, 8192);
+    w8_quant_case(9, 256, 0);
+    w8_quant_case(33, 1152, 0);
+    w8_quant_case(300, 8192, 0);
+    /* the plain K order of the large route */
+    w8_quant_case(9, 256, 1);
+    w8_quant_case(300, 1152, 1);
+    /* the large route's weight cast and the load-time rowwise-exact flag (any device) */
+    for (int kind = 0; kind < 4; kind++) w8_cast_case(64, 512, kind);
+    w8_cast_case(16, 128, 0);
     /* argument checks (nothing is enqueued) */
     {
         lofp_scheme s;
@@ -1025,6 +1446,9 @@ static void test_w4a8(void)
         printf("  W4A8: GEMM skipped (needs compute capability 9.0)\n");
         return;
     }
+    /* the kernel, forced at every m (the public call sends m >= LOFP_CUDA_W4A8_LARGE_M_MIN with
+     * rowwise-exact weights to the cuBLASLt route, tested below) */
+    g_w8_route = LOFP_GEMM_ROUTE_KERNEL;
     /* kernel configuration by shape (gemm_w4a8.cu): m <= 64 TN = 64 KW = 2; m > 64 TN = 128 with
      * KW = 2 at these small n (fewer CTA waves) and KW = 1 at n = 8192, m = 130 (2 x 64 CTAs) */
     const size_t ms[] = {1, 16, 64, 65, 130, 256};
@@ -1044,7 +1468,36 @@ static void test_w4a8(void)
     w8_gemm_case(130, 8192, 1024, 1, 0, 1);
     w8_gemm_case(64, 528, 1152, 0, 0, 1);
     w8_gemm_case(256, 1024, 1152, 0, 1, 1);
-    printf("  W4A8 (MXFP4 x E4M3): %s\n", tu_failures == f0 ? "ok" : "FAILED");
+    g_w8_route = LOFP_GEMM_ROUTE_AUTO;
+    printf("  W4A8 kernel: %s\n", tu_failures == f0 ? "ok" : "FAILED");
+
+    /* the public call: the cuBLASLt FP8 route from m = LOFP_CUDA_W4A8_LARGE_M_MIN (rowwise-exact
+     * weights), the kernel below it and for other weights */
+    const int f1 = tu_failures;
+    printf("  W4A8 large-M route (m >= %d): cuBLASLt %s\n", LOFP_CUDA_W4A8_LARGE_M_MIN,
+           lofp_cuda_large_available() ? "available" : "NOT AVAILABLE -- every case below must run the kernel");
+    /* bit for bit against the CPU where every sum is exact: both routes, both output types, one
+     * chunk and several (64 rows per chunk: 272 = 4 x 64 + 16) */
+    w8_bits_case(64, 272, 512, 0);
+    w8_bits_case(200, 528, 1152, 0);
+    w8_bits_case(77, 272, 1152, (size_t)64 * 1152);
+    /* random data: the relative Frobenius error band of the kernel (activation rounding) */
+    w8_gemm_case(64, 528, 1152, 0, 0, 0);
+    w8_gemm_case(100, 272, 2048, 0, 1, 0);
+    w8_gemm_case(256, 1040, 640, 0, 0, 0);
+    w8_gemm_case(1000, 272, 1152, 0, 1, 0);
+    w8_gemm_case(LOFP_CUDA_W4A8_LARGE_M_MIN - 1, 272, 1152, 0, 0, 0);
+    /* a row spanning exactly 14 binades (large route) and 15 (kernel), one over 40 (kernel) */
+    w8_gemm_case(128, 272, 1152, 0, 0, 2);
+    w8_gemm_case(128, 272, 1152, 0, 0, 3);
+    w8_gemm_case(128, 272, 1152, 0, 0, 1);
+    /* the summation bound of the exact cases (looser on the large route) */
+    w8_gemm_case(70, 272, 1152, 1, 0, 0);
+    w8_gemm_case(200, 400, 4096, 1, 0, 0);
+    w8_gemm_case(128, 272, 1152, 1, 0, 2);
+    w8_nan_case(70, 272, 1152);
+    w8_refusal_case();
+    printf("  W4A8 large-M route: %s\n", tu_failures == f1 ? "ok" : "FAILED");
 }
 
 /* ---- 4 and 5. UltraQuant cache ---- */

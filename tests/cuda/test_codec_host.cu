@@ -12,6 +12,7 @@
 
 #include "lofp_cuda_device.cuh"
 #include "lofp_cuda_internal.h"
+#include "w4a8_common.cuh"
 
 using namespace lofpcu;
 
@@ -690,8 +691,43 @@ static void test_div6(void)
     EXPECT(sb == lofp_encode(LOFP_ELEM_UE4M3, 448.0f, LOFP_RNE, LOFP_SATURATE, 0) && bq == 448.0f, "nvfp4_scale(inf)");
 }
 
+/* The W4A8 large route's weight cast (w8_word_plain, w4a8_common.cuh): a prepared word (nibble i =
+ * element 2i for i < 4, 2(i - 4) + 1 above) at block distance d -> 8 E4M3 bytes in natural order.
+ * For every d = 0..14 and every code of every element position, the byte must be
+ * lofp_encode(E4M3, decode(E2M1, code) * 2^(6 - d)) and decode back to that value exactly (the
+ * exactness claim of gemm_w4a8_large.cu); at d = 15 the value of code 0.5 is not an E4M3 value
+ * (the bound is tight). Also the kernel's own range d <= 11 through the same tables. */
+static void test_w8_cast(void)
+{
+    for (int d = 0; d <= W8_ROW_DMAX; d++)
+        for (uint32_t c = 0; c < 16; c++)
+            for (int pos = 0; pos < 8; pos++) {
+                /* code c at element pos, the other elements get codes (c + 3 e) & 15 */
+                uint32_t q = 0, want[8];
+                for (int e = 0; e < 8; e++) {
+                    const uint32_t ce = e == pos ? c : (c + 3u * (uint32_t)e) & 15u;
+                    const int nib = e % 2 == 0 ? e / 2 : 4 + e / 2;
+                    q |= ce << (4 * nib);
+                    const float v = ldexpf(lofp_decode(LOFP_ELEM_E2M1, ce), 6 - d);
+                    want[e] = lofp_encode(LOFP_ELEM_E4M3, v, LOFP_RNE, LOFP_SATURATE, 0);
+                    EXPECT(lofp_decode(LOFP_ELEM_E4M3, want[e]) == v || (v == 0 && lofp_decode(LOFP_ELEM_E4M3, want[e]) == 0),
+                           "w8 cast: e2m1 code %u at d = %d is not exact in E4M3", ce, d);
+                }
+                uint32_t x, y;
+                w8_word_plain(q, d, x, y);
+                for (int e = 0; e < 8; e++) {
+                    const uint32_t got = ((e < 4 ? x : y) >> (8 * (e % 4))) & 0xFFu;
+                    EXPECT(got == want[e], "w8 cast: d = %d word %08x element %d: %02x, want %02x", d, q, e, got, want[e]);
+                }
+            }
+    const float half15 = ldexpf(0.5f, 6 - 15);
+    EXPECT(lofp_decode(LOFP_ELEM_E4M3, lofp_encode(LOFP_ELEM_E4M3, half15, LOFP_RNE, LOFP_SATURATE, 0)) != half15,
+           "w8 cast: 0.5 * 2^-9 should not be an E4M3 value");
+}
+
 int main(void)
 {
+    test_w8_cast();
     test_e2m1_fma_bits();
     test_e2m1_fma_bits8();
     test_div6();
