@@ -168,20 +168,26 @@ def cuda_weight(q: QTensor) -> CudaWeight:
     return CudaWeight(q)
 
 
-def _gemm_cuda(a, b, *, out=None, out_dtype=None):
+def _cuda_rows(a, w, not_cuda: str):
+    """Checks a CUDA activation tensor a [..., k] against the prepared weight w and returns
+    (leading shape, a as contiguous bf16 rows [m, k]): what both GPU GEMMs read."""
     import torch
-    w = b if isinstance(b, CudaWeight) else CudaWeight(b)
     if not _fw.is_cuda(a):
-        raise Error("invalid argument: the weights are on a GPU but a is not a CUDA tensor")
+        raise Error(f"invalid argument: {not_cuda}")
     if a.device != w.device:
         raise Error(f"invalid argument: a is on {a.device}, the weights on {w.device}")
     if a.shape[-1] != w.k:
         raise Error(f"shape: a has K={a.shape[-1]}, the weights K={w.k}")
-    lead = tuple(a.shape[:-1])
     a2 = a.detach().reshape(-1, w.k)
     if a2.dtype != torch.bfloat16:
         a2 = a2.to(torch.bfloat16)
-    a2 = a2.contiguous()
+    return tuple(a.shape[:-1]), a2.contiguous()
+
+
+def _gemm_cuda(a, b, *, out=None, out_dtype=None):
+    import torch
+    w = b if isinstance(b, CudaWeight) else CudaWeight(b)
+    lead, a2 = _cuda_rows(a, w, "the weights are on a GPU but a is not a CUDA tensor")
     odt = torch.float32 if out_dtype is None else out_dtype
     code = _fw.dtype_code(odt)
     if code not in (_fw.DT_F32, _fw.DT_BF16):
@@ -197,17 +203,7 @@ def _gemm_cuda_w4a8(a, w, out_dtype):
     MXFP4 weights, sm_90a), the workspace taken from torch's caching allocator on the current
     stream. out_dtype float32 or bfloat16."""
     import torch
-    if not _fw.is_cuda(a):
-        raise Error("invalid argument: W4A8 on the GPU needs a CUDA tensor a")
-    if a.device != w.device:
-        raise Error(f"invalid argument: a is on {a.device}, the weights on {w.device}")
-    if a.shape[-1] != w.k:
-        raise Error(f"shape: a has K={a.shape[-1]}, the weights K={w.k}")
-    lead = tuple(a.shape[:-1])
-    a2 = a.detach().reshape(-1, w.k)
-    if a2.dtype != torch.bfloat16:
-        a2 = a2.to(torch.bfloat16)
-    a2 = a2.contiguous()
+    lead, a2 = _cuda_rows(a, w, "W4A8 on the GPU needs a CUDA tensor a")
     m = a2.shape[0]
     if m == 0:
         raise Error("invalid argument: a has no rows")
