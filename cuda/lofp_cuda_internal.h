@@ -20,11 +20,12 @@
 
 /* W4A8 shape classes (docs/CUDA.md section 2b): lofp_cuda_w4a8_gemm sends m >= this with
  * rowwise-exact weights to the cuBLASLt FP8 route of gemm_w4a8_large.cu, everything else (and
- * every refusal of that route) to the w4a8 kernel of gemm_w4a8.cu. A starting value, to be set
- * from bench_cuda's w4a8_route_* timings (both routes side by side at M = 64 ... 4096): before
- * this route existed the kernel took M = 64 8192^2 in 38.2 us against torch _scaled_mm's 36.5,
- * M = 256 in 64.5 against 38.4 (H200). */
-#define LOFP_CUDA_W4A8_LARGE_M_MIN 64
+ * every refusal of that route) to the w4a8 kernel of gemm_w4a8.cu. Set from bench_cuda's
+ * w4a8_route_* rows (both routes forced, H100, 8192^2 / 14336 x 4096): the large route pays a
+ * fixed ~40 us for the E4M3 weight cast, so the kernel is faster at M = 256 (70.8 against 86.0 us;
+ * 75.7 / 80.1) and the large route at M = 1024 (168 against 263; 151 / 250); interpolating the
+ * two puts the crossover near M = 360. */
+#define LOFP_CUDA_W4A8_LARGE_M_MIN 384
 
 #ifdef __cplusplus
 extern "C" {

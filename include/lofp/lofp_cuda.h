@@ -173,7 +173,7 @@ LOFP_API lofp_status lofp_cuda_w4a16_gemm(const lofp_cuda_w4 *w, const void *d_a
  * (torch's (a.float() / scale).to(float8_e4m3fn), bit for bit, for finite input). Every product
  * of an activation code and a weight is exact; the routes differ only in how the sums are formed:
  *
- *   - the kernel (m below the large-m threshold, 64 at present (docs/CUDA.md section 2b),
+ *   - the kernel (m below the large-m threshold, 384 at present (docs/CUDA.md section 2b),
  *     lofp_cuda_w4a8_gemm_quantized at every m, and the fallback): folds each row's 4 block
  *     scales of a 128-element K chunk into the E4M3 weights relative to the chunk's largest
  *     (exact while they span at most 11 binades), sums

@@ -936,7 +936,7 @@ static double w8_gemm_case(size_t m, size_t n, size_t k, int exact, int out_bf16
     uint8_t *codes = halloc(n * k / 2), *scales = halloc(n * k / 32);
     float global = 1.0f;
     CHECK_OK(lofp_quantize(&s, LOFP_DTYPE_F32, w, n, k, codes, scales, &global, NULL));
-    if (spans) {
+    if (spans == 1) {
         for (size_t r = 0; r < n; r++)
             for (size_t ch = 0; ch < k / 128; ch++) {
                 int d[4];
@@ -948,8 +948,10 @@ static double w8_gemm_case(size_t m, size_t n, size_t k, int exact, int out_bf16
             }
     }
     if (spans >= 2) {
-        /* row 5's block 1 (given a nonzero code) moved to exactly 14 (spans = 2: rowwise-exact, the
-         * large route) or 15 (spans = 3: not, the kernel) binades below the row's other blocks */
+        /* on the quantizer's own scales (a few binades per row), row 5's block 1 (given a nonzero
+         * code) moved to exactly 14 (spans = 2: rowwise-exact, the large route) or 15 (spans = 3:
+         * not, the kernel) binades below the row's other blocks. (The spans = 1 rewrite is not
+         * applied here: its 40-binade block in row 5 alone makes a tensor not rowwise-exact.) */
         const size_t nb = k / 32;
         int mx = 0;
         for (size_t j = 0; j < nb; j++)
