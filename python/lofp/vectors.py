@@ -46,9 +46,6 @@ QUIRKS = {
                             "2^-126 (0x01); the nearest E8M0 value is 2^-127 (0x00)",
     "Q-MLD-UE4M3-OVERFLOW": "ml_dtypes has no UE4M3; through float8_e4m3fn, inputs past 464 and +Inf "
                             "give NaN (0x7f) where UE4M3 saturates to 448 (0x7e) under both policies",
-    "Q-AO-NVFP4-ZERO-P": "torchao NVFP4 two-level with per-tensor scale 0: elements become NaN, and its "
-                         "NaN-less FP4 cast of torch's fp8->fp32 NaN (0xFFF00000) gives code 0xC where "
-                         "the suite's canonical NaN gives 0xB",
 }
 
 
@@ -522,20 +519,6 @@ class TorchaoImpl(_ProducerImpl):
 
     def version(self) -> str:
         return _dist_version("torchao")
-
-    @staticmethod
-    def explain(c: dict, exp: dict, got: dict) -> Optional[str]:
-        # A per-tensor scale P of 0 (an all-zero tensor, or amax so small that amax/2688
-        # underflows) makes every block scale 0/0: byte 0xFF, and every element x*NaN. torchao's
-        # FP4 cast has no NaN and turns the NaN's bits into a code; the bits are those of the
-        # fp8 NaN byte cast back to fp32 (0xFFF00000 here), which give 0xC where the suite's
-        # canonical NaN (0xFFC00000) gives 0xB. Scales and P must still match exactly.
-        if (c["scheme"] == "nvfp4" and c["two_level"] and exp["global"] == "0x00000000"
-                and got.get("global") == exp["global"] and got["scales"] == exp["scales"]):
-            want = exp["codes"].translate(str.maketrans("3b", "4c"))
-            if got["codes"] == want and set(exp["codes"]) <= set("3b"):
-                return "Q-AO-NVFP4-ZERO-P"
-        return None
 
     def run_element(self, cases: List[dict], t: Tally) -> None:
         # torchao's casts round to nearest even and saturate (lofp's saturate policy); they have

@@ -28,6 +28,16 @@ static uint8_t torch_e4m3(float v)
     return (uint8_t)lofp_encode(LOFP_ELEM_E4M3, v, LOFP_RNE, LOFP_SATURATE, 0);
 }
 
+/* PyTorch's float8_e4m3fn -> fp32 cast (c10): the value, and for the NaN bytes 0x7F / 0xFF the
+ * byte's mantissa kept, 0x7FF00000 with the sign. The NaN's bits matter where torchao multiplies
+ * by a NaN scale (a per-tensor scale of 0 makes every block scale 0/0): the product carries them,
+ * and torchao's FP4 cast, which has no NaN, turns them into a code (0xFFF00000 gives 0xC). */
+static float torch_e4m3_f32(uint8_t b)
+{
+    if ((b & 0x7Fu) == 0x7Fu) return lofp_bits_f32(((uint32_t)(b & 0x80u) << 24) | 0x7FF00000u);
+    return lofp_decode(LOFP_ELEM_E4M3, b);
+}
+
 /* PyTorch's fp32 -> float8_e5m2 cast (c10): RNE with IEEE overflow; NaN gives 0x7F with the sign. */
 static uint8_t torch_e5m2(float v)
 {
@@ -163,12 +173,12 @@ static void torchao_nvfp4_block(const float *v, float pts, int two_level, const 
     uint8_t sb;
     if (!two_level) {
         sb = torch_e4m3(clampf(block_scale, 0x1p-6f, 448.0f));
-        float s32 = lofp_decode(LOFP_ELEM_E4M3, sb);
+        float s32 = torch_e4m3_f32(sb);
         mult = 1.0f / s32;
     } else {
         float scaled = block_scale / pts;
         sb = torch_e4m3(clampf(scaled, 0x1p-6f, 448.0f));
-        float s32 = lofp_decode(LOFP_ELEM_E4M3, sb);
+        float s32 = torch_e4m3_f32(sb);
         mult = (1.0f / pts) / s32;
     }
     *scale = sb;

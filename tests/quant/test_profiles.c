@@ -139,6 +139,17 @@ static void test_catalogue(void)
     s.profile = LOFP_PROFILE_TORCHAO;
     CHECK_OK(lofp_quantize(&s, LOFP_DTYPE_F32, x, 1, 16, c, sc, &g, NULL));
     CHECK_EQ_U(sc[0], 0x08);
+    /* torchao two-level NVFP4 of an all-zero tensor: per-tensor scale 0, every block scale 0/0
+     * (byte 0xFF), every element x * NaN with the bits of torch's fp8 -> fp32 cast of 0xFF
+     * (0xFFF00000), which torchao's FP4 cast turns into code 0xC. torchao 0.18.0 with torch 2.14
+     * writes exactly these bytes (python -m lofp.vectors check --impl torchao, docs/CONFORMANCE.md);
+     * with the NaN taken as 0xFFC00000 the code would be 0xB. */
+    memset(x, 0, sizeof x);
+    s.two_level = 1;
+    CHECK_OK(lofp_quantize(&s, LOFP_DTYPE_F32, x, 1, 16, c, sc, &g, NULL));
+    CHECK(g == 0.0f);
+    CHECK_EQ_U(sc[0], 0xFF);
+    for (int i = 0; i < 8; i++) CHECK_EQ_U(c[i], 0xCC);
     /* L: ggml's fp32 log2 puts 7.9999995 in the next binade */
     memset(x, 0, sizeof x);
     x[0] = 7.9999995f; x[1] = 1.0f;
