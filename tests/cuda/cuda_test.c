@@ -1264,9 +1264,10 @@ static void w8_bits_case(size_t m, size_t n, size_t k, size_t cap)
     g_cases++;
 }
 
-/* Rows of activations holding NaN, +Inf or -Inf give all-NaN output rows (token scale NaN), the
- * other rows finite, on both routes and both output types. */
-static void w8_nan_case(size_t m, size_t n, size_t k)
+/* Prepared MXFP4 weights [n, k] of gen(kind 0) data quantized by the CPU library (lofp_quantize,
+ * the "mxfp4" preset): the W4A8 cases' weights when their exact values do not matter. Consumes
+ * the same random numbers, at the same point, as generating them inline. */
+static void w8_gauss_weights(size_t n, size_t k, lofp_cuda_w4 *W)
 {
     lofp_scheme s;
     CHECK_OK(lofp_scheme_preset("mxfp4", &s));
@@ -1276,20 +1277,30 @@ static void w8_nan_case(size_t m, size_t n, size_t k)
     uint8_t *codes = halloc(n * k / 2), *scales = halloc(n * k / 32);
     float global = 1.0f;
     CHECK_OK(lofp_quantize(&s, LOFP_DTYPE_F32, w, n, k, codes, scales, &global, NULL));
+    uint8_t *dcodes = dalloc(n * k / 2), *dscales = dalloc(n * k / 32);
+    h2d(dcodes, codes, n * k / 2);
+    h2d(dscales, scales, n * k / 32);
+    LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, NULL, n, k, W, NULL));
+    CU(cudaDeviceSynchronize());
+    CU(cudaFree(dcodes)); CU(cudaFree(dscales));
+    free(w); free(codes); free(scales);
+}
+
+/* Rows of activations holding NaN, +Inf or -Inf give all-NaN output rows (token scale NaN), the
+ * other rows finite, on both routes and both output types. */
+static void w8_nan_case(size_t m, size_t n, size_t k)
+{
+    lofp_cuda_w4 W;
+    w8_gauss_weights(n, k, &W);
     uint16_t *a = halloc(m * k * 2);
     for (size_t i = 0; i < m * k; i++) a[i] = lofp_fp32_to_bf16((float)tu_normal(&g_rng));
     a[1 * k + 5] = lofp_fp32_to_bf16(NAN);
     a[3 * k + k - 1] = lofp_fp32_to_bf16(INFINITY);
     a[5 * k] = lofp_fp32_to_bf16(-INFINITY);
-    uint8_t *dcodes = dalloc(n * k / 2), *dscales = dalloc(n * k / 32);
     uint16_t *da = dalloc(m * k * 2);
     const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
     void *dws = dalloc(wsb), *dc = dalloc(m * n * 4);
-    h2d(dcodes, codes, n * k / 2);
-    h2d(dscales, scales, n * k / 32);
     h2d(da, a, m * k * 2);
-    lofp_cuda_w4 W;
-    LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, NULL, n, k, &W, NULL));
     float *hc = halloc(m * n * 4);
     const int routes[2] = {LOFP_GEMM_ROUTE_KERNEL, LOFP_GEMM_ROUTE_AUTO};
     for (int ri = 0; ri < 2; ri++)
@@ -1314,8 +1325,8 @@ static void w8_nan_case(size_t m, size_t n, size_t k)
         }
     g_w8_route = LOFP_GEMM_ROUTE_AUTO;
     lofp_cuda_w4_free(&W);
-    free(w); free(codes); free(scales); free(a); free(hc);
-    CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dc));
+    free(a); free(hc);
+    CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dc));
     g_cases++;
 }
 
@@ -1325,26 +1336,15 @@ static void w8_nan_case(size_t m, size_t n, size_t k)
  * bit for bit. */
 static void w8_refusal_case(void)
 {
-    lofp_scheme s;
-    CHECK_OK(lofp_scheme_preset("mxfp4", &s));
-    s.threads = ncpu();
     const size_t m = 130, n = 272, k = 1152;
-    float *w = halloc(n * k * sizeof(float));
-    gen(w, n, k, 0);
-    uint8_t *codes = halloc(n * k / 2), *scales = halloc(n * k / 32);
-    float global = 1.0f;
-    CHECK_OK(lofp_quantize(&s, LOFP_DTYPE_F32, w, n, k, codes, scales, &global, NULL));
+    lofp_cuda_w4 W;
+    w8_gauss_weights(n, k, &W);
     uint16_t *a = halloc(m * k * 2);
     for (size_t i = 0; i < m * k; i++) a[i] = lofp_fp32_to_bf16((float)tu_normal(&g_rng));
-    uint8_t *dcodes = dalloc(n * k / 2), *dscales = dalloc(n * k / 32);
     uint16_t *da = dalloc(m * k * 2);
     const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
     void *dws = dalloc(wsb), *dc = dalloc(m * n * 4), *dk = dalloc(m * n * 4);
-    h2d(dcodes, codes, n * k / 2);
-    h2d(dscales, scales, n * k / 32);
     h2d(da, a, m * k * 2);
-    lofp_cuda_w4 W;
-    LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, NULL, n, k, &W, NULL));
     uint32_t *h1 = halloc(m * n * 4), *h2 = halloc(m * n * 4);
     int why = 0;
     /* the kernel's result, the reference for the captured graph */
@@ -1392,8 +1392,8 @@ static void w8_refusal_case(void)
     CU(cudaStreamDestroy(cs));
     printf("    w4a8 refusals (cuBLASLt off, stream capture): %s\n", touched == 0 && ran == LOFP_W4A8_RAN_KERNEL ? "ok" : "FAILED");
     lofp_cuda_w4_free(&W);
-    free(w); free(codes); free(scales); free(a); free(h1); free(h2);
-    CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dc)); CU(cudaFree(dk));
+    free(a); free(h1); free(h2);
+    CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dc)); CU(cudaFree(dk));
     g_cases++;
 }
 
