@@ -191,6 +191,67 @@ static void bench_quantize(void)
     CU(cudaFree(x)); CU(cudaFree(codes)); CU(cudaFree(scales)); CU(cudaFree(g)); CU(cudaFree(ws));
 }
 
+/* The decode GEMVs of an 8B Llama (hidden 4096, MLP 14336, 8 KV heads of 128, vocabulary 128256),
+ * NVFP4 at M = 1 and 16: each shape with enough weight copies rotating to pass 2x the L2 (a
+ * decode step streams 4.2 GB of weights, none of it L2-resident), 20 back-to-back calls per
+ * timing, beside the read floor of the same bytes in the same harness. The per-token sum weights
+ * each shape by its count in the model (q, o: 4096^2; k, v: 1024 x 4096; gate, up: 14336 x 4096;
+ * down: 4096 x 14336; 32 layers; lm_head 128256 x 4096 once). */
+static void bench_decode(void)
+{
+    struct { size_t n, k; int per_token; const char *what; } shapes[] = {
+        {4096, 4096, 64, "q_o"}, {1024, 4096, 64, "k_v"}, {14336, 4096, 64, "gate_up"},
+        {4096, 14336, 32, "down"}, {128256, 4096, 1, "lm_head"}};
+    int l2 = 0;
+    CU(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+    for (size_t m : {(size_t)1, (size_t)16}) {
+        double tok = 0, tok_floor = 0;
+        for (auto sh : shapes) {
+            lofp_scheme s;
+            lofp_scheme_preset("nvfp4", &s);
+            const size_t n = sh.n, k = sh.k, wbytes = n * k / 2 + n * k / s.block;
+            const int ncopy = (int)std::min<size_t>(64, std::max<size_t>(2, (2 * (size_t)l2) / wbytes + 1));
+            uint16_t *w, *a;
+            uint8_t *codes, *scales;
+            float *g;
+            void *ws, *c;
+            CU(cudaMalloc(&w, n * k * 2));
+            fill_bf16<<<1024, 256>>>(w, n * k, 7, 0.02f);
+            CU(cudaMalloc(&codes, n * k / 2));
+            CU(cudaMalloc(&scales, n * k / s.block));
+            CU(cudaMalloc(&g, 4));
+            CU(cudaMalloc(&ws, lofp_cuda_workspace_bytes()));
+            LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, w, n, k, LOFP_LAYOUT_LINEAR, codes, scales, g, ws, NULL));
+            std::vector<lofp_cuda_w4> W(ncopy);
+            for (int i = 0; i < ncopy; i++) LC(lofp_cuda_w4_prepare(&s, codes, scales, g, n, k, &W[i], NULL));
+            CU(cudaDeviceSynchronize());
+            CU(cudaFree(w));
+            CU(cudaMalloc(&a, m * k * 2));
+            CU(cudaMalloc(&c, m * n * 2));
+            fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
+            const double us = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm(&W[i % ncopy], a, m, LOFP_DTYPE_BF16, c, NULL)); }, false, 20);
+            const double fl = time_us([&](int i) {
+                const lofp_cuda_w4 &x = W[i % ncopy];
+                read_floor<<<132 * 8, 512>>>((const uint4 *)x.d_codes, n * k / 32, (const uint4 *)x.d_scales, n * k / s.block / 16, g_flush_sink);
+                CU(cudaGetLastError());
+            }, false, 20);
+            char name[96], extra[160];
+            snprintf(name, sizeof name, "decode_nvfp4_%s_m%zu_n%zu_k%zu", sh.what, m, n, k);
+            snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"read_floor_us\": %.3f, \"copies\": %d, \"per_token\": %d",
+                     m, n, k, fl, ncopy, sh.per_token);
+            emit(name, us, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
+            tok += us * sh.per_token;
+            tok_floor += fl * sh.per_token;
+            for (auto &x : W) lofp_cuda_w4_free(&x);
+            CU(cudaFree(a)); CU(cudaFree(c)); CU(cudaFree(codes)); CU(cudaFree(scales)); CU(cudaFree(g)); CU(cudaFree(ws));
+        }
+        char name[64], extra[96];
+        snprintf(name, sizeof name, "decode_nvfp4_token_m%zu", m);
+        snprintf(extra, sizeof extra, "\"read_floor_us\": %.1f", tok_floor);
+        emit(name, tok, 0, 0, extra);
+    }
+}
+
 static void bench_gemm(void)
 {
     struct { size_t n, k; } shapes[] = {{8192, 8192}, {14336, 4096}};
@@ -486,6 +547,7 @@ int main(int argc, char **argv)
     if (!*only || strstr(only, "quant")) bench_quantize();
     if (!*only || strstr(only, "gemm")) bench_gemm();
     if (!*only || strstr(only, "attn")) bench_attention();
+    if (!*only || strstr(only, "decode")) bench_decode();
     CU(cudaFree(g_flush));
     CU(cudaFree(g_flush_sink));
     return 0;
