@@ -236,6 +236,14 @@ static void bench_decode(void)
                 CU(cudaGetLastError());
             }, false, 20);
             char name[96], extra[160];
+            for (int cf = 1; cf < LOFP_GEMV_NCFG; cf++) { /* the sweep behind the production rule */
+                lofp_cuda_gemv_test_config(cf);
+                const double uc = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm(&W[i % ncopy], a, m, LOFP_DTYPE_BF16, c, NULL)); }, false, 20);
+                snprintf(name, sizeof name, "decode_gvcfg%d_nvfp4_%s_m%zu_n%zu_k%zu", cf, sh.what, m, n, k);
+                snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"cfg\": %d", m, n, k, cf);
+                emit(name, uc, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
+            }
+            lofp_cuda_gemv_test_config(-1);
             snprintf(name, sizeof name, "decode_nvfp4_%s_m%zu_n%zu_k%zu", sh.what, m, n, k);
             snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"read_floor_us\": %.3f, \"copies\": %d, \"per_token\": %d",
                      m, n, k, fl, ncopy, sh.per_token);

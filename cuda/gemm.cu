@@ -29,6 +29,7 @@
  * devices without wgmma (or the NO_WGMMA route): 128 x 128 CTA tiles, 3-stage cp.async pipeline, swizzled shared
  * memory; gemm_wgmma.cu is the default for m > 32).
  */
+#include <atomic>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -557,10 +558,52 @@ static lofp_status gemv_4warp(const GemmP &p, cudaStream_t st)
     return gemv_launch<MT, NT, NV, 4, 1, 1, 2>(p, st);
 }
 
+/* configuration forced by lofp_cuda_gemv_test_config (benchmark sweeps); -1 = the rule below */
+static std::atomic<int> g_gemv_force{-1};
+
+extern "C" void lofp_cuda_gemv_test_config(int cfg)
+{
+    g_gemv_force.store(cfg >= 0 && cfg < LOFP_GEMV_NCFG ? cfg : -1);
+}
+
+/* The sweep's candidates (MT, NT, WK, RW, MINB, STEP) for m <= 8 and m = 9..16; 0 is the rule
+ * below. A candidate whose tiles do not divide N / 16 falls back to the rule. */
+template <int NV>
+static lofp_status launch_gemv_forced(const GemmP &p, cudaStream_t st, int cf, bool &done)
+{
+    const int n16 = p.n / 16;
+    done = true;
+    if (p.m <= 8) {
+        switch (cf) {
+        case 1: return gemv_launch<1, 1, NV, 8, 1, 2, 1>(p, st);
+        case 2: return gemv_launch<1, 1, NV, 16, 1, 1, 1>(p, st);
+        case 3: return gemv_launch<1, 1, NV, 4, 1, 4, 1>(p, st);
+        case 4: return gemv_launch<1, 1, NV, 4, 2, 2, 2>(p, st);
+        case 5: if (n16 % 2 == 0) return gemv_launch<2, 1, NV, 8, 1, 2, 1>(p, st); break;
+        }
+    } else if (p.m <= 16) {
+        switch (cf) {
+        case 1: if (n16 % 2 == 0) return gemv_launch<2, 2, NV, 8, 1, 2, 1>(p, st); break;
+        case 2: return gemv_launch<1, 2, NV, 8, 1, 2, 1>(p, st);
+        case 3: return gemv_launch<1, 2, NV, 16, 1, 1, 1>(p, st);
+        case 4: return gemv_launch<1, 2, NV, 8, 2, 2, 1>(p, st);
+        case 5: if (n16 % 4 == 0) return gemv_launch<4, 2, NV, 4, 1, 1, 2>(p, st); break;
+        }
+    }
+    done = false;
+    return LOFP_OK;
+}
+
 template <int NV>
 static lofp_status launch_gemv(const GemmP &p, cudaStream_t st)
 {
     const int n16 = p.n / 16;
+    const int cf = g_gemv_force.load(std::memory_order_relaxed);
+    if (cf > 0) {
+        bool done;
+        const lofp_status r = launch_gemv_forced<NV>(p, st, cf, done);
+        if (done) return r;
+    }
     if (p.m <= 8) return gemv_launch<1, 1, NV, 8, 2, 2, 1>(p, st);
     if (p.m <= 16) {
         if (p.k <= 4096 && n16 % 4 == 0) return gemv_4warp<4, 2, NV>(p, st);

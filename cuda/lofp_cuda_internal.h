@@ -80,6 +80,11 @@ lofp_status lofp_cuda_w4a8_cast_weights(const lofp_cuda_w4 *w, uint8_t *d_out, f
  * benchmark sweeps only). */
 void lofp_cuda_wgmma_test_config(int cfg);
 #define LOFP_WGMMA_NCFG 4
+/* Benchmark hook of the GEMV (gemm.cu, m <= 16): cfg 1..LOFP_GEMV_NCFG-1 forces one of the sweep's
+ * candidate configurations (listed in gemm.cu) where it fits N, 0 or anything else restores the
+ * production rule. Process-wide and atomic, like the wgmma hook. */
+void lofp_cuda_gemv_test_config(int cfg);
+#define LOFP_GEMV_NCFG 6
 #ifdef __cplusplus
 }
 #endif
