@@ -537,6 +537,43 @@ static void bench_attention(void)
     CU(cudaFree(q)); CU(cudaFree(out));
 }
 
+/* One call of each job whose target was missed, nothing else, for a profiler (ncu) to read:
+ * W4A16 NVFP4 8192^2 at M = 256 (the wgmma kernel) and M = 1024 (the large route: dequantize +
+ * cuBLASLt), the NVFP4 two-level quantize of a bf16 8192^2 (amax pass + quantize pass). Prints
+ * nothing but a line per call. */
+static void bench_prof(void)
+{
+    lofp_scheme s;
+    lofp_scheme_preset("nvfp4", &s);
+    const size_t n = 8192, k = 8192;
+    uint16_t *w, *a;
+    uint8_t *codes, *scales;
+    float *g;
+    void *ws, *c;
+    CU(cudaMalloc(&w, n * k * 2));
+    fill_bf16<<<1024, 256>>>(w, n * k, 7, 0.02f);
+    CU(cudaMalloc(&codes, n * k / 2));
+    CU(cudaMalloc(&scales, n * k / s.block));
+    CU(cudaMalloc(&g, 4));
+    CU(cudaMalloc(&ws, lofp_cuda_workspace_bytes()));
+    LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, w, n, k, LOFP_LAYOUT_LINEAR, codes, scales, g, ws, NULL));
+    CU(cudaDeviceSynchronize());
+    printf("prof: nvfp4 two-level quantize bf16 8192^2\n");
+    lofp_cuda_w4 W;
+    LC(lofp_cuda_w4_prepare(&s, codes, scales, g, n, k, &W, NULL));
+    CU(cudaMalloc(&a, 1024 * k * 2));
+    CU(cudaMalloc(&c, 1024 * n * 2));
+    fill_bf16<<<256, 256>>>(a, 1024 * k, 3, 1.0f);
+    for (size_t m : {(size_t)256, (size_t)1024}) {
+        CU(cudaDeviceSynchronize());
+        LC(lofp_cuda_w4a16_gemm(&W, a, m, LOFP_DTYPE_BF16, c, NULL));
+        CU(cudaDeviceSynchronize());
+        printf("prof: w4a16 nvfp4 m%zu 8192^2\n", m);
+    }
+    lofp_cuda_w4_free(&W);
+    CU(cudaFree(w)); CU(cudaFree(a)); CU(cudaFree(c)); CU(cudaFree(codes)); CU(cudaFree(scales)); CU(cudaFree(g)); CU(cudaFree(ws));
+}
+
 int main(int argc, char **argv)
 {
     if (lofp_cuda_device_count() == 0) {
@@ -556,6 +593,7 @@ int main(int argc, char **argv)
     if (!*only || strstr(only, "gemm")) bench_gemm();
     if (!*only || strstr(only, "attn")) bench_attention();
     if (!*only || strstr(only, "decode")) bench_decode();
+    if (strstr(only, "prof")) bench_prof();
     CU(cudaFree(g_flush));
     CU(cudaFree(g_flush_sink));
     return 0;
