@@ -26,6 +26,7 @@ For each model it reports
 import argparse
 import inspect
 import json
+import re
 import statistics
 import sys
 import time
@@ -124,16 +125,30 @@ def decode_eager(model, B, P, steps, vocab):
                     out = fwd(model, nxt, past_key_values=pkv, use_cache=True)
                     nxt = out.logits[:, -1:].argmax(-1)
                 torch.cuda.synchronize()
-            tot = 0.0
-            for e in prof.key_averages():
-                tot += getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
-            res["gpu_ms_step"] = tot / n / 1e3
-            res["gpu_tok_s"] = B / (tot / n / 1e6)
-            top = sorted(prof.key_averages(), key=lambda e: -(getattr(e, "self_device_time_total", 0.0) or 0.0))[:6]
-            res["gpu_top"] = [(e.key[:60], round((getattr(e, "self_device_time_total", 0.0) or 0.0) / n, 1)) for e in top]
+            res.update(kernel_split(prof, n))
+            res["gpu_tok_s"] = B / (res["gpu_ms_step"] / 1e3)
         except Exception as ex:  # noqa: BLE001 -- report, do not fail the run
             res["gpu_error"] = f"{type(ex).__name__}: {ex}"[:300]
     return res
+
+
+_MATMUL = re.compile(r"gemm|gemv|cutlass|xmma|nvjet|ws_kernel|w4a8|w4_to_bf16|act_quant|splitK|cublas", re.I)
+
+
+def kernel_split(prof, n):
+    """GPU kernel time per step from a profile of n steps: total, the matrix products (lofp's
+    GEMV / GEMM kernels, cuBLAS's, the W4A8 activation quantize and weight cast), the rest, and
+    the six largest kernels (us per step)"""
+    tot = mm = 0.0
+    for e in prof.key_averages():
+        t = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0) or 0.0
+        if not getattr(e, "is_user_annotation", False) and e.key and not e.key.startswith("ProfilerStep"):
+            tot += t
+            if _MATMUL.search(e.key):
+                mm += t
+    top = sorted(prof.key_averages(), key=lambda e: -(getattr(e, "self_device_time_total", 0.0) or 0.0))[:6]
+    return {"gpu_ms_step": tot / n / 1e3, "gpu_matmul_ms_step": mm / n / 1e3, "gpu_other_ms_step": (tot - mm) / n / 1e3,
+            "gpu_top": [(e.key[:60], round((getattr(e, "self_device_time_total", 0.0) or 0.0) / n, 1)) for e in top]}
 
 
 def decode_graph(model, cfg, B, P, steps, vocab):
@@ -172,8 +187,21 @@ def decode_graph(model, cfg, B, P, steps, vocab):
             pos += 1
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
+        res = {"graph_tok_s": B * steps / dt, "graph_ms_step": 1e3 * dt / steps}
+        try:  # the kernels of a few replays: how much of the step the matrix products are
+            from torch.profiler import ProfilerActivity, profile
+            n = 4
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(n):
+                    graph.replay()
+                    tok.copy_(nxt)
+                    pos += 1
+                torch.cuda.synchronize()
+            res.update({"graph_" + k: v for k, v in kernel_split(prof, n).items()})
+        except Exception as ex:  # noqa: BLE001 -- report, do not fail the run
+            res["graph_prof_error"] = f"{type(ex).__name__}: {ex}"[:300]
     del graph, cache
-    return {"graph_tok_s": B * steps / dt, "graph_ms_step": 1e3 * dt / steps}
+    return res
 
 
 def last_logits(model, vocab):
