@@ -445,13 +445,17 @@ class W4A16Linear(torch.nn.Module):
         if not a.is_contiguous():
             a = a.contiguous()
         k = f[3]
-        m = a.numel() // k
+        shp = x.shape
+        if len(shp) == 2:  # (the common case without the torch.Size slice and concatenation)
+            m, oshape = shp[0], (shp[0], f[2])
+        else:
+            m, oshape = a.numel() // k, shp[:-1] + (f[2],)
         if m == 0:
             return None  # (the op says what an empty input gives)
         if dt is _BF16:
-            y, code = a.new_empty(x.shape[:-1] + (f[2],)), _fw.DT_BF16
+            y, code = a.new_empty(oshape), _fw.DT_BF16
         else:
-            y, code = a.new_empty(x.shape[:-1] + (f[2],), dtype=_F32), _fw.DT_F32
+            y, code = a.new_empty(oshape, dtype=_F32), _fw.DT_F32
         if f[5]:
             wsb = _lofp.cuda_w4a8_workspace_bytes(m, k)
             ws = a.new_empty((wsb,), dtype=torch.uint8)  # caching allocator, ordered on this stream
