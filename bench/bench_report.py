@@ -191,6 +191,24 @@ def main():
     if "uq_store_64k_tokens_hk8_d128" in L:
         o = L["uq_store_64k_tokens_hk8_d128"]
         p(f"\nUltraQuant store, 65536 tokens x Hk 8 x D 128 bf16: {o['us']:.1f} µs ({o['bytes'] / o['us'] / 1e6:.2f} TB/s).")
+    # ---- the decode GEMVs of an 8B Llama (bench_cuda decode): production rule, sweep, floor
+    dec = [(n, o) for n, o in L.items() if n.startswith("decode_nvfp4_") and "token" not in n]
+    if dec:
+        p("\n### Decode GEMVs of an 8B Llama (NVFP4, weight copies rotating past 2x L2)\n")
+        p("| shape | M | N x K | lofp µs | read floor µs | % of floor | best sweep config µs (cfg) | per token |")
+        p("|---|---|---|---|---|---|---|---|")
+        for name, o in dec:
+            what = name[len("decode_nvfp4_"):].rsplit("_m", 1)[0]
+            sw = [(x["us"], x["cfg"]) for nm, x in L.items()
+                  if nm.startswith("decode_gvcfg") and nm.endswith(f"_nvfp4_{what}_m{o['m']}_n{o['n']}_k{o['k']}")]
+            best = min(sw) if sw else None
+            bs = f"{best[0]:.1f} ({best[1]})" if best else "-"
+            p(f"| {what} | {o['m']} | {o['n']} x {o['k']} | {o['us']:.1f} | {o['read_floor_us']:.1f} | "
+              f"{100 * o['read_floor_us'] / o['us']:.0f} % | {bs} | {o['per_token']} |")
+        for m in (1, 16):
+            o = L.get(f"decode_nvfp4_token_m{m}")
+            if o:
+                p(f"\nM = {m}: {o['us'] / 1e3:.2f} ms of GEMV per token (read floor {o['read_floor_us'] / 1e3:.2f} ms).")
     # ---- targets (BENCHMARKS.md "CUDA": the per-job goals the tables are judged against)
     def us(name, src=L):
         o = src.get(name)
