@@ -739,8 +739,19 @@ static void test_gemv_dispatch(void)
         gemm_case(ps[p], 10, 1024, 4096, 0, 0);
         gemm_case(ps[p], 15, 1056, 4096, 1, 0);
         gemm_case(ps[p], 9, 14336, 512, 0, 0);
+        /* the benchmark sweep's candidates (lofp_cuda_gemv_test_config): each forced at m = 1,
+         * 5, 12 and 16 on N / 16 odd, 2 mod 4 and 0 mod 4, so a timing of one is a timing of a
+         * kernel that computes the product */
+        for (int cf = 1; cf < LOFP_GEMV_NCFG; cf++) {
+            lofp_cuda_gemv_test_config(cf);
+            gemm_case(ps[p], 1, 272, 1152, (cf + p) % 2, 0);
+            gemm_case(ps[p], 5, 288, 4224, (cf + p + 1) % 2, 0);
+            gemm_case(ps[p], 12, 320, 2176, (cf + p) % 2, 0);
+            gemm_case(ps[p], 16, 1024, 4096, (cf + p + 1) % 2, 0);
+            lofp_cuda_gemv_test_config(-1);
+        }
     }
-    printf("  GEMV shape classes (m <= 17): %s\n", tu_failures == f0 ? "ok" : "FAILED");
+    printf("  GEMV shape classes (m <= 17) and the sweep's forced configurations: %s\n", tu_failures == f0 ? "ok" : "FAILED");
 }
 
 static void test_gemm(void)
