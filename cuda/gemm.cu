@@ -548,10 +548,10 @@ static lofp_status gemv_launch(const GemmP &p, cudaStream_t st)
  *  - m = 9..16, K <= 4096 and N / 16 a multiple of 4: four tiles per warp, 4 warps, two chunks per
  *    step (unbounded registers); M = 16 14336 x 4096: 22.2 / 21.8 against 22.8 / 22.6 for the one
  *    above. Where N / 16 = 2 mod 4 at K <= 4096 the one above replaces the 4-warp two-tile form
- *    (runs 1-5 at 14336 x 4096: 26-31 for one or two tiles of the 4-warp form, 24.3-24.5 for four;
+ *    (separate sweeps at 14336 x 4096: 26-31 for one or two tiles of the 4-warp form, 24.3-24.5 for four;
  *    not timed side by side with it).
  *  - m = 9..16 with N / 16 odd, and m = 17..64 (NT = 4, 8): MT = 2 where N / 16 is even, else 1;
- *    4 warps splitting K, two chunks per step (sweeps of runs 1-5). */
+ *    4 warps splitting K, two chunks per step (measured by sweeps over these classes). */
 template <int MT, int NT, int NV>
 static lofp_status gemv_4warp(const GemmP &p, cudaStream_t st)
 {

@@ -729,7 +729,7 @@ static void test_gemv_dispatch(void)
         for (size_t r = 0; r < 3; r++)
             for (size_t m = 1; m <= 17; m++)
                 gemm_case(ps[p], m, gn[(m + r) % 3], gk[(m + p + 2 * r) % 7], (int)((m + p + r) % 2), 0);
-        /* the shapes of the run-11 sweep's classes at full width: K = 8192 at N / 16 = 0, 2 mod 4
+        /* the shapes of the sweep's classes at full width: K = 8192 at N / 16 = 0, 2 mod 4
          * and odd for m = 9..16, K = 4096 with N / 16 = 0 mod 4 and 2 mod 4, many CTAs at m <= 8 */
         gemm_case(ps[p], 1, 2048, 8192, 0, 0);
         gemm_case(ps[p], 8, 1040, 8192, 1, 0);
