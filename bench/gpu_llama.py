@@ -91,9 +91,20 @@ def fwd(model, ids, **kw):
 
 
 def prefill_ms(model, T, vocab):
+    """(median ms of one forward pass over T tokens, its kernel time split by kernel_split)"""
     ids = torch.randint(0, vocab, (1, T), device="cuda")
     with torch.no_grad():
-        return events_ms(lambda: fwd(model, ids, use_cache=False))
+        ms = events_ms(lambda: fwd(model, ids, use_cache=False))
+        split = {}
+        try:
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                fwd(model, ids, use_cache=False)
+                torch.cuda.synchronize()
+            split = {"prefill_" + k: v for k, v in kernel_split(prof, 1).items()}
+        except Exception as ex:  # noqa: BLE001 -- report, do not fail the run
+            split = {"prefill_prof_error": f"{type(ex).__name__}: {ex}"[:300]}
+        return ms, split
 
 
 def decode_eager(model, B, P, steps, vocab):
@@ -219,8 +230,9 @@ def rel(a, b):
 
 def measure(name, model, cfg, a):
     r = {"model": name}
-    r["prefill_ms"] = prefill_ms(model, a.prefill, cfg.vocab_size)
-    print(f"[{name}] prefill {a.prefill} tokens: {r['prefill_ms']:.1f} ms", flush=True)
+    r["prefill_ms"], split = prefill_ms(model, a.prefill, cfg.vocab_size)
+    r.update(split)
+    print(f"[{name}] prefill {a.prefill} tokens: {r['prefill_ms']:.1f} ms; " + json.dumps(split), flush=True)
     for B in [int(b) for b in a.batches.split(",")]:
         d = decode_eager(model, B, a.prompt, a.steps, cfg.vocab_size)
         if not a.no_graph:

@@ -542,14 +542,15 @@ static lofp_status gemv_launch(const GemmP &p, cudaStream_t st)
  *    registers (2 CTAs per SM), one chunk per step; it took every M = 1 column against the
  *    previous 4-warp two-chunk configuration: 15.9 / 16.6 / 14.8 / 15.3 against 18.8 / 18.4 /
  *    17.0 / 17.9. Any N / 16 (a row group past N idles through the reduction).
- *  - m = 9..16 (NT = 2), N / 16 even, except at K <= 4096 where N / 16 is a multiple of 4: two
- *    tiles per warp, 8 warps splitting K, <= 128 registers (2 CTAs per SM), one chunk per step;
- *    M = 16 8192^2: 21.4 / 21.1 against 24.6 / 26.1.
- *  - m = 9..16, K <= 4096 and N / 16 a multiple of 4: four tiles per warp, 4 warps, two chunks per
- *    step (unbounded registers); M = 16 14336 x 4096: 22.2 / 21.8 against 22.8 / 22.6 for the one
- *    above. Where N / 16 = 2 mod 4 at K <= 4096 the one above replaces the 4-warp two-tile form
- *    (separate sweeps at 14336 x 4096: 26-31 for one or two tiles of the 4-warp form, 24.3-24.5 for four;
- *    not timed side by side with it).
+ *  - m = 9..16 (NT = 2), N / 16 even and >= 128: two tiles per warp, 8 warps splitting K, <= 128
+ *    registers (2 CTAs per SM), one chunk per step; M = 16 8192^2: 21.4 / 21.1 against 24.6 /
+ *    26.1. A four-tile 4-warp form (N / 16 = 0 mod 4, K <= 4096) was 2-3 % faster at 14336 x
+ *    4096 on an H200 but slower on an H100 in the decode sweep (`bench_cuda decode`, NVFP4,
+ *    M = 16: 24.0 against 23.0 at 14336 x 4096, 162.8 against 147.8 at 128256 x 4096, 15.6
+ *    against 10.2 at 4096^2, where its 64 CTAs leave half the machine idle): dropped.
+ *  - N / 16 < 128 at any m <= 16: one tile per warp, 16 warps splitting K, one CTA per row tile
+ *    (decode sweep, H100, NVFP4 1024 x 4096: M = 1 5.3 against 6.4 for the two-row-group form,
+ *    M = 16 6.7 against 14.4 for the four-tile form and 9.1 for the two-tile one).
  *  - m = 9..16 with N / 16 odd, and m = 17..64 (NT = 4, 8): MT = 2 where N / 16 is even, else 1;
  *    4 warps splitting K, two chunks per step (measured by sweeps over these classes). */
 template <int MT, int NT, int NV>
@@ -604,9 +605,12 @@ static lofp_status launch_gemv(const GemmP &p, cudaStream_t st)
         const lofp_status r = launch_gemv_forced<NV>(p, st, cf, done);
         if (done) return r;
     }
-    if (p.m <= 8) return gemv_launch<1, 1, NV, 8, 2, 2, 1>(p, st);
+    /* N / 16 < 128 (an 8B Llama's k/v projections, 1024 rows): one 16-warp CTA per row tile, so
+     * the few tiles still reach 64+ multiprocessors with every warp's K slice short */
+    const bool narrow = n16 < 128;
+    if (p.m <= 8) return narrow ? gemv_launch<1, 1, NV, 16, 1, 1, 1>(p, st) : gemv_launch<1, 1, NV, 8, 2, 2, 1>(p, st);
     if (p.m <= 16) {
-        if (p.k <= 4096 && n16 % 4 == 0) return gemv_4warp<4, 2, NV>(p, st);
+        if (narrow) return gemv_launch<1, 2, NV, 16, 1, 1, 1>(p, st);
         if (n16 % 2 == 0) return gemv_launch<2, 2, NV, 8, 1, 2, 1>(p, st);
         return gemv_4warp<1, 2, NV>(p, st);
     }

@@ -714,9 +714,9 @@ static void prep_layout_case(const char *preset, size_t n, size_t k)
 }
 
 /* Every GEMV configuration the dispatch chooses (gemm.cu launch_gemv), through the public call:
- * m = 1..17 (m <= 8: one tile per warp, two row groups x 8 K warps; m = 9..16: four tiles x 4
- * warps at K <= 4096 with N / 16 = 0 mod 4, two tiles x 8 K warps at N / 16 even otherwise, one
- * tile x 4 warps at N / 16 odd; m = 17: the 32-token form), N / 16 odd (17: the two-row-group
+ * m = 1..17 (N / 16 < 128: one tile per warp, 16 K warps; else m <= 8: one tile per warp, two row
+ * groups x 8 K warps; m = 9..16: two tiles x 8 K warps at N / 16 even, one tile x 4 warps at N / 16
+ * odd; m = 17: the 32-token form), N / 16 odd (17: the two-row-group
  * CTA's second group idle), 2 mod 4 and 0 mod 4, K of 1, 3, 5, 9 and 17 chunks (K slices of 0, 1
  * and 2+ chunks per warp at 8 warps, odd counts: the two-chunk step's tail), 33 (K > 4096 below
  * 8192) and 64; both output types and schemes. Three passes, so each m meets every N class. */
@@ -739,6 +739,12 @@ static void test_gemv_dispatch(void)
         gemm_case(ps[p], 10, 1024, 4096, 0, 0);
         gemm_case(ps[p], 15, 1056, 4096, 1, 0);
         gemm_case(ps[p], 9, 14336, 512, 0, 0);
+        /* the narrow class's edge (N / 16 = 127 and 128) and the wide one with N / 16 odd / even */
+        gemm_case(ps[p], 4, 2032, 1152, 1, 0);
+        gemm_case(ps[p], 3, 2064, 640, 0, 0);
+        gemm_case(ps[p], 14, 2032, 2176, 0, 0);
+        gemm_case(ps[p], 12, 2064, 1152, 1, 0);
+        gemm_case(ps[p], 16, 2048, 4096, 0, 0);
         /* the benchmark sweep's candidates (lofp_cuda_gemv_test_config): each forced at m = 1,
          * 5, 12 and 16 on N / 16 odd, 2 mod 4 and 0 mod 4, so a timing of one is a timing of a
          * kernel that computes the product */
@@ -1347,7 +1353,8 @@ static void w8_nan_case(size_t m, size_t n, size_t k)
  * bit for bit. */
 static void w8_refusal_case(void)
 {
-    const size_t m = 130, n = 272, k = 1152;
+    /* an m that takes the large route when nothing refuses it */
+    const size_t m = LOFP_CUDA_W4A8_LARGE_M_MIN + 16, n = 272, k = 1152;
     lofp_cuda_w4 W;
     w8_gauss_weights(n, k, &W);
     uint16_t *a = halloc(m * k * 2);
@@ -1500,14 +1507,15 @@ static void test_w4a8(void)
     w8_gemm_case(256, 1040, 640, 0, 0, 0);
     w8_gemm_case(1000, 272, 1152, 0, 1, 0);
     w8_gemm_case(LOFP_CUDA_W4A8_LARGE_M_MIN - 1, 272, 1152, 0, 0, 0);
-    /* a row spanning exactly 14 binades (large route) and 15 (kernel), one over 40 (kernel) */
-    w8_gemm_case(128, 272, 1152, 0, 0, 2);
-    w8_gemm_case(128, 272, 1152, 0, 0, 3);
-    w8_gemm_case(128, 272, 1152, 0, 0, 1);
+    /* a row spanning exactly 14 binades (large route) and 15 (kernel), one over 40 (kernel), at
+     * an m where only the flag decides */
+    w8_gemm_case(LOFP_CUDA_W4A8_LARGE_M_MIN + 16, 272, 1152, 0, 0, 2);
+    w8_gemm_case(LOFP_CUDA_W4A8_LARGE_M_MIN + 16, 272, 1152, 0, 0, 3);
+    w8_gemm_case(LOFP_CUDA_W4A8_LARGE_M_MIN + 16, 272, 1152, 0, 0, 1);
     /* the summation bound of the exact cases (looser on the large route) */
     w8_gemm_case(70, 272, 1152, 1, 0, 0);
     w8_gemm_case(200, 400, 4096, 1, 0, 0);
-    w8_gemm_case(128, 272, 1152, 1, 0, 2);
+    w8_gemm_case(LOFP_CUDA_W4A8_LARGE_M_MIN + 16, 272, 1152, 1, 0, 2);
     w8_nan_case(70, 272, 1152);
     w8_refusal_case();
     printf("  W4A8 large-M route: %s\n", tu_failures == f1 ? "ok" : "FAILED");
