@@ -143,7 +143,7 @@ def decode_eager(model, B, P, steps, vocab):
     return res
 
 
-_MATMUL = re.compile(r"gemm|gemv|cutlass|xmma|nvjet|ws_kernel|w4a8|w4_to_bf16|act_quant|splitK|cublas", re.I)
+_MATMUL = re.compile(r"gemm|gemv|cutlass|xmma|nvjet|ws_kernel|w4a8|w4_to_bf16|w4_to_e4m3|act_quant|splitK|cublas", re.I)
 
 
 def kernel_split(prof, n):
