@@ -191,6 +191,34 @@ static void bench_quantize(void)
     CU(cudaFree(x)); CU(cudaFree(codes)); CU(cudaFree(scales)); CU(cudaFree(g)); CU(cudaFree(ws));
 }
 
+/* A random N(0, 0.02) bf16 weight [n, k] quantized on the device to scheme s (linear layout): the
+ * checkpoint-layout codes, scales and global scale, and the quantizer's workspace. The bf16 staging
+ * copy is freed before returning. */
+struct QWeight {
+    uint8_t *codes, *scales;
+    float *g;
+    void *ws;
+};
+static QWeight quantized_weight(const lofp_scheme &s, size_t n, size_t k)
+{
+    QWeight q;
+    uint16_t *w;
+    CU(cudaMalloc(&w, n * k * 2));
+    fill_bf16<<<1024, 256>>>(w, n * k, 7, 0.02f);
+    CU(cudaMalloc(&q.codes, n * k / 2));
+    CU(cudaMalloc(&q.scales, n * k / s.block));
+    CU(cudaMalloc(&q.g, 4));
+    CU(cudaMalloc(&q.ws, lofp_cuda_workspace_bytes()));
+    LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, w, n, k, LOFP_LAYOUT_LINEAR, q.codes, q.scales, q.g, q.ws, NULL));
+    CU(cudaDeviceSynchronize());
+    CU(cudaFree(w));
+    return q;
+}
+static void free_quantized_weight(QWeight &q)
+{
+    CU(cudaFree(q.codes)); CU(cudaFree(q.scales)); CU(cudaFree(q.g)); CU(cudaFree(q.ws));
+}
+
 /* The decode GEMVs of an 8B Llama (hidden 4096, MLP 14336, 8 KV heads of 128, vocabulary 128256),
  * NVFP4 at M = 1 and 16: each shape with enough weight copies rotating to pass 2x the L2 (a
  * decode step streams 4.2 GB of weights, none of it L2-resident), 20 back-to-back calls per
@@ -211,21 +239,12 @@ static void bench_decode(void)
             lofp_scheme_preset("nvfp4", &s);
             const size_t n = sh.n, k = sh.k, wbytes = n * k / 2 + n * k / s.block;
             const int ncopy = (int)std::min<size_t>(64, std::max<size_t>(2, (2 * (size_t)l2) / wbytes + 1));
-            uint16_t *w, *a;
-            uint8_t *codes, *scales;
-            float *g;
-            void *ws, *c;
-            CU(cudaMalloc(&w, n * k * 2));
-            fill_bf16<<<1024, 256>>>(w, n * k, 7, 0.02f);
-            CU(cudaMalloc(&codes, n * k / 2));
-            CU(cudaMalloc(&scales, n * k / s.block));
-            CU(cudaMalloc(&g, 4));
-            CU(cudaMalloc(&ws, lofp_cuda_workspace_bytes()));
-            LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, w, n, k, LOFP_LAYOUT_LINEAR, codes, scales, g, ws, NULL));
+            uint16_t *a;
+            void *c;
+            QWeight q = quantized_weight(s, n, k);
             std::vector<lofp_cuda_w4> W(ncopy);
-            for (int i = 0; i < ncopy; i++) LC(lofp_cuda_w4_prepare(&s, codes, scales, g, n, k, &W[i], NULL));
+            for (int i = 0; i < ncopy; i++) LC(lofp_cuda_w4_prepare(&s, q.codes, q.scales, q.g, n, k, &W[i], NULL));
             CU(cudaDeviceSynchronize());
-            CU(cudaFree(w));
             CU(cudaMalloc(&a, m * k * 2));
             CU(cudaMalloc(&c, m * n * 2));
             fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
@@ -251,7 +270,8 @@ static void bench_decode(void)
             tok += us * sh.per_token;
             tok_floor += fl * sh.per_token;
             for (auto &x : W) lofp_cuda_w4_free(&x);
-            CU(cudaFree(a)); CU(cudaFree(c)); CU(cudaFree(codes)); CU(cudaFree(scales)); CU(cudaFree(g)); CU(cudaFree(ws));
+            CU(cudaFree(a)); CU(cudaFree(c));
+            free_quantized_weight(q);
         }
         char name[64], extra[96];
         snprintf(name, sizeof name, "decode_nvfp4_token_m%zu", m);
@@ -272,17 +292,9 @@ static void bench_gemm(void)
             lofp_scheme s;
             lofp_scheme_preset(preset, &s);
             const size_t n = sh.n, k = sh.k;
-            uint16_t *w;
-            CU(cudaMalloc(&w, n * k * 2));
-            fill_bf16<<<1024, 256>>>(w, n * k, 7, 0.02f);
-            uint8_t *codes, *scales;
-            float *g;
-            void *ws;
-            CU(cudaMalloc(&codes, n * k / 2));
-            CU(cudaMalloc(&scales, n * k / s.block));
-            CU(cudaMalloc(&g, 4));
-            CU(cudaMalloc(&ws, lofp_cuda_workspace_bytes()));
-            LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, w, n, k, LOFP_LAYOUT_LINEAR, codes, scales, g, ws, NULL));
+            QWeight q = quantized_weight(s, n, k);
+            uint8_t *const codes = q.codes, *const scales = q.scales;
+            float *const g = q.g;
             lofp_cuda_w4 W[NCOPY];
             {
                 /* the one-time load step: lofp_cuda_w4_prepare from checkpoint-layout codes and
@@ -309,7 +321,6 @@ static void bench_gemm(void)
             }
             for (int i = 0; i < NCOPY; i++) LC(lofp_cuda_w4_prepare(&s, codes, scales, g, n, k, &W[i], NULL));
             CU(cudaDeviceSynchronize());
-            CU(cudaFree(w));
             const size_t wbytes = n * k / 2 + n * k / s.block;
             {
                 /* the floor a weight-streaming kernel can reach in this harness: a plain read of
@@ -460,7 +471,7 @@ static void bench_gemm(void)
                 CU(cudaFree(c));
             }
             for (int i = 0; i < NCOPY; i++) lofp_cuda_w4_free(&W[i]);
-            CU(cudaFree(codes)); CU(cudaFree(scales)); CU(cudaFree(g)); CU(cudaFree(ws));
+            free_quantized_weight(q);
         }
 }
 
@@ -546,21 +557,12 @@ static void bench_prof(void)
     lofp_scheme s;
     lofp_scheme_preset("nvfp4", &s);
     const size_t n = 8192, k = 8192;
-    uint16_t *w, *a;
-    uint8_t *codes, *scales;
-    float *g;
-    void *ws, *c;
-    CU(cudaMalloc(&w, n * k * 2));
-    fill_bf16<<<1024, 256>>>(w, n * k, 7, 0.02f);
-    CU(cudaMalloc(&codes, n * k / 2));
-    CU(cudaMalloc(&scales, n * k / s.block));
-    CU(cudaMalloc(&g, 4));
-    CU(cudaMalloc(&ws, lofp_cuda_workspace_bytes()));
-    LC(lofp_cuda_quantize(&s, LOFP_DTYPE_BF16, w, n, k, LOFP_LAYOUT_LINEAR, codes, scales, g, ws, NULL));
-    CU(cudaDeviceSynchronize());
+    uint16_t *a;
+    void *c;
+    QWeight q = quantized_weight(s, n, k);
     printf("prof: nvfp4 two-level quantize bf16 8192^2\n");
     lofp_cuda_w4 W;
-    LC(lofp_cuda_w4_prepare(&s, codes, scales, g, n, k, &W, NULL));
+    LC(lofp_cuda_w4_prepare(&s, q.codes, q.scales, q.g, n, k, &W, NULL));
     CU(cudaMalloc(&a, 1024 * k * 2));
     CU(cudaMalloc(&c, 1024 * n * 2));
     fill_bf16<<<256, 256>>>(a, 1024 * k, 3, 1.0f);
@@ -571,7 +573,8 @@ static void bench_prof(void)
         printf("prof: w4a16 nvfp4 m%zu 8192^2\n", m);
     }
     lofp_cuda_w4_free(&W);
-    CU(cudaFree(w)); CU(cudaFree(a)); CU(cudaFree(c)); CU(cudaFree(codes)); CU(cudaFree(scales)); CU(cudaFree(g)); CU(cudaFree(ws));
+    CU(cudaFree(a)); CU(cudaFree(c));
+    free_quantized_weight(q);
 }
 
 int main(int argc, char **argv)
