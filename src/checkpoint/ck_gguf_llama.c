@@ -309,16 +309,13 @@ static lofp_status tokenizer_kvs(const ck_model *m, size_t n_vocab, lofp_sbuf *k
 lofp_status lofp_ck_convert_llama_dir(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err);
 lofp_status lofp_ck_convert_llama_dir(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
 {
-    const char *sch = o->scheme ? o->scheme : "mxfp4";
-    lofp_scheme s;
-    if ((strcmp(sch, "mxfp4") && strcmp(sch, "nvfp4")) || lofp_scheme_preset(sch, &s))
-        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "convert --to gguf: scheme '%s' (GGUF holds mxfp4 = type 39 and nvfp4 = type 40)", sch);
-    int nv = s.id == LOFP_SCHEME_NVFP4;
-    s.threads = o->threads;
-    uint32_t gblk = nv ? 64 : 32, gtype = nv ? GG_NVFP4 : GG_MXFP4, gbytes = nv ? 36 : 17;
-    lofp_status st = lofp_ck_profile_scheme(o, LOFP_CKPT_GGUF, &s, err);
+    gg_target tg;
+    lofp_status st = lofp_gg_target(o, &tg, err);
     if (st) return st;
-    const int two = nv && s.two_level; /* --profile ggml: one level, no .scale (llama.cpp's quantizer) */
+    lofp_scheme s = tg.s;
+    const int nv = tg.nv, two = tg.two;
+    const uint32_t gblk = tg.blk, gtype = tg.type, gbytes = tg.bytes;
+    const char *const sch = nv ? "nvfp4" : "mxfp4";
     ck_method cm;
     st = lofp_ck_method_open(&cm, o->method, o->calibration, o->damp, o->act_order, o->mse_scales, s.profile, o->threads, err);
     if (st) return st;

@@ -129,6 +129,18 @@ LOFP_INTERNAL const char *lofp_gg_type_name(uint32_t type);
 LOFP_INTERNAL lofp_status lofp_gg_parse(const uint8_t *buf, size_t len, const char *name, gg_file *g,
                                    lofp_io_error *err);
 LOFP_INTERNAL lofp_status lofp_gg_open(const char *path, gg_file *g, lofp_io_error *err);
+
+/* The target of `convert --to gguf` from the options (ck_gguf_conv.c): the scheme (mxfp4, the
+ * default, or nvfp4; the options' profile applied, their thread count set), whether it is NVFP4,
+ * whether that NVFP4 is two-level (a per-tensor .scale beside the weight; --profile ggml is
+ * one-level, as llama.cpp's quantizer), and the GGUF type, elements and bytes of one GGUF block.
+ * Returns LOFP_OK, or LOFP_ERR_UNSUPPORTED (another scheme) / the profile's error with *err set. */
+typedef struct gg_target {
+    lofp_scheme s;
+    int nv, two;
+    uint32_t blk, type, bytes;
+} gg_target;
+LOFP_INTERNAL lofp_status lofp_gg_target(const lofp_ckpt_options *o, gg_target *t, lofp_io_error *err);
 LOFP_INTERNAL void lofp_gg_close(gg_file *g);
 /* Lookups by exact name, O(log n) (binary search over the orders lofp_gg_parse keeps); NULL when absent. */
 LOFP_INTERNAL const gg_kv *lofp_gg_find_kv(const gg_file *g, const char *key);
