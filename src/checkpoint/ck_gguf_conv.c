@@ -63,22 +63,6 @@ static int cmp_out_name(const void *a, const void *b)
     return strcmp((*(const gg_out_tensor *const *)a)->name, (*(const gg_out_tensor *const *)b)->name);
 }
 
-lofp_status lofp_gg_target(const lofp_ckpt_options *o, gg_target *t, lofp_io_error *err)
-{
-    const char *sch = o->scheme ? o->scheme : "mxfp4";
-    if ((strcmp(sch, "mxfp4") && strcmp(sch, "nvfp4")) || lofp_scheme_preset(sch, &t->s))
-        return lofp_ck_fail(err, LOFP_ERR_UNSUPPORTED, "convert --to gguf: scheme '%s' (GGUF holds mxfp4 = type 39 and nvfp4 = type 40)", sch);
-    t->nv = t->s.id == LOFP_SCHEME_NVFP4;
-    t->s.threads = o->threads;
-    t->blk = t->nv ? 64 : 32;
-    t->type = t->nv ? GG_NVFP4 : GG_MXFP4;
-    t->bytes = t->nv ? 36 : 17;
-    const lofp_status st = lofp_ck_profile_scheme(o, LOFP_CKPT_GGUF, &t->s, err);
-    if (st) return st;
-    t->two = t->nv && t->s.two_level;
-    return LOFP_OK;
-}
-
 lofp_status lofp_ck_convert_gguf(const char *in, const char *out, const lofp_ckpt_options *o, lofp_io_error *err)
 {
     if (lofp_ck_is_dir(in)) return lofp_ck_convert_llama_dir(in, out, o, err);

@@ -130,7 +130,7 @@ LOFP_INTERNAL lofp_status lofp_gg_parse(const uint8_t *buf, size_t len, const ch
                                    lofp_io_error *err);
 LOFP_INTERNAL lofp_status lofp_gg_open(const char *path, gg_file *g, lofp_io_error *err);
 
-/* The target of `convert --to gguf` from the options (ck_gguf_conv.c): the scheme (mxfp4, the
+/* The target of `convert --to gguf` from the options (ck_gguf_llama.c): the scheme (mxfp4, the
  * default, or nvfp4; the options' profile applied, their thread count set), whether it is NVFP4,
  * whether that NVFP4 is two-level (a per-tensor .scale beside the weight; --profile ggml is
  * one-level, as llama.cpp's quantizer), and the GGUF type, elements and bytes of one GGUF block.
