@@ -107,6 +107,22 @@ template <class F> static double time_us(F &&f, bool flush, int batch = 1)
     return ts[ts.size() / 2];
 }
 
+/* Host time of one enqueue (median of 11, the device idle before each): what a call costs the
+ * CPU when the GPU is not the bottleneck (the large routes' planning and cuBLASLt calls) */
+template <class F> static double host_us(F &&f)
+{
+    std::vector<double> hs;
+    for (int it = 0; it < 11; it++) {
+        CU(cudaDeviceSynchronize());
+        const auto t0 = std::chrono::steady_clock::now();
+        f(it);
+        hs.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    CU(cudaDeviceSynchronize());
+    std::sort(hs.begin(), hs.end());
+    return hs[hs.size() / 2];
+}
+
 static void emit(const char *name, double us, double bytes, double flops, const char *extra)
 {
     printf("{\"name\": \"%s\", \"us\": %.3f, \"bytes\": %.0f, \"flops\": %.0f%s%s}\n", name, us, bytes,
@@ -410,19 +426,9 @@ static void bench_gemm(void)
                                 continue;
                             }
                             const double us = time_us([&](int i) { LC(lofp_cuda_w4a8_gemm(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL)); }, fl, bt);
-                            double host = 0;
-                            if (route == LOFP_GEMM_ROUTE_LARGE) {
-                                std::vector<double> hs;
-                                for (int it = 0; it < 11; it++) {
-                                    CU(cudaDeviceSynchronize());
-                                    const auto t0 = std::chrono::steady_clock::now();
-                                    LC(lofp_cuda_w4a8_gemm(&W[it % NCOPY], a, m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL));
-                                    hs.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-                                }
-                                CU(cudaDeviceSynchronize());
-                                std::sort(hs.begin(), hs.end());
-                                host = hs[hs.size() / 2];
-                            }
+                            const double host = route != LOFP_GEMM_ROUTE_LARGE ? 0 : host_us([&](int i) {
+                                LC(lofp_cuda_w4a8_gemm(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL));
+                            });
                             char name[96], extra9[160];
                             snprintf(name, sizeof name, "w4a8_route_%s_%s_m%zu_n%zu_k%zu", route == LOFP_GEMM_ROUTE_LARGE ? "large" : "kernel",
                                      preset, m, n, k);
@@ -449,19 +455,9 @@ static void bench_gemm(void)
                 for (int route : {LOFP_GEMM_ROUTE_LARGE, LOFP_GEMM_ROUTE_KERNEL}) {
                     if (route == LOFP_GEMM_ROUTE_LARGE && !lt) continue;
                     double us = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm_route(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL, route)); }, m > 256, m > 256 ? 1 : 20);
-                    double host = 0;
-                    if (route == LOFP_GEMM_ROUTE_LARGE) {
-                        std::vector<double> hs;
-                        for (int it = 0; it < 11; it++) {
-                            CU(cudaDeviceSynchronize());
-                            const auto t0 = std::chrono::steady_clock::now();
-                            LC(lofp_cuda_w4a16_gemm_route(&W[it % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL, route));
-                            hs.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-                        }
-                        CU(cudaDeviceSynchronize());
-                        std::sort(hs.begin(), hs.end());
-                        host = hs[hs.size() / 2];
-                    }
+                    const double host = route != LOFP_GEMM_ROUTE_LARGE ? 0 : host_us([&](int i) {
+                        LC(lofp_cuda_w4a16_gemm_route(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL, route));
+                    });
                     char name[96], extra[128];
                     snprintf(name, sizeof name, "w4a16_route_%s_%s_m%zu_n%zu_k%zu", route == LOFP_GEMM_ROUTE_LARGE ? "large" : "kernel", preset, m, n, k);
                     snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"host_us\": %.1f", m, n, k, host);
