@@ -296,6 +296,75 @@ static void bench_decode(void)
     }
 }
 
+/* The 2048-token prefill GEMMs of an 8B Llama (shapes and counts as bench_decode) through both
+ * large-M routes (W4A16 NVFP4: dequantize + cuBLASLt bf16; W4A8 MXFP4: activation quantize + E4M3
+ * cast + cuBLASLt FP8), with the transient chunk bound swept (lofp_cuda_large_test_config; 0 = the
+ * default): a bound small enough keeps each chunk of cast weights in L2 between the cast and the
+ * GEMM that reads it, at the price of narrower GEMMs. Per-layer sums weight each shape by its
+ * count; the W4A8 activation quantize is also timed alone beside a read + write of its bytes. */
+static void bench_prefill(void)
+{
+    struct { size_t n, k; int per_layer; const char *what; } shapes[] = {
+        {4096, 4096, 2, "q_o"}, {1024, 4096, 2, "k_v"}, {14336, 4096, 2, "gate_up"}, {4096, 14336, 1, "down"}};
+    const size_t m = 2048, caps_mib[] = {0, 64, 32, 24, 16, 12, 8};
+    const int NC = sizeof caps_mib / sizeof caps_mib[0];
+    double layer[2][NC] = {}, layer_q = 0;
+    for (auto sh : shapes) {
+        const size_t n = sh.n, k = sh.k;
+        uint16_t *a;
+        void *c, *ws8;
+        const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
+        CU(cudaMalloc(&a, m * k * 2));
+        CU(cudaMalloc(&c, m * n * 2));
+        CU(cudaMalloc(&ws8, wsb));
+        fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
+        char name[96], extra[192];
+        for (int sc = 0; sc < 2; sc++) {
+            lofp_scheme s;
+            lofp_scheme_preset(sc ? "mxfp4" : "nvfp4", &s);
+            QWeight q = quantized_weight(s, n, k);
+            lofp_cuda_w4 W;
+            LC(lofp_cuda_w4_prepare(&s, q.codes, q.scales, q.g, n, k, &W, NULL));
+            lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_LARGE);
+            for (int ci = 0; ci < NC; ci++) {
+                lofp_cuda_large_test_config(caps_mib[ci] << 20, 0);
+                const double us = time_us([&](int) {
+                    if (sc) LC(lofp_cuda_w4a8_gemm(&W, a, m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL));
+                    else LC(lofp_cuda_w4a16_gemm_route(&W, a, m, LOFP_DTYPE_BF16, c, NULL, LOFP_GEMM_ROUTE_LARGE));
+                }, true);
+                snprintf(name, sizeof name, "prefill_%s_%s_cap%zu_m%zu_n%zu_k%zu", sc ? "w4a8_mxfp4" : "w4a16_nvfp4",
+                         sh.what, caps_mib[ci], m, n, k);
+                snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"cap_mib\": %zu, \"per_layer\": %d",
+                         m, n, k, caps_mib[ci], sh.per_layer);
+                emit(name, us, (double)n * k / 2 + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
+                layer[sc][ci] += us * sh.per_layer;
+            }
+            lofp_cuda_large_test_config(0, 0);
+            lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_AUTO);
+            lofp_cuda_w4_free(&W);
+            free_quantized_weight(q);
+        }
+        const double uq = time_us([&](int) { LC(lofp_cuda_w4a8_quantize_act_plain(a, m, k, ws8, wsb, NULL)); }, true);
+        const double fl = time_us([&](int) { CU(cudaMemcpyAsync(ws8, a, m * k, cudaMemcpyDeviceToDevice, NULL)); }, true);
+        snprintf(name, sizeof name, "prefill_act_quant_%s_m%zu_k%zu", sh.what, m, k);
+        /* the floor: a device copy of m k bytes reads and writes as many bytes as the quantizer
+         * writes; the quantizer reads twice that (bf16) */
+        snprintf(extra, sizeof extra, "\"m\": %zu, \"k\": %zu, \"copy_mk_bytes_us\": %.3f, \"per_layer\": %d", m, k, fl,
+                 sh.per_layer);
+        emit(name, uq, m * k * 3.0, 0, extra);
+        layer_q += uq * sh.per_layer;
+        CU(cudaFree(a)); CU(cudaFree(c)); CU(cudaFree(ws8));
+    }
+    for (int sc = 0; sc < 2; sc++)
+        for (int ci = 0; ci < NC; ci++) {
+            char name[64], extra[64];
+            snprintf(name, sizeof name, "prefill_layer_%s_cap%zu", sc ? "w4a8_mxfp4" : "w4a16_nvfp4", caps_mib[ci]);
+            snprintf(extra, sizeof extra, "\"cap_mib\": %zu", caps_mib[ci]);
+            emit(name, layer[sc][ci], 0, 0, extra);
+        }
+    emit("prefill_layer_act_quant", layer_q, 0, 0, NULL);
+}
+
 static void bench_gemm(void)
 {
     struct { size_t n, k; } shapes[] = {{8192, 8192}, {14336, 4096}};
@@ -592,6 +661,7 @@ int main(int argc, char **argv)
     if (!*only || strstr(only, "gemm")) bench_gemm();
     if (!*only || strstr(only, "attn")) bench_attention();
     if (!*only || strstr(only, "decode")) bench_decode();
+    if (!*only || strstr(only, "prefill")) bench_prefill();
     if (strstr(only, "prof")) bench_prof();
     CU(cudaFree(g_flush));
     CU(cudaFree(g_flush_sink));

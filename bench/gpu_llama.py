@@ -21,7 +21,7 @@ For each model it reports
             logits between the two models on one prompt (how that error grows through 32 layers of
             random weights, which amplify it more than a trained model's would); the same for W4A8
 
-  python3 bench/gpu_llama.py [--layers 32] [--lm-head-bf16] [--w4a8] [--json out.json]
+  python3 bench/gpu_llama.py [--layers 32] [--lm-head-bf16] [--w4a8] [--chunk-mib 256,16] [--json out.json]
 """
 import argparse
 import inspect
@@ -44,6 +44,9 @@ def parse():
     ap.add_argument("--lm-head-bf16", action="store_true", help="keep lm_head in bf16 (vLLM's default)")
     ap.add_argument("--no-graph", action="store_true")
     ap.add_argument("--w4a8", action="store_true", help="also the W4A8 model (MXFP4 x E4M3; needs sm_90a)")
+    ap.add_argument("--chunk-mib", default="",
+                    help="comma list: the lofp models' prefill again with the large-M routes' transient chunk "
+                         "bound forced to each size (a benchmark hook; 0 = the default)")
     ap.add_argument("--json")
     return ap.parse_args()
 
@@ -233,6 +236,15 @@ def measure(name, model, cfg, a):
     r["prefill_ms"], split = prefill_ms(model, a.prefill, cfg.vocab_size)
     r.update(split)
     print(f"[{name}] prefill {a.prefill} tokens: {r['prefill_ms']:.1f} ms; " + json.dumps(split), flush=True)
+    if a.chunk_mib and name.startswith("lofp"):
+        from lofp import _lofp
+        for mib in [int(x) for x in a.chunk_mib.split(",")]:
+            _lofp.cuda_large_test_config(mib << 20, False)
+            ms, sp = prefill_ms(model, a.prefill, cfg.vocab_size)
+            r[f"prefill_ms_chunk{mib}"] = ms
+            print(f"[{name}] prefill {a.prefill} tokens, chunk bound {mib} MiB: {ms:.1f} ms; " + json.dumps(sp),
+                  flush=True)
+        _lofp.cuda_large_test_config(0, False)
     for B in [int(b) for b in a.batches.split(",")]:
         d = decode_eager(model, B, a.prompt, a.steps, cfg.vocab_size)
         if not a.no_graph:

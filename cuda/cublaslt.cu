@@ -171,7 +171,14 @@ bool lofpcu::lt_available(void)
     return g_lt.ok;
 }
 
-size_t lofpcu::lt_chunk_cap(void) { return g_cap.load(std::memory_order_relaxed); }
+size_t lofpcu::lt_chunk_rows(size_t n, size_t row_bytes)
+{
+    size_t cap = g_cap.load(std::memory_order_relaxed) / row_bytes / 16 * 16;
+    if (cap < 16) cap = 16;
+    if (cap >= n) return n;
+    const size_t chunks = (n + cap - 1) / cap, rows = (n + chunks - 1) / chunks;
+    return (rows + 15) / 16 * 16; /* <= cap: cap is a multiple of 16 and rows <= cap */
+}
 
 const LtDev *lofpcu::lt_begin(cudaStream_t st, LtWhy *why)
 {

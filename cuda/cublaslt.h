@@ -45,8 +45,11 @@ enum LtWhy {
 /* true when cuBLASLt is opened and not switched off by lofp_cuda_large_test_config. */
 bool lt_available(void);
 
-/* The chunk bound in bytes of transient weights (LT_DEFAULT_CAP unless a test changed it). */
-size_t lt_chunk_cap(void);
+/* Rows per chunk of a weight of n rows, row_bytes transient bytes each: the fewest chunks within
+ * the byte bound (LT_DEFAULT_CAP unless lofp_cuda_large_test_config changed it), all of one size
+ * rounded up to whole 16-row tiles (so every chunk's output columns stay 32-byte aligned, and no
+ * short last chunk runs its GEMM on a fraction of the SMs); n when one chunk holds it all. */
+size_t lt_chunk_rows(size_t n, size_t row_bytes);
 
 /* The current device's state if a large route may start on stream st: cuBLASLt available, the
  * device state created, st not capturing. nullptr otherwise, *why set (LT_NO_LIBRARY or

@@ -107,10 +107,7 @@ lofp_status lofpcu::gemm_large_launch(const lofp_cuda_w4 *w, const void *d_a, si
     if (!ds) return LOFP_ERR_UNSUPPORTED;
     const size_t n = w->n, k = w->k;
     const bool nv = w->id == LOFP_SCHEME_NVFP4;
-    /* rows per chunk: a multiple of 16 (keeps every chunk's output columns 32-byte aligned) */
-    size_t rows = lt_chunk_cap() / (k * 2) / 16 * 16;
-    if (rows < 16) rows = 16;
-    if (rows > n) rows = n;
+    const size_t rows = lt_chunk_rows(n, k * 2);
     const size_t wbytes = round_up_sz(rows * k * 2, 256);
     void *buf = lt_alloc(ds, wbytes + LT_WS_BYTES, st);
     if (!buf) return LOFP_ERR_UNSUPPORTED;

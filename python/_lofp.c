@@ -40,6 +40,9 @@
 /* Device selection is the CUDA runtime's own public entry point (the runtime is linked in
  * statically with the CUDA backend); lofp_cuda.h runs on the current device. */
 extern int cudaGetDevice(int *device);
+/* the large-M routes' benchmark hook (cuda/lofp_cuda_internal.h, not public API): bench/gpu_llama.py
+ * sweeps the transient chunk bound through it */
+extern void lofp_cuda_large_test_config(size_t cap_bytes, int lt_off);
 extern int cudaSetDevice(int device);
 #endif
 
@@ -2618,6 +2621,17 @@ static PyObject *py_cuda_w4a8_workspace_bytes(PyObject *self, PyObject *args)
     return PyLong_FromSize_t(lofp_cuda_w4a8_workspace_bytes((size_t)m, (size_t)k));
 }
 
+/* cuda_large_test_config(cap_bytes, lt_off): the benchmark hook of the large-M routes (transient
+ * chunk bound, 0 = default; cuBLASLt switched off) -- process-wide, not for production use */
+static PyObject *py_cuda_large_test_config(PyObject *self, PyObject *args)
+{
+    unsigned long long cap;
+    int off;
+    if (!PyArg_ParseTuple(args, "Kp", &cap, &off)) return NULL;
+    lofp_cuda_large_test_config((size_t)cap, off);
+    Py_RETURN_NONE;
+}
+
 /* cuda_w4a8_gemm(handle, a_bf16, m, out_dt, c, ws, stream) */
 static PyObject *py_cuda_w4a8_gemm(PyObject *self, PyObject *args)
 {
@@ -2935,6 +2949,8 @@ static PyMethodDef methods[] = {
     {"cuda_w4a16_gemm", py_cuda_w4a16_gemm, METH_VARARGS, "cuda_w4a16_gemm(...)"},
     {"cuda_w4a16_gemm_ptr", (PyCFunction)(void (*)(void))py_cuda_w4a16_gemm_ptr, METH_FASTCALL,
      "cuda_w4a16_gemm_ptr(handle, a_ptr, m, out_dt, c_ptr, stream): unchecked pointers (lofp.torch's fast path)"},
+    {"cuda_large_test_config", py_cuda_large_test_config, METH_VARARGS,
+     "cuda_large_test_config(cap_bytes, lt_off): benchmark hook of the large-M routes (process-wide)"},
     {"cuda_w4a8_workspace_bytes", py_cuda_w4a8_workspace_bytes, METH_VARARGS, "cuda_w4a8_workspace_bytes(m, k) -> int"},
     {"cuda_w4a8_gemm", py_cuda_w4a8_gemm, METH_VARARGS, "cuda_w4a8_gemm(handle, a_bf16, m, out_dt, c, ws, stream)"},
     {"cuda_w4a8_gemm_ptr", (PyCFunction)(void (*)(void))py_cuda_w4a8_gemm_ptr, METH_FASTCALL,

@@ -62,7 +62,7 @@ fi
 [ "$MODE" = all ] || [ "$MODE" = test ] && { run_test gemm; run_test gemm LOFP_TEST_GEMM_NO_WGMMA=1; run_test w4a8; }
 [ "$MODE" = all ] || [ "$MODE" = bench ] && run_bench gemm
 [ "$MODE" = all ] || [ "$MODE" = test ] && run_test uq
-[ "$MODE" = all ] || [ "$MODE" = bench ] && { run_bench attn; run_bench decode; }
+[ "$MODE" = all ] || [ "$MODE" = bench ] && { run_bench attn; run_bench decode; run_bench prefill; }
 if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   echo "== test summary"
   grep -v "CHECK failed" "$OUT/test_cuda.log" | tail -45
