@@ -365,6 +365,56 @@ static void bench_prefill(void)
     emit("prefill_layer_act_quant", layer_q, 0, 0, NULL);
 }
 
+/* The cuBLASLt heuristic's candidates (lofp_cuda_large_test_algo) for both large-M routes, each
+ * forced in turn: the 8B Llama prefill shapes at M = 2048 and 8192^2 at M = 1024 and 4096. The
+ * production plan is candidate 0; this shows what the others would give. */
+static void bench_lt(void)
+{
+    struct { size_t m, n, k; const char *what; } shapes[] = {
+        {2048, 4096, 4096, "q_o"}, {2048, 1024, 4096, "k_v"}, {2048, 14336, 4096, "gate_up"},
+        {2048, 4096, 14336, "down"}, {1024, 8192, 8192, "sq"}, {4096, 8192, 8192, "sq"}};
+    for (auto sh : shapes) {
+        const size_t m = sh.m, n = sh.n, k = sh.k;
+        uint16_t *a;
+        void *c, *ws8;
+        const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
+        CU(cudaMalloc(&a, m * k * 2));
+        CU(cudaMalloc(&c, m * n * 2));
+        CU(cudaMalloc(&ws8, wsb));
+        fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
+        for (int sc = 0; sc < 2; sc++) {
+            lofp_scheme s;
+            lofp_scheme_preset(sc ? "mxfp4" : "nvfp4", &s);
+            QWeight q = quantized_weight(s, n, k);
+            lofp_cuda_w4 W;
+            LC(lofp_cuda_w4_prepare(&s, q.codes, q.scales, q.g, n, k, &W, NULL));
+            lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_LARGE);
+            auto call = [&]() {
+                return sc ? lofp_cuda_w4a8_gemm(&W, a, m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL)
+                          : lofp_cuda_w4a16_gemm_route(&W, a, m, LOFP_DTYPE_BF16, c, NULL, LOFP_GEMM_ROUTE_LARGE);
+            };
+            for (int cand = 0; cand < 8; cand++) {
+                lofp_cuda_large_test_algo(cand);
+                if (call() != LOFP_OK) break; /* fewer candidates */
+                CU(cudaDeviceSynchronize());
+                const std::string desc = lofp_cuda_large_algo_desc();
+                const double us = time_us([&](int) { LC(call()); }, true);
+                char name[96], extra[320];
+                snprintf(name, sizeof name, "lt_%s_%s_m%zu_n%zu_k%zu_cand%d", sc ? "w4a8_mxfp4" : "w4a16_nvfp4", sh.what, m, n,
+                         k, cand);
+                snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"cand\": %d, \"algo\": \"%s\"", m, n, k,
+                         cand, desc.c_str());
+                emit(name, us, 0, 2.0 * m * n * k, extra);
+            }
+            lofp_cuda_large_test_algo(0);
+            lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_AUTO);
+            lofp_cuda_w4_free(&W);
+            free_quantized_weight(q);
+        }
+        CU(cudaFree(a)); CU(cudaFree(c)); CU(cudaFree(ws8));
+    }
+}
+
 static void bench_gemm(void)
 {
     struct { size_t n, k; } shapes[] = {{8192, 8192}, {14336, 4096}};
@@ -662,6 +712,7 @@ int main(int argc, char **argv)
     if (!*only || strstr(only, "attn")) bench_attention();
     if (!*only || strstr(only, "decode")) bench_decode();
     if (!*only || strstr(only, "prefill")) bench_prefill();
+    if (strstr(only, "lt")) bench_lt();
     if (strstr(only, "prof")) bench_prof();
     CU(cudaFree(g_flush));
     CU(cudaFree(g_flush_sink));

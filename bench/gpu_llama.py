@@ -21,7 +21,8 @@ For each model it reports
             logits between the two models on one prompt (how that error grows through 32 layers of
             random weights, which amplify it more than a trained model's would); the same for W4A8
 
-  python3 bench/gpu_llama.py [--layers 32] [--lm-head-bf16] [--w4a8] [--chunk-mib 256,16] [--json out.json]
+  python3 bench/gpu_llama.py [--layers 32] [--lm-head-bf16] [--w4a8] [--chunk-mib 256,16] [--lt-cand 0,1,2]
+                            [--json out.json]
 """
 import argparse
 import inspect
@@ -47,6 +48,9 @@ def parse():
     ap.add_argument("--chunk-mib", default="",
                     help="comma list: the lofp models' prefill again with the large-M routes' transient chunk "
                          "bound forced to each size (a benchmark hook; 0 = the default)")
+    ap.add_argument("--lt-cand", default="",
+                    help="comma list: the lofp models' prefill again with the cuBLASLt heuristic's candidate i "
+                         "forced in the large-M routes (a benchmark hook; 0 = the production choice)")
     ap.add_argument("--json")
     return ap.parse_args()
 
@@ -245,6 +249,19 @@ def measure(name, model, cfg, a):
             print(f"[{name}] prefill {a.prefill} tokens, chunk bound {mib} MiB: {ms:.1f} ms; " + json.dumps(sp),
                   flush=True)
         _lofp.cuda_large_test_config(0, False)
+    if a.lt_cand and name.startswith("lofp"):
+        from lofp import _lofp
+        for cand in [int(x) for x in a.lt_cand.split(",")]:
+            _lofp.cuda_large_test_algo(cand)
+            try:
+                ms, sp = prefill_ms(model, a.prefill, cfg.vocab_size)
+            except Exception as ex:  # noqa: BLE001 -- a candidate the heuristic does not offer
+                print(f"[{name}] prefill, cuBLASLt candidate {cand}: {type(ex).__name__}: {ex}"[:300], flush=True)
+                continue
+            r[f"prefill_ms_cand{cand}"] = ms
+            print(f"[{name}] prefill {a.prefill} tokens, cuBLASLt candidate {cand}: {ms:.1f} ms; "
+                  + json.dumps({k: v for k, v in sp.items() if k != "prefill_gpu_top"}), flush=True)
+        _lofp.cuda_large_test_algo(0)
     for B in [int(b) for b in a.batches.split(",")]:
         d = decode_eager(model, B, a.prompt, a.steps, cfg.vocab_size)
         if not a.no_graph:

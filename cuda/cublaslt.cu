@@ -2,6 +2,7 @@
  * heuristic and the one GEMM call both large-M routes use (cublaslt.h). */
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <atomic>
@@ -16,9 +17,14 @@ namespace {
 
 constexpr int MAX_DEV = 64;
 
-/* test hooks (lofp_cuda_large_test_config) */
+/* test hooks (lofp_cuda_large_test_config, lofp_cuda_large_test_algo) */
 std::atomic<size_t> g_cap{LT_DEFAULT_CAP};
 std::atomic<int> g_lt_off{0};
+std::atomic<int> g_algo_pick{0};
+/* the heuristic's candidates asked for: the production choice is the first; a benchmark sweep
+ * may force another (lofp_cuda_large_test_algo) */
+constexpr int LT_CAND = 8;
+char g_algo_desc[160]; /* the last planned algorithm, described (under g_algo_mu) */
 
 struct LtApi {
     decltype(&cublasLtCreate) create;
@@ -32,6 +38,7 @@ struct LtApi {
     decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy;
     decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic;
     decltype(&cublasLtMatmul) matmul;
+    decltype(&cublasLtMatmulAlgoConfigGetAttribute) cfg_get; /* optional: descriptions only */
     bool ok;
 };
 
@@ -63,6 +70,7 @@ void lt_load(void)
     LT_SYM(heuristic, "cublasLtMatmulAlgoGetHeuristic");
     LT_SYM(matmul, "cublasLtMatmul");
 #undef LT_SYM
+    g_lt.cfg_get = (decltype(g_lt.cfg_get))dlsym(h, "cublasLtMatmulAlgoConfigGetAttribute");
     /* the library stays open for the life of the process (handles are never destroyed) */
     g_lt.ok = ok;
 }
@@ -162,6 +170,27 @@ void algo_store(const AlgoKey &key, const cublasLtMatmulAlgo_t *algo, bool refus
     if (algo) e.algo = *algo;
 }
 
+/* g_algo_desc: the algorithm's configuration as cuBLASLt reports it (benchmark output) */
+void describe(const cublasLtMatmulAlgo_t &algo, int pick, int nres, float waves)
+{
+    int32_t id = -1, splitk = 0;
+    uint32_t tile = 0, stages = 0, swz = 0;
+    uint16_t cluster = 0;
+    size_t w;
+    if (g_lt.cfg_get) {
+        g_lt.cfg_get(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
+        g_lt.cfg_get(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
+        g_lt.cfg_get(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w);
+        g_lt.cfg_get(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &w);
+        g_lt.cfg_get(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof swz, &w);
+        g_lt.cfg_get(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, &w);
+    }
+    std::lock_guard<std::mutex> lk(g_algo_mu);
+    snprintf(g_algo_desc, sizeof g_algo_desc,
+             "candidate %d of %d: algo %d tile %u stages %u splitk %d swizzle %u cluster %u waves %.2f", pick, nres,
+             (int)id, tile, stages, (int)splitk, swz, (unsigned)cluster, waves);
+}
+
 } // namespace
 
 bool lofpcu::lt_available(void)
@@ -259,14 +288,16 @@ LtWhy lofpcu::lt_matmul(const LtDev *ds, const LtGemm &g, cudaStream_t st, bool 
         ok = ok && L.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab) == CUBLAS_STATUS_SUCCESS;
         ok = ok && L.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof ad) == CUBLAS_STATUS_SUCCESS;
         ok = ok && L.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof ad) == CUBLAS_STATUS_SUCCESS;
-        cublasLtMatmulHeuristicResult_t res;
+        cublasLtMatmulHeuristicResult_t res[LT_CAND];
         int nres = 0;
-        memset(&res, 0, sizeof res);
-        ok = ok && L.heuristic(ds->handle, op, la, lb, ld, ld, pref, 1, &res, &nres) == CUBLAS_STATUS_SUCCESS;
-        ok = ok && nres > 0 && res.state == CUBLAS_STATUS_SUCCESS;
+        memset(res, 0, sizeof res);
+        const int pick = g_algo_pick.load(std::memory_order_relaxed);
+        ok = ok && L.heuristic(ds->handle, op, la, lb, ld, ld, pref, LT_CAND, res, &nres) == CUBLAS_STATUS_SUCCESS;
+        ok = ok && pick < nres && res[pick].state == CUBLAS_STATUS_SUCCESS;
         if (ok) {
-            algo = res.algo;
+            algo = res[pick].algo;
             algo_store(key, &algo, false);
+            describe(algo, pick, nres, res[pick].wavesCount);
         }
     }
     LtWhy why = ok ? LT_OK : LT_NO_ALGO;
@@ -296,5 +327,16 @@ extern "C" void lofp_cuda_large_test_config(size_t cap_bytes, int lt_off)
     g_cap.store(cap_bytes ? cap_bytes : LT_DEFAULT_CAP);
     g_lt_off.store(lt_off ? 1 : 0);
 }
+
+extern "C" void lofp_cuda_large_test_algo(int index)
+{
+    std::lock_guard<std::mutex> lk(g_algo_mu);
+    g_algo_pick.store(index > 0 && index < LT_CAND ? index : 0);
+    memset(g_algo, 0, sizeof g_algo); /* plan every GEMM again with the new pick */
+    g_algo_next = 0;
+    g_algo_desc[0] = 0;
+}
+
+extern "C" const char *lofp_cuda_large_algo_desc(void) { return g_algo_desc; }
 
 extern "C" int lofp_cuda_large_available(void) { return lt_available() ? 1 : 0; }

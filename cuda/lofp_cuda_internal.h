@@ -45,6 +45,14 @@ lofp_status lofp_cuda_w4a16_gemm_route(const lofp_cuda_w4 *w, const void *d_a, s
  * cuBLASLt look absent. Process-wide settings kept in atomics (no data race); a GEMM call running
  * concurrently sees the old or the new setting (tests and benchmark sweeps only). */
 void lofp_cuda_large_test_config(size_t cap_bytes, int lt_off);
+/* Benchmark hooks of the cuBLASLt plan (cublaslt.cu): lofp_cuda_large_test_algo(i) makes every
+ * later plan take the heuristic's candidate i (0..7; 0, the default, is the production choice; a
+ * plan with fewer candidates refuses: LOFP_ERR_UNSUPPORTED from the route) and forgets the cached
+ * plans; lofp_cuda_large_algo_desc describes the last algorithm planned (candidate, tile id,
+ * stages, split-K, swizzle, cluster id, waves: cuBLASLt's own attributes). Not synchronised
+ * with concurrent GEMM calls: tests and benchmarks only. */
+void lofp_cuda_large_test_algo(int index);
+const char *lofp_cuda_large_algo_desc(void);
 /* 1 when the large paths can run (cuBLASLt opened and not switched off by the hook). */
 int lofp_cuda_large_available(void);
 
