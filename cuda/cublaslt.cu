@@ -21,8 +21,8 @@ constexpr int MAX_DEV = 64;
 std::atomic<size_t> g_cap{LT_DEFAULT_CAP};
 std::atomic<int> g_lt_off{0};
 std::atomic<int> g_algo_pick{0};
-/* the heuristic's candidates asked for: the production choice is the first; a benchmark sweep
- * may force another (lofp_cuda_large_test_algo) */
+/* the heuristic's candidates a benchmark sweep may force (lofp_cuda_large_test_algo); the
+ * production plan asks for one, the heuristic's first */
 constexpr int LT_CAND = 8;
 char g_algo_desc[160]; /* the last planned algorithm, described (under g_algo_mu) */
 
@@ -291,8 +291,9 @@ LtWhy lofpcu::lt_matmul(const LtDev *ds, const LtGemm &g, cudaStream_t st, bool 
         cublasLtMatmulHeuristicResult_t res[LT_CAND];
         int nres = 0;
         memset(res, 0, sizeof res);
+        /* production asks for the heuristic's first candidate only; the hook asks for all */
         const int pick = g_algo_pick.load(std::memory_order_relaxed);
-        ok = ok && L.heuristic(ds->handle, op, la, lb, ld, ld, pref, LT_CAND, res, &nres) == CUBLAS_STATUS_SUCCESS;
+        ok = ok && L.heuristic(ds->handle, op, la, lb, ld, ld, pref, pick ? LT_CAND : 1, res, &nres) == CUBLAS_STATUS_SUCCESS;
         ok = ok && pick < nres && res[pick].state == CUBLAS_STATUS_SUCCESS;
         if (ok) {
             algo = res[pick].algo;

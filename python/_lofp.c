@@ -40,11 +40,11 @@
 /* Device selection is the CUDA runtime's own public entry point (the runtime is linked in
  * statically with the CUDA backend); lofp_cuda.h runs on the current device. */
 extern int cudaGetDevice(int *device);
-/* the large-M routes' benchmark hook (cuda/lofp_cuda_internal.h, not public API): bench/gpu_llama.py
- * sweeps the transient chunk bound through it */
+extern int cudaSetDevice(int device);
+/* the large-M routes' benchmark hooks (cuda/lofp_cuda_internal.h, not public API): bench/gpu_llama.py
+ * sweeps the transient chunk bound and the cuBLASLt candidate through them */
 extern void lofp_cuda_large_test_config(size_t cap_bytes, int lt_off);
 extern void lofp_cuda_large_test_algo(int index);
-extern int cudaSetDevice(int device);
 #endif
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2569,6 +2569,42 @@ out:
     return ret;
 }
 
+/* cuda_w4a16_gemm(handle, a_bf16, m, out_dt, c, stream) */
+static PyObject *py_cuda_w4a16_gemm(PyObject *self, PyObject *args)
+{
+    PyObject *cap, *ao, *co, *sto;
+    Py_ssize_t m;
+    int dt;
+    stream_t stream = {0};
+    if (!PyArg_ParseTuple(args, "OOniOO", &cap, &ao, &m, &dt, &co, &sto)) return NULL;
+    w4_box *b = PyCapsule_GetPointer(cap, "lofp.cuda_w4");
+    if (!b) return NULL;
+    if (m <= 0) return raise_error(LOFP_ERR_INVALID_ARG, -1, "m must be > 0");
+    if (dt != LOFP_DTYPE_F32 && dt != LOFP_DTYPE_BF16) return raise_error(LOFP_ERR_INVALID_ARG, -1, "W4A16 output is float32 or bfloat16");
+    if (get_stream(sto, &stream)) return NULL;
+    PyObject *ret = NULL;
+    arr_t a, c;
+    memset(&a, 0, sizeof a); memset(&c, 0, sizeof c);
+    devguard_t dg = {0, 0};
+    if (arr_get(ao, "a", 0, WANT_CUDA, stream.dl, &a) || arr_get(co, "out", 1, WANT_CUDA, stream.dl, &c)) goto out;
+    if (a.device_id != b->device_id) { raise_error(LOFP_ERR_INVALID_ARG, -1, "a is on cuda:%d, the weight on cuda:%d", a.device_id, b->device_id); goto out; }
+    if (same_device(&a, &c, "out")) goto out;
+    if (arr_need(&a, "a", (size_t)m * b->w.k * 2) || arr_need(&c, "out", (size_t)m * b->w.n * dtype_size(dt))) goto out;
+    if ((uintptr_t)a.ptr % 16) { raise_error(LOFP_ERR_INVALID_ARG, -1, "a must be 16-byte aligned"); goto out; }
+    if (dev_enter(&a, &dg)) goto out;
+    lofp_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = lofp_cuda_w4a16_gemm(&b->w, a.ptr, (size_t)m, (lofp_dtype)dt, c.ptr, stream.s);
+    Py_END_ALLOW_THREADS
+    if (st != LOFP_OK) { raise_call(st, "cuda w4a16 gemm"); goto out; }
+    ret = Py_NewRef(Py_None);
+out:
+    dev_leave(&dg);
+    arr_release(&a); arr_release(&c);
+    Py_XDECREF(stream.dl);
+    return ret;
+}
+
 /* W4A8 failures: the library's UNSUPPORTED covers two cases the caller can act on. */
 static PyObject *raise_w4a8(lofp_status st)
 {
@@ -2607,49 +2643,39 @@ static PyObject *py_cuda_large_test_config(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* cuda_w4a16_gemm(handle, a_bf16, m, out_dt, c, stream) and
- * cuda_w4a8_gemm(handle, a_bf16, m, out_dt, c, ws, stream): one body, w8 selects the second (its
- * workspace argument, checks and library call). */
-static PyObject *cuda_gemm_arrays(PyObject *args, int w8)
+/* cuda_w4a8_gemm(handle, a_bf16, m, out_dt, c, ws, stream) */
+static PyObject *py_cuda_w4a8_gemm(PyObject *self, PyObject *args)
 {
-    PyObject *cap, *ao, *co, *wso = NULL, *sto;
+    PyObject *cap, *ao, *co, *wso, *sto;
     Py_ssize_t m;
     int dt;
     stream_t stream = {0};
-    if (w8 ? !PyArg_ParseTuple(args, "OOniOOO", &cap, &ao, &m, &dt, &co, &wso, &sto)
-           : !PyArg_ParseTuple(args, "OOniOO", &cap, &ao, &m, &dt, &co, &sto))
-        return NULL;
+    if (!PyArg_ParseTuple(args, "OOniOOO", &cap, &ao, &m, &dt, &co, &wso, &sto)) return NULL;
     w4_box *b = PyCapsule_GetPointer(cap, "lofp.cuda_w4");
     if (!b) return NULL;
     if (m <= 0) return raise_error(LOFP_ERR_INVALID_ARG, -1, "m must be > 0");
-    if (dt != LOFP_DTYPE_F32 && dt != LOFP_DTYPE_BF16)
-        return raise_error(LOFP_ERR_INVALID_ARG, -1, "%s output is float32 or bfloat16", w8 ? "W4A8" : "W4A16");
+    if (dt != LOFP_DTYPE_F32 && dt != LOFP_DTYPE_BF16) return raise_error(LOFP_ERR_INVALID_ARG, -1, "W4A8 output is float32 or bfloat16");
     if (get_stream(sto, &stream)) return NULL;
     PyObject *ret = NULL;
     arr_t a, c, ws;
     memset(&a, 0, sizeof a); memset(&c, 0, sizeof c); memset(&ws, 0, sizeof ws);
     devguard_t dg = {0, 0};
     if (arr_get(ao, "a", 0, WANT_CUDA, stream.dl, &a) || arr_get(co, "out", 1, WANT_CUDA, stream.dl, &c) ||
-        (w8 && arr_get(wso, "workspace", 1, WANT_CUDA, stream.dl, &ws)))
+        arr_get(wso, "workspace", 1, WANT_CUDA, stream.dl, &ws))
         goto out;
     if (a.device_id != b->device_id) { raise_error(LOFP_ERR_INVALID_ARG, -1, "a is on cuda:%d, the weight on cuda:%d", a.device_id, b->device_id); goto out; }
-    if (same_device(&a, &c, "out") || (w8 && same_device(&a, &ws, "workspace"))) goto out;
+    if (same_device(&a, &c, "out") || same_device(&a, &ws, "workspace")) goto out;
     if (arr_need(&a, "a", (size_t)m * b->w.k * 2) || arr_need(&c, "out", (size_t)m * b->w.n * dtype_size(dt)) ||
-        (w8 && arr_need_at_least(&ws, "workspace", lofp_cuda_w4a8_workspace_bytes((size_t)m, b->w.k))))
+        arr_need_at_least(&ws, "workspace", lofp_cuda_w4a8_workspace_bytes((size_t)m, b->w.k)))
         goto out;
     if ((uintptr_t)a.ptr % 16) { raise_error(LOFP_ERR_INVALID_ARG, -1, "a must be 16-byte aligned"); goto out; }
-    if (w8 && (uintptr_t)ws.ptr % 256) { raise_error(LOFP_ERR_INVALID_ARG, -1, "the workspace must be 256-byte aligned"); goto out; }
+    if ((uintptr_t)ws.ptr % 256) { raise_error(LOFP_ERR_INVALID_ARG, -1, "the workspace must be 256-byte aligned"); goto out; }
     if (dev_enter(&a, &dg)) goto out;
     lofp_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = w8 ? lofp_cuda_w4a8_gemm(&b->w, a.ptr, (size_t)m, (lofp_dtype)dt, c.ptr, ws.ptr, ws.nbytes, stream.s)
-            : lofp_cuda_w4a16_gemm(&b->w, a.ptr, (size_t)m, (lofp_dtype)dt, c.ptr, stream.s);
+    st = lofp_cuda_w4a8_gemm(&b->w, a.ptr, (size_t)m, (lofp_dtype)dt, c.ptr, ws.ptr, ws.nbytes, stream.s);
     Py_END_ALLOW_THREADS
-    if (st != LOFP_OK) {
-        if (w8) raise_w4a8(st);
-        else raise_call(st, "cuda w4a16 gemm");
-        goto out;
-    }
+    if (st != LOFP_OK) { raise_w4a8(st); goto out; }
     ret = Py_NewRef(Py_None);
 out:
     dev_leave(&dg);
@@ -2657,9 +2683,6 @@ out:
     Py_XDECREF(stream.dl);
     return ret;
 }
-
-static PyObject *py_cuda_w4a16_gemm(PyObject *self, PyObject *args) { return cuda_gemm_arrays(args, 0); }
-static PyObject *py_cuda_w4a8_gemm(PyObject *self, PyObject *args) { return cuda_gemm_arrays(args, 1); }
 
 /* The eager fast path of lofp.torch (W4A16Linear.forward) takes plain integers instead of arrays:
  * one capsule lookup and a few integer conversions per call, where the array entry points above
