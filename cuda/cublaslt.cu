@@ -21,6 +21,7 @@ constexpr int MAX_DEV = 64;
 std::atomic<size_t> g_cap{LT_DEFAULT_CAP};
 std::atomic<int> g_lt_off{0};
 std::atomic<int> g_algo_pick{0};
+std::atomic<bool> g_algo_hooked{false}; /* the hook was called: plans are described */
 /* the heuristic's candidates a benchmark sweep may force (lofp_cuda_large_test_algo); the
  * production plan asks for one, the heuristic's first */
 constexpr int LT_CAND = 8;
@@ -298,7 +299,7 @@ LtWhy lofpcu::lt_matmul(const LtDev *ds, const LtGemm &g, cudaStream_t st, bool 
         if (ok) {
             algo = res[pick].algo;
             algo_store(key, &algo, false);
-            describe(algo, pick, nres, res[pick].wavesCount);
+            if (g_algo_hooked.load(std::memory_order_relaxed)) describe(algo, pick, nres, res[pick].wavesCount);
         }
     }
     LtWhy why = ok ? LT_OK : LT_NO_ALGO;
@@ -333,6 +334,7 @@ extern "C" void lofp_cuda_large_test_algo(int index)
 {
     std::lock_guard<std::mutex> lk(g_algo_mu);
     g_algo_pick.store(index > 0 && index < LT_CAND ? index : 0);
+    g_algo_hooked.store(true);
     memset(g_algo, 0, sizeof g_algo); /* plan every GEMM again with the new pick */
     g_algo_next = 0;
     g_algo_desc[0] = 0;

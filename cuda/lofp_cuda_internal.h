@@ -48,9 +48,10 @@ void lofp_cuda_large_test_config(size_t cap_bytes, int lt_off);
 /* Benchmark hooks of the cuBLASLt plan (cublaslt.cu): lofp_cuda_large_test_algo(i) makes every
  * later plan take the heuristic's candidate i (0..7; 0, the default, is the production choice; a
  * plan with fewer candidates refuses: LOFP_ERR_UNSUPPORTED from the route) and forgets the cached
- * plans; lofp_cuda_large_algo_desc describes the last algorithm planned (candidate, tile id,
- * stages, split-K, swizzle, cluster id, waves: cuBLASLt's own attributes). Not synchronised
- * with concurrent GEMM calls: tests and benchmarks only. */
+ * plans; lofp_cuda_large_algo_desc describes the last algorithm planned once the hook has been
+ * called (candidate, tile id, stages, split-K, swizzle, cluster id, waves: cuBLASLt's own
+ * attributes; empty before). Not synchronised with concurrent GEMM calls: tests and benchmarks
+ * only. */
 void lofp_cuda_large_test_algo(int index);
 const char *lofp_cuda_large_algo_desc(void);
 /* 1 when the large paths can run (cuBLASLt opened and not switched off by the hook). */
