@@ -296,6 +296,27 @@ static void bench_decode(void)
     }
 }
 
+/* The activations (random bf16 [m, k]), a bf16 output [m, n] and a W4A8 workspace for m x k. */
+struct ActBufs {
+    uint16_t *a;
+    void *c, *ws8;
+    size_t wsb;
+};
+static ActBufs act_bufs(size_t m, size_t n, size_t k)
+{
+    ActBufs b;
+    b.wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
+    CU(cudaMalloc(&b.a, m * k * 2));
+    CU(cudaMalloc(&b.c, m * n * 2));
+    CU(cudaMalloc(&b.ws8, b.wsb));
+    fill_bf16<<<256, 256>>>(b.a, m * k, 3, 1.0f);
+    return b;
+}
+static void free_act_bufs(ActBufs &b)
+{
+    CU(cudaFree(b.a)); CU(cudaFree(b.c)); CU(cudaFree(b.ws8));
+}
+
 /* The 2048-token prefill GEMMs of an 8B Llama (shapes and counts as bench_decode) through both
  * large-M routes (W4A16 NVFP4: dequantize + cuBLASLt bf16; W4A8 MXFP4: activation quantize + E4M3
  * cast + cuBLASLt FP8), with the transient chunk bound swept (lofp_cuda_large_test_config; 0 = the
@@ -311,13 +332,10 @@ static void bench_prefill(void)
     double layer[2][NC] = {}, layer_q = 0;
     for (auto sh : shapes) {
         const size_t n = sh.n, k = sh.k;
-        uint16_t *a;
-        void *c, *ws8;
-        const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
-        CU(cudaMalloc(&a, m * k * 2));
-        CU(cudaMalloc(&c, m * n * 2));
-        CU(cudaMalloc(&ws8, wsb));
-        fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
+        ActBufs ab = act_bufs(m, n, k);
+        uint16_t *const a = ab.a;
+        void *const c = ab.c, *const ws8 = ab.ws8;
+        const size_t wsb = ab.wsb;
         char name[96], extra[192];
         for (int sc = 0; sc < 2; sc++) {
             lofp_scheme s;
@@ -353,7 +371,7 @@ static void bench_prefill(void)
                  sh.per_layer);
         emit(name, uq, m * k * 3.0, 0, extra);
         layer_q += uq * sh.per_layer;
-        CU(cudaFree(a)); CU(cudaFree(c)); CU(cudaFree(ws8));
+        free_act_bufs(ab);
     }
     for (int sc = 0; sc < 2; sc++)
         for (int ci = 0; ci < NC; ci++) {
@@ -375,13 +393,10 @@ static void bench_lt(void)
         {2048, 4096, 14336, "down"}, {1024, 8192, 8192, "sq"}, {4096, 8192, 8192, "sq"}};
     for (auto sh : shapes) {
         const size_t m = sh.m, n = sh.n, k = sh.k;
-        uint16_t *a;
-        void *c, *ws8;
-        const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
-        CU(cudaMalloc(&a, m * k * 2));
-        CU(cudaMalloc(&c, m * n * 2));
-        CU(cudaMalloc(&ws8, wsb));
-        fill_bf16<<<256, 256>>>(a, m * k, 3, 1.0f);
+        ActBufs ab = act_bufs(m, n, k);
+        uint16_t *const a = ab.a;
+        void *const c = ab.c, *const ws8 = ab.ws8;
+        const size_t wsb = ab.wsb;
         for (int sc = 0; sc < 2; sc++) {
             lofp_scheme s;
             lofp_scheme_preset(sc ? "mxfp4" : "nvfp4", &s);
@@ -411,7 +426,7 @@ static void bench_lt(void)
             lofp_cuda_w4_free(&W);
             free_quantized_weight(q);
         }
-        CU(cudaFree(a)); CU(cudaFree(c)); CU(cudaFree(ws8));
+        free_act_bufs(ab);
     }
 }
 
