@@ -49,8 +49,7 @@
  * route the workspace does not hold the kernel's permuted layout); from the pool of cublaslt.cu,
  * one stream-ordered allocation of min(n, R) k bytes of E4M3 weights (R = 256 MiB / k rows, a
  * multiple of 16; larger weights go in equal chunks of at most R rows, lt_chunk_rows), 4 R bytes
- * of row scales and the 32 MiB
- * cuBLASLt workspace: 8192 x 8192 takes 64 MiB + 32 KiB + 32 MiB.
+ * of row scales and the 32 MiB cuBLASLt workspace: 8192 x 8192 takes 64 MiB + 32 KiB + 32 MiB.
  *
  * Refusals (LOFP_ERR_UNSUPPORTED, *why set, the caller runs the kernel): weights not rowwise-exact;
  * cuBLASLt absent or switched off; the stream capturing; no memory; a descriptor attribute or the
