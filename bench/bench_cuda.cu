@@ -317,6 +317,37 @@ static void free_act_bufs(ActBufs &b)
     CU(cudaFree(b.a)); CU(cudaFree(b.c)); CU(cudaFree(b.ws8));
 }
 
+/* A random weight of the prefill sections' two schemes (w8 = 0: NVFP4 through the W4A16 large
+ * route; 1: MXFP4 through the W4A8 large route, forced while the weight lives), prepared, and
+ * one call of its large route on b. */
+struct LargeW {
+    int w8;
+    QWeight q;
+    lofp_cuda_w4 W;
+};
+static LargeW large_weight(int w8, size_t n, size_t k)
+{
+    LargeW w;
+    lofp_scheme s;
+    lofp_scheme_preset(w8 ? "mxfp4" : "nvfp4", &s);
+    w.w8 = w8;
+    w.q = quantized_weight(s, n, k);
+    LC(lofp_cuda_w4_prepare(&s, w.q.codes, w.q.scales, w.q.g, n, k, &w.W, NULL));
+    lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_LARGE);
+    return w;
+}
+static lofp_status large_call(const LargeW &w, const ActBufs &b, size_t m)
+{
+    return w.w8 ? lofp_cuda_w4a8_gemm(&w.W, b.a, m, LOFP_DTYPE_BF16, b.c, b.ws8, b.wsb, NULL)
+                : lofp_cuda_w4a16_gemm_route(&w.W, b.a, m, LOFP_DTYPE_BF16, b.c, NULL, LOFP_GEMM_ROUTE_LARGE);
+}
+static void free_large_weight(LargeW &w)
+{
+    lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_AUTO);
+    lofp_cuda_w4_free(&w.W);
+    free_quantized_weight(w.q);
+}
+
 /* The 2048-token prefill GEMMs of an 8B Llama (shapes and counts as bench_decode) through both
  * large-M routes (W4A16 NVFP4: dequantize + cuBLASLt bf16; W4A8 MXFP4: activation quantize + E4M3
  * cast + cuBLASLt FP8), with the transient chunk bound swept (lofp_cuda_large_test_config; 0 = the
@@ -334,22 +365,14 @@ static void bench_prefill(void)
         const size_t n = sh.n, k = sh.k;
         ActBufs ab = act_bufs(m, n, k);
         uint16_t *const a = ab.a;
-        void *const c = ab.c, *const ws8 = ab.ws8;
+        void *const ws8 = ab.ws8;
         const size_t wsb = ab.wsb;
         char name[96], extra[192];
         for (int sc = 0; sc < 2; sc++) {
-            lofp_scheme s;
-            lofp_scheme_preset(sc ? "mxfp4" : "nvfp4", &s);
-            QWeight q = quantized_weight(s, n, k);
-            lofp_cuda_w4 W;
-            LC(lofp_cuda_w4_prepare(&s, q.codes, q.scales, q.g, n, k, &W, NULL));
-            lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_LARGE);
+            LargeW w = large_weight(sc, n, k);
             for (int ci = 0; ci < NC; ci++) {
                 lofp_cuda_large_test_config(caps_mib[ci] << 20, 0);
-                const double us = time_us([&](int) {
-                    if (sc) LC(lofp_cuda_w4a8_gemm(&W, a, m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL));
-                    else LC(lofp_cuda_w4a16_gemm_route(&W, a, m, LOFP_DTYPE_BF16, c, NULL, LOFP_GEMM_ROUTE_LARGE));
-                }, true);
+                const double us = time_us([&](int) { LC(large_call(w, ab, m)); }, true);
                 snprintf(name, sizeof name, "prefill_%s_%s_cap%zu_m%zu_n%zu_k%zu", sc ? "w4a8_mxfp4" : "w4a16_nvfp4",
                          sh.what, caps_mib[ci], m, n, k);
                 snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"cap_mib\": %zu, \"per_layer\": %d",
@@ -358,9 +381,7 @@ static void bench_prefill(void)
                 layer[sc][ci] += us * sh.per_layer;
             }
             lofp_cuda_large_test_config(0, 0);
-            lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_AUTO);
-            lofp_cuda_w4_free(&W);
-            free_quantized_weight(q);
+            free_large_weight(w);
         }
         const double uq = time_us([&](int) { LC(lofp_cuda_w4a8_quantize_act_plain(a, m, k, ws8, wsb, NULL)); }, true);
         const double fl = time_us([&](int) { CU(cudaMemcpyAsync(ws8, a, m * k, cudaMemcpyDeviceToDevice, NULL)); }, true);
@@ -385,7 +406,8 @@ static void bench_prefill(void)
 
 /* The cuBLASLt heuristic's candidates (lofp_cuda_large_test_algo) for both large-M routes, each
  * forced in turn: the 8B Llama prefill shapes at M = 2048 and 8192^2 at M = 1024 and 4096. The
- * production plan is candidate 0; this shows what the others would give. */
+ * production plan is candidate 0; this shows what the others would give, and for W4A8 what the
+ * first would give without the periodic promotion to fp32 (lofp_cuda_large_test_fast_accum). */
 static void bench_lt(void)
 {
     struct { size_t m, n, k; const char *what; } shapes[] = {
@@ -394,37 +416,32 @@ static void bench_lt(void)
     for (auto sh : shapes) {
         const size_t m = sh.m, n = sh.n, k = sh.k;
         ActBufs ab = act_bufs(m, n, k);
-        uint16_t *const a = ab.a;
-        void *const c = ab.c, *const ws8 = ab.ws8;
-        const size_t wsb = ab.wsb;
         for (int sc = 0; sc < 2; sc++) {
-            lofp_scheme s;
-            lofp_scheme_preset(sc ? "mxfp4" : "nvfp4", &s);
-            QWeight q = quantized_weight(s, n, k);
-            lofp_cuda_w4 W;
-            LC(lofp_cuda_w4_prepare(&s, q.codes, q.scales, q.g, n, k, &W, NULL));
-            lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_LARGE);
-            auto call = [&]() {
-                return sc ? lofp_cuda_w4a8_gemm(&W, a, m, LOFP_DTYPE_BF16, c, ws8, wsb, NULL)
-                          : lofp_cuda_w4a16_gemm_route(&W, a, m, LOFP_DTYPE_BF16, c, NULL, LOFP_GEMM_ROUTE_LARGE);
-            };
-            for (int cand = 0; cand < 8; cand++) {
-                lofp_cuda_large_test_algo(cand);
-                if (call() != LOFP_OK) break; /* fewer candidates */
+            LargeW w = large_weight(sc, n, k);
+            /* cand 0..7: the heuristic's candidates; 8: its first plan with the FP8 tensor core's
+             * own accumulation (W4A8 only) */
+            for (int cand = 0; cand < (sc ? 9 : 8); cand++) {
+                const bool fast = cand == 8;
+                lofp_cuda_large_test_algo(fast ? 0 : cand);
+                lofp_cuda_large_test_fast_accum(fast);
+                if (large_call(w, ab, m) != LOFP_OK) { /* fewer candidates */
+                    if (fast) break;
+                    cand = 7;
+                    continue;
+                }
                 CU(cudaDeviceSynchronize());
                 const std::string desc = lofp_cuda_large_algo_desc();
-                const double us = time_us([&](int) { LC(call()); }, true);
+                const double us = time_us([&](int) { LC(large_call(w, ab, m)); }, true);
                 char name[96], extra[320];
-                snprintf(name, sizeof name, "lt_%s_%s_m%zu_n%zu_k%zu_cand%d", sc ? "w4a8_mxfp4" : "w4a16_nvfp4", sh.what, m, n,
-                         k, cand);
-                snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"cand\": %d, \"algo\": \"%s\"", m, n, k,
-                         cand, desc.c_str());
+                snprintf(name, sizeof name, "lt_%s_%s_m%zu_n%zu_k%zu_%s%d", sc ? "w4a8_mxfp4" : "w4a16_nvfp4", sh.what, m, n,
+                         k, fast ? "fastaccum" : "cand", fast ? 0 : cand);
+                snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"cand\": %d, \"fast_accum\": %d, \"algo\": \"%s\"",
+                         m, n, k, fast ? 0 : cand, (int)fast, desc.c_str());
                 emit(name, us, 0, 2.0 * m * n * k, extra);
             }
             lofp_cuda_large_test_algo(0);
-            lofp_cuda_w4a8_test_config(LOFP_GEMM_ROUTE_AUTO);
-            lofp_cuda_w4_free(&W);
-            free_quantized_weight(q);
+            lofp_cuda_large_test_fast_accum(0);
+            free_large_weight(w);
         }
         free_act_bufs(ab);
     }

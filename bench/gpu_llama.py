@@ -22,6 +22,7 @@ For each model it reports
             random weights, which amplify it more than a trained model's would); the same for W4A8
 
   python3 bench/gpu_llama.py [--layers 32] [--lm-head-bf16] [--w4a8] [--chunk-mib 256,16] [--lt-cand 0,1,2]
+                            [--no-reuse-too]
                             [--json out.json]
 """
 import argparse
@@ -51,6 +52,9 @@ def parse():
     ap.add_argument("--lt-cand", default="",
                     help="comma list: the lofp models' prefill again with the cuBLASLt heuristic's candidate i "
                          "forced in the large-M routes (a benchmark hook; 0 = the production choice)")
+    ap.add_argument("--no-reuse-too", action="store_true",
+                    help="the W4A8 model's prefill again with its activation reuse defeated (a forward pre-hook "
+                         "calls lofp.torch.forget_w4a8_activation before every W4A8 layer)")
     ap.add_argument("--json")
     return ap.parse_args()
 
@@ -262,6 +266,16 @@ def measure(name, model, cfg, a):
             print(f"[{name}] prefill {a.prefill} tokens, cuBLASLt candidate {cand}: {ms:.1f} ms; "
                   + json.dumps({k: v for k, v in sp.items() if k != "prefill_gpu_top"}), flush=True)
         _lofp.cuda_large_test_algo(0)
+    if a.no_reuse_too and "W4A8" in name:
+        import lofp.torch as lt
+        hooks = [mod.register_forward_pre_hook(lambda *_: lt.forget_w4a8_activation())
+                 for mod in model.modules() if isinstance(mod, lt.W4A8Linear)]
+        ms, sp = prefill_ms(model, a.prefill, cfg.vocab_size)
+        for h in hooks:
+            h.remove()
+        r["prefill_ms_no_reuse"] = ms
+        print(f"[{name}] prefill {a.prefill} tokens, activation reuse defeated: {ms:.1f} ms; "
+              + json.dumps({k: v for k, v in sp.items() if k != "prefill_gpu_top"}), flush=True)
     for B in [int(b) for b in a.batches.split(",")]:
         d = decode_eager(model, B, a.prompt, a.steps, cfg.vocab_size)
         if not a.no_graph:

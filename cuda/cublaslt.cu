@@ -22,6 +22,7 @@ std::atomic<size_t> g_cap{LT_DEFAULT_CAP};
 std::atomic<int> g_lt_off{0};
 std::atomic<int> g_algo_pick{0};
 std::atomic<bool> g_algo_hooked{false}; /* the hook was called: plans are described */
+std::atomic<int> g_fast_accum{0};        /* lofp_cuda_large_test_fast_accum: FP8 plans only */
 /* the heuristic's candidates a benchmark sweep may force (lofp_cuda_large_test_algo); the
  * production plan asks for one, the heuristic's first */
 constexpr int LT_CAND = 8;
@@ -276,6 +277,10 @@ LtWhy lofpcu::lt_matmul(const LtDev *ds, const LtGemm &g, cudaStream_t st, bool 
         ok = ok && L.desc_set(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa) == CUBLAS_STATUS_SUCCESS;
         ok = ok && L.desc_set(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb) == CUBLAS_STATUS_SUCCESS;
     }
+    if (g.ab == CUDA_R_8F_E4M3 && g_fast_accum.load(std::memory_order_relaxed)) {
+        const int8_t fa = 1; /* a measurement of what the periodic fp32 promotion costs */
+        ok = ok && L.desc_set(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fa, sizeof fa) == CUBLAS_STATUS_SUCCESS;
+    }
     ok = ok && L.layout_create(&la, g.ab, g.k, g.rows, (int64_t)g.k) == CUBLAS_STATUS_SUCCESS;
     ok = ok && L.layout_create(&lb, g.ab, g.k, g.m, (int64_t)g.k) == CUBLAS_STATUS_SUCCESS;
     ok = ok && L.layout_create(&ld, dt, g.rows, g.m, (int64_t)g.ldd) == CUBLAS_STATUS_SUCCESS;
@@ -338,6 +343,14 @@ extern "C" void lofp_cuda_large_test_algo(int index)
     memset(g_algo, 0, sizeof g_algo); /* plan every GEMM again with the new pick */
     g_algo_next = 0;
     g_algo_desc[0] = 0;
+}
+
+extern "C" void lofp_cuda_large_test_fast_accum(int on)
+{
+    std::lock_guard<std::mutex> lk(g_algo_mu);
+    g_fast_accum.store(on ? 1 : 0);
+    memset(g_algo, 0, sizeof g_algo); /* the plans were made for the other accumulation */
+    g_algo_next = 0;
 }
 
 extern "C" const char *lofp_cuda_large_algo_desc(void) { return g_algo_desc; }

@@ -122,38 +122,46 @@ __device__ __forceinline__ float row_scale_of(uint32_t E)
     return E >= 7u ? u2f((E - 6u) << 23) : u2f(1u << (E + 16u));
 }
 
-/* One thread per prepared word (tile-major, gemm_common.cuh; see gemm_large.cu's w4_to_bf16 for
- * the addressing): the word's 8 weights (nibble i = element 2i for i < 4, 2(i - 4) + 1 above) to
- * 8 E4M3 bytes in natural order, one 8-byte store into the row-major [rows, k] output; the thread
- * of word 0 of a row's chunk 0 also writes the row's scale. U words in flight per thread. */
-__global__ void __launch_bounds__(256) w4_to_e4m3(const uint32_t *__restrict__ codes, const uint8_t *__restrict__ scales,
-                                                  const uint8_t *__restrict__ row_exp, uint2 *__restrict__ out,
-                                                  float *__restrict__ row_scale, size_t words, uint32_t nch)
+/* One thread-step per 32-element block of a weight row (4 prepared words, tile-major,
+ * gemm_common.cuh; gemm_large.cu's w4_to_bf16 has the addressing): block i is words 4i..4i+3, in
+ * tile i / 64 = t nch + ch, row 16 t + (i / 4) % 16, k offset 128 ch + 32 (i % 4); its scale byte
+ * is byte i of the tile-major scales. One 16-byte load, one distance d (and table) for the 4
+ * words, 32 E4M3 bytes in natural order as two 16-byte stores into the row-major [rows, k]
+ * output; the thread of block 0 of a row also writes the row's scale. U blocks in flight. */
+__global__ void __launch_bounds__(256) w4_to_e4m3(const uint4 *__restrict__ codes, const uint8_t *__restrict__ scales,
+                                                  const uint8_t *__restrict__ row_exp, uint4 *__restrict__ out,
+                                                  float *__restrict__ row_scale, size_t nblk, uint32_t nch)
 {
-    const size_t kw = (size_t)nch * 16; /* 8-byte output words per row */
-    constexpr int U = 4;
+    const size_t kq = (size_t)nch * 8; /* 16-byte output units per row */
+    constexpr int U = 2;
     const size_t T = (size_t)gridDim.x * blockDim.x;
-    for (size_t i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i0 < words; i0 += U * T) {
-        uint32_t q[U], sb[U];
+    for (size_t i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i0 < nblk; i0 += U * T) {
+        uint4 q[U];
+        uint32_t sb[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const size_t i = i0 + u * T;
-            q[u] = i < words ? __ldg(codes + i) : 0u;
-            sb[u] = i < words ? __ldg(scales + (i >> 2)) : 0u;
+            q[u] = i < nblk ? __ldg(codes + i) : make_uint4(0, 0, 0, 0);
+            sb[u] = i < nblk ? __ldg(scales + i) : 0u;
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const size_t i = i0 + u * T;
-            if (i < words) {
-                const uint32_t b = (uint32_t)(i >> 8), t = b / nch, ch = b - t * nch, r16 = ((uint32_t)i >> 4) & 15;
+            if (i < nblk) {
+                const uint32_t b = (uint32_t)(i >> 6), t = b / nch, ch = b - t * nch, r16 = ((uint32_t)i >> 2) & 15;
                 const size_t row = (size_t)t * 16 + r16;
                 const uint32_t E = __ldg(row_exp + row);
                 int d = (int)E - (int)sb[u];
                 d = d < 0 ? 0 : d > W8_ROW_DMAX ? W8_ROW_DMAX : d; /* clamped only for blocks of zeros */
-                uint32_t x, y;
-                w8_word_plain(q[u], d, x, y);
-                out[row * kw + (size_t)ch * 16 + (i & 15)] = make_uint2(x, y);
-                if (ch == 0 && (i & 15) == 0) row_scale[row] = row_scale_of(E);
+                uint32_t o[8];
+                w8_word_plain(q[u].x, d, o[0], o[1]);
+                w8_word_plain(q[u].y, d, o[2], o[3]);
+                w8_word_plain(q[u].z, d, o[4], o[5]);
+                w8_word_plain(q[u].w, d, o[6], o[7]);
+                uint4 *dst = out + row * kq + (size_t)ch * 8 + 2 * (i & 3);
+                dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+                dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+                if (ch == 0 && (i & 3) == 0) row_scale[row] = row_scale_of(E);
             }
         }
     }
@@ -161,13 +169,13 @@ __global__ void __launch_bounds__(256) w4_to_e4m3(const uint32_t *__restrict__ c
 
 lofp_status launch_cast(const lofp_cuda_w4 *w, size_t n0, size_t nr, uint8_t *out, float *rs, cudaStream_t st)
 {
-    const size_t k = w->k, nch = k / 128, words = nr * k / 8;
+    const size_t k = w->k, nch = k / 128, nblk = nr * k / 32;
     /* n0 % 16 == 0: the chunk's rows are whole tiles, contiguous in the tile-major layout */
-    const uint32_t *codes = (const uint32_t *)(w->d_codes + w4_code_off(n0, 0, 0, nch));
+    const uint4 *codes = (const uint4 *)(w->d_codes + w4_code_off(n0, 0, 0, nch));
     const uint8_t *scales = w->d_scales + w4_scale_off(n0, 0, 4, nch);
-    size_t blocks = (words + 1023) / 1024;
+    size_t blocks = (nblk + 511) / 512;
     if (blocks > (size_t)sm_count() * 32) blocks = (size_t)sm_count() * 32;
-    w4_to_e4m3<<<(unsigned)blocks, 256, 0, st>>>(codes, scales, w->d_row_exp + n0, (uint2 *)out, rs, words,
+    w4_to_e4m3<<<(unsigned)blocks, 256, 0, st>>>(codes, scales, w->d_row_exp + n0, (uint4 *)out, rs, nblk,
                                                  (uint32_t)nch);
     LOFP_CU_LAUNCH();
     return LOFP_OK;
@@ -193,7 +201,7 @@ lofp_status lofpcu::w4a8_prepare_rows(lofp_cuda_w4 *w, const uint8_t *d_codes, c
 }
 
 lofp_status lofpcu::w4a8_large_launch(const lofp_cuda_w4 *w, const void *d_a, size_t m, int out_bf16, void *d_c,
-                                      void *d_ws, cudaStream_t st, int *why)
+                                      void *d_ws, bool have_codes, cudaStream_t st, int *why)
 {
     if (!w->w4a8_rowwise || !w->d_row_exp) {
         *why = LOFP_W4A8_WHY_NOT_ROWWISE;
@@ -239,7 +247,7 @@ lofp_status lofpcu::w4a8_large_launch(const lofp_cuda_w4 *w, const void *d_a, si
         *why = (int)plan;
         rc = LOFP_ERR_UNSUPPORTED;
     } else {
-        rc = w4a8_act_quant(d_a, m, k, d_ws, 1, st);
+        rc = have_codes ? LOFP_OK : w4a8_act_quant(d_a, m, k, d_ws, 1, st);
     }
     for (size_t n0 = 0; n0 < n && rc == LOFP_OK; n0 += rows) {
         g.rows = n - n0 < rows ? n - n0 : rows;

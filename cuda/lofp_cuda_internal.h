@@ -54,6 +54,10 @@ void lofp_cuda_large_test_config(size_t cap_bytes, int lt_off);
  * only. */
 void lofp_cuda_large_test_algo(int index);
 const char *lofp_cuda_large_algo_desc(void);
+/* Benchmark hook: on != 0 makes later FP8 plans set CUBLASLT_MATMUL_DESC_FAST_ACCUM (the tensor
+ * core's own accumulation, no periodic promotion to fp32: not the route's numerics, a measurement
+ * of what the promotion costs) and forgets the cached plans. Tests and benchmarks only. */
+void lofp_cuda_large_test_fast_accum(int on);
 /* 1 when the large paths can run (cuBLASLt opened and not switched off by the hook). */
 int lofp_cuda_large_available(void);
 
@@ -133,13 +137,14 @@ inline size_t w4a8_codes_offset(size_t m) { return round_up_sz(m * sizeof(float)
 /* The activation quantizer (gemm_w4a8.cu) into a checked workspace: plain != 0 K order, else the
  * kernel's permuted order. */
 lofp_status w4a8_act_quant(const void *d_a, size_t m, size_t k, void *d_ws, int plain, cudaStream_t st);
-/* W4A8 for large M (gemm_w4a8_large.cu): activations to plain-order E4M3 in d_ws, the weights cast
+/* W4A8 for large M (gemm_w4a8_large.cu): activations to plain-order E4M3 in d_ws (skipped when
+ * have_codes: d_ws holds them already), the weights cast
  * to E4M3 in a transient buffer, one cuBLASLt FP8 GEMM with per-row and per-token scales per chunk
  * of rows of W. Returns LOFP_ERR_UNSUPPORTED with *why (LOFP_W4A8_WHY_*) when it cannot run; then
  * C is untouched or (a refusal after the first chunk) partly written, and the caller's kernel
  * overwrites all of it. */
 lofp_status w4a8_large_launch(const lofp_cuda_w4 *w, const void *d_a, size_t m, int out_bf16, void *d_c,
-                              void *d_ws, cudaStream_t st, int *why);
+                              void *d_ws, bool have_codes, cudaStream_t st, int *why);
 /* At lofp_cuda_w4_prepare of MXFP4 weights (gemm_w4a8_large.cu): allocates and fills w->d_row_exp
  * from the linear input codes and scales and sets w->w4a8_rowwise; synchronises st. */
 lofp_status w4a8_prepare_rows(lofp_cuda_w4 *w, const uint8_t *d_codes, const uint8_t *d_scales, cudaStream_t st);

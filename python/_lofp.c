@@ -2753,32 +2753,39 @@ static PyObject *py_cuda_w4a16_gemm_ptr(PyObject *self, PyObject *const *args, P
     Py_RETURN_NONE;
 }
 
-/* cuda_w4a8_gemm_ptr(handle, a_ptr, m, out_dt, c_ptr, ws_ptr, ws_bytes, stream) */
+/* cuda_w4a8_gemm_ptr(handle, a_ptr, m, out_dt, c_ptr, ws_ptr, ws_bytes, ws_state, stream) -> ws_state
+ * (lofp_cuda_w4a8_gemm_reuse: ws_state 0 = LOFP_W4A8_WS_EMPTY, or what a previous call returned
+ * for the same a and workspace) */
 static PyObject *py_cuda_w4a8_gemm_ptr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     void *a, *c, *ws;
     size_t m;
     int dt;
     lofp_cuda_stream s;
-    if (fast_nargs(nargs, 8, "cuda_w4a8_gemm_ptr")) return NULL;
+    if (fast_nargs(nargs, 9, "cuda_w4a8_gemm_ptr")) return NULL;
     w4_box *b = fast_common(args, &a, &m, &dt, &c);
     if (!b || fast_ptr(args[5], "workspace", &ws)) return NULL;
     size_t wsb = PyLong_AsSize_t(args[6]);
     if (wsb == (size_t)-1 && PyErr_Occurred()) return NULL;
-    if (fast_stream(args[7], &s)) return NULL;
+    const long held_in = PyLong_AsLong(args[7]);
+    if (held_in == -1 && PyErr_Occurred()) return NULL;
+    if (fast_stream(args[8], &s)) return NULL;
     if (wsb < lofp_cuda_w4a8_workspace_bytes(m, b->w.k))
         return raise_error(LOFP_ERR_BUFFER_TOO_SMALL, -1, "the workspace has %zu bytes, needs at least %zu", wsb,
                            lofp_cuda_w4a8_workspace_bytes(m, b->w.k));
     if ((uintptr_t)ws % 256) return raise_error(LOFP_ERR_INVALID_ARG, -1, "the workspace must be 256-byte aligned");
+    if (held_in != LOFP_W4A8_WS_EMPTY && held_in != LOFP_W4A8_WS_KERNEL && held_in != LOFP_W4A8_WS_PLAIN)
+        return raise_error(LOFP_ERR_INVALID_ARG, -1, "unknown workspace state %ld", held_in);
+    int held = (int)held_in;
     devguard_t dg;
     if (dev_enter_id(b->device_id, &dg)) return NULL;
     lofp_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = lofp_cuda_w4a8_gemm(&b->w, a, m, (lofp_dtype)dt, c, ws, wsb, s);
+    st = lofp_cuda_w4a8_gemm_reuse(&b->w, a, m, (lofp_dtype)dt, c, ws, wsb, &held, s);
     Py_END_ALLOW_THREADS
     dev_leave(&dg);
     if (st != LOFP_OK) return raise_w4a8(st);
-    Py_RETURN_NONE;
+    return PyLong_FromLong(held);
 }
 
 static PyObject *py_cuda_w4_shape(PyObject *self, PyObject *args)
@@ -2967,7 +2974,7 @@ static PyMethodDef methods[] = {
     {"cuda_w4a8_workspace_bytes", py_cuda_w4a8_workspace_bytes, METH_VARARGS, "cuda_w4a8_workspace_bytes(m, k) -> int"},
     {"cuda_w4a8_gemm", py_cuda_w4a8_gemm, METH_VARARGS, "cuda_w4a8_gemm(handle, a_bf16, m, out_dt, c, ws, stream)"},
     {"cuda_w4a8_gemm_ptr", (PyCFunction)(void (*)(void))py_cuda_w4a8_gemm_ptr, METH_FASTCALL,
-     "cuda_w4a8_gemm_ptr(handle, a_ptr, m, out_dt, c_ptr, ws_ptr, ws_bytes, stream): unchecked pointers"},
+     "cuda_w4a8_gemm_ptr(handle, a_ptr, m, out_dt, c_ptr, ws_ptr, ws_bytes, ws_state, stream) -> ws_state: unchecked pointers"},
     {"cuda_uq_store", py_cuda_uq_store, METH_VARARGS, "cuda_uq_store(...)"},
     {"cuda_uq_attention_ws_bytes", py_cuda_uq_attention_ws_bytes, METH_VARARGS, "cuda_uq_attention_ws_bytes(...) -> int"},
     {"cuda_uq_attention", py_cuda_uq_attention, METH_VARARGS, "cuda_uq_attention(...)"},

@@ -223,6 +223,27 @@ LOFP_API lofp_status lofp_cuda_w4a8_gemm(const lofp_cuda_w4 *w, const void *d_a,
                                          lofp_dtype out_dt, void *d_c, void *d_ws, size_t ws_bytes,
                                          lofp_cuda_stream stream);
 
+/* What a W4A8 workspace holds for lofp_cuda_w4a8_gemm_reuse: nothing reusable, the codes of d_a
+ * in the kernel's permuted order (lofp_cuda_w4a8_quantize_act, or a call that ran the kernel),
+ * or in plain K order (a call that ran the large-m route). */
+#define LOFP_W4A8_WS_EMPTY 0
+#define LOFP_W4A8_WS_KERNEL 1
+#define LOFP_W4A8_WS_PLAIN 2
+
+/* lofp_cuda_w4a8_gemm for several weights applied to one activation (a transformer's q / k / v
+ * or gate / up projections): the same arguments and results, bit for bit, and *ws_state says
+ * what d_ws holds for d_a. On entry LOFP_W4A8_WS_EMPTY, or the state a previous call returned for
+ * the same d_a, m and k on the same stream, with d_a and d_ws unchanged since (the caller
+ * vouches for this; the library cannot check it). Where the route this call takes reads the
+ * order d_ws holds, the activation quantize is skipped. On LOFP_OK *ws_state is what d_ws holds
+ * now; on any other return after the arguments were checked it is LOFP_W4A8_WS_EMPTY (the
+ * workspace may be partly rewritten). LOFP_ERR_INVALID_ARG also for a NULL ws_state or an
+ * unknown state. Thread-safety as lofp_cuda_w4a8_gemm (one workspace per concurrent call). */
+LOFP_API lofp_status lofp_cuda_w4a8_gemm_reuse(const lofp_cuda_w4 *w, const void *d_a, size_t m,
+                                               lofp_dtype out_dt, void *d_c, void *d_ws,
+                                               size_t ws_bytes, int *ws_state,
+                                               lofp_cuda_stream stream);
+
 /* The first half: bf16 [m, k] -> token scales and E4M3 codes in d_ws (layout above). */
 LOFP_API lofp_status lofp_cuda_w4a8_quantize_act(const void *d_a, size_t m, size_t k, void *d_ws,
                                                  size_t ws_bytes, lofp_cuda_stream stream);

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+from weakref import ref as _weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -309,6 +310,33 @@ def _raw_stream_getter():
 
 _raw_stream = _raw_stream_getter()
 
+# The fast path's W4A8 activation reuse: a transformer applies several W4A8 layers to one tensor in
+# a row (q / k / v, gate / up). The last call's workspace, which holds that tensor's E4M3 codes,
+# serves the next call while it gets the same tensor object (a weak reference: the entry dies with
+# it), unchanged (torch's version counter, bumped by every in-place torch op), with the same k on
+# the same stream; lofp_cuda_w4a8_gemm_reuse then skips the quantize when its route reads the
+# order the workspace holds. A write that bypasses torch (a raw kernel on data_ptr()) is not seen:
+# forget_w4a8_activation() drops the entry. One entry per process: (weakref, version, k, stream,
+# workspace, state).
+_W8_LAST = None
+
+
+def _w8_forget(ref) -> None:
+    # the weak reference's callback: its tensor is gone
+    global _W8_LAST
+    last = _W8_LAST
+    if last is not None and last[0] is ref:
+        _W8_LAST = None
+
+
+def forget_w4a8_activation() -> None:
+    """Makes the next W4A8Linear call quantize its activation even when it is the tensor the last
+    call quantized. Needed only after writing into that tensor behind torch's back (a raw kernel
+    on its data_ptr(), or through .data), which torch's version counter does not see; releases the
+    workspace held for the reuse. Not thread-safe against concurrent W4A8 calls."""
+    global _W8_LAST
+    _W8_LAST = None
+
 
 # --------------------------------------------------------------------------------------------
 # W4A16Linear, W4A8Linear
@@ -457,9 +485,17 @@ class W4A16Linear(torch.nn.Module):
         else:
             y, code = a.new_empty(oshape, dtype=_F32), _fw.DT_F32
         if f[5]:
-            wsb = _lofp.cuda_w4a8_workspace_bytes(m, k)
-            ws = a.new_empty((wsb,), dtype=torch.uint8)  # caching allocator, ordered on this stream
-            _lofp.cuda_w4a8_gemm_ptr(f[1], a.data_ptr(), m, code, y.data_ptr(), ws.data_ptr(), wsb, _raw_stream(f[0]))
+            global _W8_LAST
+            st = _raw_stream(f[0])
+            last, held = _W8_LAST, 0
+            if last is not None and last[0]() is a and last[1] == a._version and last[2] == k and last[3] == st:
+                ws, held = last[4], last[5]
+            else:
+                ws = a.new_empty((_lofp.cuda_w4a8_workspace_bytes(m, k),), dtype=torch.uint8)  # (stream-ordered)
+            _W8_LAST = None  # (a failing call may leave the workspace half rewritten)
+            held = _lofp.cuda_w4a8_gemm_ptr(f[1], a.data_ptr(), m, code, y.data_ptr(), ws.data_ptr(), ws.numel(), held,
+                                            st)
+            _W8_LAST = (_weakref(a, _w8_forget), a._version, k, st, ws, held)
         else:
             _lofp.cuda_w4a16_gemm_ptr(f[1], a.data_ptr(), m, code, y.data_ptr(), _raw_stream(f[0]))
         if dt is not _BF16 and dt is not _F32:
@@ -532,7 +568,12 @@ class W4A8Linear(W4A16Linear):
     codes (x / scale).to(float8_e4m3fn) with round-to-nearest-even, the fp32 product of the codes
     and the dequantized weights, times the scale. The GPU sums each 128-element chunk in the FP8
     tensor core (truncating accumulation), so CPU and GPU results are close but not
-    bit-identical."""
+    bit-identical.
+
+    Eager CUDA calls on the same bf16 tensor in a row (q / k / v, gate / up) quantize it once:
+    the next call reuses the workspace of the last while the tensor object and its version
+    counter are unchanged (lofp_cuda_w4a8_gemm_reuse; the same bits as quantizing again). See
+    forget_w4a8_activation() for writes torch does not count."""
 
     _ACT8 = True
 

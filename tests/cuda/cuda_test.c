@@ -1347,6 +1347,77 @@ static void w8_nan_case(size_t m, size_t n, size_t k)
     g_cases++;
 }
 
+/* lofp_cuda_w4a8_gemm_reuse: two weights (n = 272 and 528, the same k) on one activation, as a
+ * model's q and k projections. The second call, given the state the first returned, equals
+ * lofp_cuda_w4a8_gemm bit for bit; that it skipped the quantize is shown by changing d_a between
+ * the calls: the output is still the old activation's. A workspace quantized by
+ * lofp_cuda_w4a8_quantize_act (kernel order) serves the kernel route and is quantized again for
+ * the large one. The states returned, and the argument checks. */
+static void w8_reuse_case(size_t m, size_t k)
+{
+    const int f0 = tu_failures;
+    const size_t n1 = 272, n2 = 528;
+    lofp_cuda_w4 W1, W2;
+    w8_gauss_weights(n1, k, &W1);
+    w8_gauss_weights(n2, k, &W2);
+    uint16_t *a = halloc(m * k * 2), *b = halloc(m * k * 2);
+    for (size_t i = 0; i < m * k; i++) {
+        a[i] = lofp_fp32_to_bf16((float)tu_normal(&g_rng));
+        b[i] = lofp_fp32_to_bf16((float)tu_normal(&g_rng));
+    }
+    uint16_t *da = dalloc(m * k * 2);
+    const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
+    void *dws = dalloc(wsb), *dws2 = dalloc(wsb), *dc = dalloc(m * n2 * 4), *dref = dalloc(m * n2 * 4);
+    float *hc = halloc(m * n2 * 4), *href = halloc(m * n2 * 4);
+    h2d(da, a, m * k * 2);
+    const int large = m >= LOFP_CUDA_W4A8_LARGE_M_MIN && W1.w4a8_rowwise && W2.w4a8_rowwise && lofp_cuda_large_available();
+    const int want = large ? LOFP_W4A8_WS_PLAIN : LOFP_W4A8_WS_KERNEL;
+    char what[64];
+    snprintf(what, sizeof what, "w4a8 reuse m=%zu k=%zu", m, k);
+    LC(lofp_cuda_w4a8_gemm(&W2, da, m, LOFP_DTYPE_F32, dref, dws2, wsb, NULL)); /* the reference, a */
+    int st = LOFP_W4A8_WS_EMPTY;
+    LC(lofp_cuda_w4a8_gemm_reuse(&W1, da, m, LOFP_DTYPE_F32, dc, dws, wsb, &st, NULL));
+    CHECKF(st == want, "%s: state %d after the first call, want %d", what, st, want);
+    h2d(da, b, m * k * 2); /* a changed behind the workspace: a reusing call must not see it */
+    LC(lofp_cuda_w4a8_gemm_reuse(&W2, da, m, LOFP_DTYPE_F32, dc, dws, wsb, &st, NULL));
+    CHECKF(st == want, "%s: state %d after the second call, want %d", what, st, want);
+    CU(cudaDeviceSynchronize());
+    d2h(hc, dc, m * n2 * 4);
+    d2h(href, dref, m * n2 * 4);
+    CHECKF(memcmp(hc, href, m * n2 * 4) == 0, "%s: the reusing call differs from lofp_cuda_w4a8_gemm on a", what);
+    /* the same call without the state quantizes b: a different product */
+    st = LOFP_W4A8_WS_EMPTY;
+    LC(lofp_cuda_w4a8_gemm_reuse(&W2, da, m, LOFP_DTYPE_F32, dc, dws, wsb, &st, NULL));
+    CU(cudaDeviceSynchronize());
+    d2h(hc, dc, m * n2 * 4);
+    CHECKF(memcmp(hc, href, m * n2 * 4) != 0, "%s: a call without the state did not quantize the new activation", what);
+    /* kernel-order codes from lofp_cuda_w4a8_quantize_act (of b): reused by the kernel route,
+     * quantized again (same values, plain order) by the large one -- either way b's product */
+    LC(lofp_cuda_w4a8_gemm(&W2, da, m, LOFP_DTYPE_F32, dref, dws2, wsb, NULL));
+    LC(lofp_cuda_w4a8_quantize_act(da, m, k, dws, wsb, NULL));
+    st = LOFP_W4A8_WS_KERNEL;
+    LC(lofp_cuda_w4a8_gemm_reuse(&W2, da, m, LOFP_DTYPE_F32, dc, dws, wsb, &st, NULL));
+    CHECKF(st == want, "%s: state %d after a call on quantize_act's codes, want %d", what, st, want);
+    CU(cudaDeviceSynchronize());
+    d2h(hc, dc, m * n2 * 4);
+    d2h(href, dref, m * n2 * 4);
+    CHECKF(memcmp(hc, href, m * n2 * 4) == 0, "%s: the call on quantize_act's codes differs", what);
+    /* argument checks leave a NULL or unknown state refused, nothing enqueued */
+    CHECK(lofp_cuda_w4a8_gemm_reuse(&W2, da, m, LOFP_DTYPE_F32, dc, dws, wsb, NULL, NULL) == LOFP_ERR_INVALID_ARG);
+    st = 3;
+    CHECK(lofp_cuda_w4a8_gemm_reuse(&W2, da, m, LOFP_DTYPE_F32, dc, dws, wsb, &st, NULL) == LOFP_ERR_INVALID_ARG);
+    CHECK(st == 3);
+    st = LOFP_W4A8_WS_PLAIN;
+    CHECK(lofp_cuda_w4a8_gemm_reuse(&W2, da, m, LOFP_DTYPE_F16, dc, dws, wsb, &st, NULL) == LOFP_ERR_INVALID_ARG);
+    printf("    w4a8 reuse m=%-4zu k=%-5zu (%s route): %s\n", m, k, large ? "large" : "kernel",
+           tu_failures == f0 ? "ok" : "FAILED");
+    lofp_cuda_w4_free(&W1);
+    lofp_cuda_w4_free(&W2);
+    free(a); free(b); free(hc); free(href);
+    CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dws2)); CU(cudaFree(dc)); CU(cudaFree(dref));
+    g_cases++;
+}
+
 /* The refusals: cuBLASLt "absent" (test hook) -> the public call runs the kernel, the forced large
  * route returns LOFP_ERR_UNSUPPORTED with C untouched; a stream being captured into a CUDA graph
  * -> the kernel is captured (reason "stream capturing") and the replay equals the kernel's result
@@ -1426,6 +1497,15 @@ static void test_w4a8(void)
     /* the plain K order of the large route */
     w8_quant_case(9, 256, 1);
     w8_quant_case(300, 1152, 1);
+    /* every warps-per-row form of the quantizer (8, 4, 2, 1 for m below 4, 8, 16 and from 16 rows
+     * per SM), with a partly empty last CTA and a last unrolled load step past k */
+    const size_t sms = (size_t)prop.multiProcessorCount;
+    w8_quant_case(4 * sms + 5, 1152, 0);
+    w8_quant_case(8 * sms + 3, 640, 1);
+    w8_quant_case(16 * sms + 1, 640, 0);
+    /* rows of 24 / 32 KiB: only 682 / 512 of them in flight, so CTAs walk several row groups */
+    w8_quant_case(1100, 12288, 1);
+    w8_quant_case(1100, 16384, 0);
     /* the large route's weight cast and the load-time rowwise-exact flag (any device) */
     for (int kind = 0; kind < 4; kind++) w8_cast_case(64, 512, kind);
     w8_cast_case(16, 128, 0);
@@ -1517,6 +1597,8 @@ static void test_w4a8(void)
     w8_gemm_case(200, 400, 4096, 1, 0, 0);
     w8_gemm_case(LOFP_CUDA_W4A8_LARGE_M_MIN + 16, 272, 1152, 1, 0, 2);
     w8_nan_case(70, 272, 1152);
+    w8_reuse_case(70, 1152);
+    w8_reuse_case(LOFP_CUDA_W4A8_LARGE_M_MIN + 16, 1152);
     w8_refusal_case();
     printf("  W4A8 large-M route: %s\n", tu_failures == f1 ? "ok" : "FAILED");
 }

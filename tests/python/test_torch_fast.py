@@ -288,6 +288,42 @@ def test_cuda_w4a8_matches_emulation(monkeypatch, rng, m):
 
 
 @needs_sm90
+@pytest.mark.parametrize("m", [70, 512])
+def test_cuda_w4a8_reuses_the_activation(rng, m):
+    # three W4A8 layers on one tensor (q / k / v): the second and third reuse the first's codes,
+    # with the bits of a fresh quantize; m = 512 takes the large route where cuBLASLt has it
+    mods = [lt.W4A8Linear.from_linear(_linear(rng, n, 1152, device="cuda")) for n in (272, 528, 272)]
+    x = torch.randn(m, 1152, device="cuda", dtype=torch.bfloat16)
+    x2 = torch.randn(m, 1152, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        lt.forget_w4a8_activation()
+        y0 = mods[0](x)
+        entry = lt._W8_LAST
+        assert entry is not None and entry[0]() is x and entry[5] in (1, 2)
+        y1 = mods[1](x)
+        assert lt._W8_LAST[4] is entry[4]  # the same workspace
+        for mod, y in zip(mods, (y0, y1)):
+            np.testing.assert_array_equal(_np(y), _np(_op(mod, x)))
+        # a write torch counts: quantized again
+        x.mul_(-2)
+        y2 = mods[2](x)
+        assert lt._W8_LAST[4] is not entry[4]
+        np.testing.assert_array_equal(_np(y2), _np(_op(mods[2], x)))
+        # a write torch does not count (.data shares no version counter): the reuse shows --
+        # the old codes -- until forget_w4a8_activation()
+        old = _op(mods[1], x)
+        x.data.copy_(x2)
+        np.testing.assert_array_equal(_np(mods[1](x)), _np(old))
+        lt.forget_w4a8_activation()
+        np.testing.assert_array_equal(_np(mods[1](x)), _np(_op(mods[1], x2)))
+        # the entry dies with its tensor; a float32 input (converted per call) is never reused
+        del x
+        assert lt._W8_LAST is None
+        mods[0](x2.float())
+        assert lt._W8_LAST is None
+
+
+@needs_sm90
 def test_cuda_w4a8_compile_and_binding_errors(monkeypatch, rng):
     model = torch.nn.Sequential(_linear(rng, 256, 256, device="cuda"))
     lt.quantize_model(model, "mxfp4", activations="e4m3")
@@ -308,10 +344,10 @@ def test_cuda_w4a8_compile_and_binding_errors(monkeypatch, rng):
     ws = torch.empty(ws_bytes, dtype=torch.uint8, device="cuda")
     s = torch.cuda.current_stream().cuda_stream
     with pytest.raises(lofp.Error, match="buffer too small"):
-        lofp._lofp.cuda_w4a8_gemm_ptr(h, x.data_ptr(), 16, 1, c.data_ptr(), ws.data_ptr(), ws_bytes - 1, s)
+        lofp._lofp.cuda_w4a8_gemm_ptr(h, x.data_ptr(), 16, 1, c.data_ptr(), ws.data_ptr(), ws_bytes - 1, 0, s)
     ws2 = torch.empty(ws_bytes + 256, dtype=torch.uint8, device="cuda")
     with pytest.raises(lofp.Error, match="256-byte aligned"):
-        lofp._lofp.cuda_w4a8_gemm_ptr(h, x.data_ptr(), 16, 1, c.data_ptr(), ws2.data_ptr() + 16, ws_bytes, s)
+        lofp._lofp.cuda_w4a8_gemm_ptr(h, x.data_ptr(), 16, 1, c.data_ptr(), ws2.data_ptr() + 16, ws_bytes, 0, s)
     with pytest.raises(lofp.Error, match="workspace has"):
         lofp._lofp.cuda_w4a8_gemm(h, x, 16, 1, c, ws[:100], s)
     lofp._lofp.cuda_w4a8_gemm(h, x, 16, 1, c, ws, s)
