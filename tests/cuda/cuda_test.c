@@ -1347,6 +1347,18 @@ static void w8_nan_case(size_t m, size_t n, size_t k)
     g_cases++;
 }
 
+/* 1 when the device buffers dc and dref hold the same bytes (after the device's work so far) */
+static int w8_same_out(const void *dc, const void *dref, size_t bytes)
+{
+    CU(cudaDeviceSynchronize());
+    uint8_t *h = halloc(2 * bytes);
+    d2h(h, dc, bytes);
+    d2h(h + bytes, dref, bytes);
+    const int same = memcmp(h, h + bytes, bytes) == 0;
+    free(h);
+    return same;
+}
+
 /* lofp_cuda_w4a8_gemm_reuse: two weights (n = 272 and 528, the same k) on one activation, as a
  * model's q and k projections. The second call, given the state the first returned, equals
  * lofp_cuda_w4a8_gemm bit for bit; that it skipped the quantize is shown by changing d_a between
@@ -1368,7 +1380,6 @@ static void w8_reuse_case(size_t m, size_t k)
     uint16_t *da = dalloc(m * k * 2);
     const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
     void *dws = dalloc(wsb), *dws2 = dalloc(wsb), *dc = dalloc(m * n2 * 4), *dref = dalloc(m * n2 * 4);
-    float *hc = halloc(m * n2 * 4), *href = halloc(m * n2 * 4);
     h2d(da, a, m * k * 2);
     const int large = m >= LOFP_CUDA_W4A8_LARGE_M_MIN && W1.w4a8_rowwise && W2.w4a8_rowwise && lofp_cuda_large_available();
     const int want = large ? LOFP_W4A8_WS_PLAIN : LOFP_W4A8_WS_KERNEL;
@@ -1381,16 +1392,11 @@ static void w8_reuse_case(size_t m, size_t k)
     h2d(da, b, m * k * 2); /* a changed behind the workspace: a reusing call must not see it */
     LC(lofp_cuda_w4a8_gemm_reuse(&W2, da, m, LOFP_DTYPE_F32, dc, dws, wsb, &st, NULL));
     CHECKF(st == want, "%s: state %d after the second call, want %d", what, st, want);
-    CU(cudaDeviceSynchronize());
-    d2h(hc, dc, m * n2 * 4);
-    d2h(href, dref, m * n2 * 4);
-    CHECKF(memcmp(hc, href, m * n2 * 4) == 0, "%s: the reusing call differs from lofp_cuda_w4a8_gemm on a", what);
+    CHECKF(w8_same_out(dc, dref, m * n2 * 4), "%s: the reusing call differs from lofp_cuda_w4a8_gemm on a", what);
     /* the same call without the state quantizes b: a different product */
     st = LOFP_W4A8_WS_EMPTY;
     LC(lofp_cuda_w4a8_gemm_reuse(&W2, da, m, LOFP_DTYPE_F32, dc, dws, wsb, &st, NULL));
-    CU(cudaDeviceSynchronize());
-    d2h(hc, dc, m * n2 * 4);
-    CHECKF(memcmp(hc, href, m * n2 * 4) != 0, "%s: a call without the state did not quantize the new activation", what);
+    CHECKF(!w8_same_out(dc, dref, m * n2 * 4), "%s: a call without the state did not quantize the new activation", what);
     /* kernel-order codes from lofp_cuda_w4a8_quantize_act (of b): reused by the kernel route,
      * quantized again (same values, plain order) by the large one -- either way b's product */
     LC(lofp_cuda_w4a8_gemm(&W2, da, m, LOFP_DTYPE_F32, dref, dws2, wsb, NULL));
@@ -1398,10 +1404,7 @@ static void w8_reuse_case(size_t m, size_t k)
     st = LOFP_W4A8_WS_KERNEL;
     LC(lofp_cuda_w4a8_gemm_reuse(&W2, da, m, LOFP_DTYPE_F32, dc, dws, wsb, &st, NULL));
     CHECKF(st == want, "%s: state %d after a call on quantize_act's codes, want %d", what, st, want);
-    CU(cudaDeviceSynchronize());
-    d2h(hc, dc, m * n2 * 4);
-    d2h(href, dref, m * n2 * 4);
-    CHECKF(memcmp(hc, href, m * n2 * 4) == 0, "%s: the call on quantize_act's codes differs", what);
+    CHECKF(w8_same_out(dc, dref, m * n2 * 4), "%s: the call on quantize_act's codes differs", what);
     /* argument checks leave a NULL or unknown state refused, nothing enqueued */
     CHECK(lofp_cuda_w4a8_gemm_reuse(&W2, da, m, LOFP_DTYPE_F32, dc, dws, wsb, NULL, NULL) == LOFP_ERR_INVALID_ARG);
     st = 3;
@@ -1413,7 +1416,7 @@ static void w8_reuse_case(size_t m, size_t k)
            tu_failures == f0 ? "ok" : "FAILED");
     lofp_cuda_w4_free(&W1);
     lofp_cuda_w4_free(&W2);
-    free(a); free(b); free(hc); free(href);
+    free(a); free(b);
     CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dws2)); CU(cudaFree(dc)); CU(cudaFree(dref));
     g_cases++;
 }
