@@ -7,8 +7,7 @@
  * 1. act_quant_kernel: bf16 A[m, k] -> E4M3 codes [m, k] plus one fp32 scale per token (row),
  *    written into the caller's workspace: scale = amax / 448 (fp32 division, RN; amax = 0 gives
  *    scale 1; a row holding Inf or NaN gets scale NaN, so its outputs come out NaN), code =
- *    cvt.rn.satfinite.e4m3(x / scale) (fp32 division RN -- computed as Markstein's corrected
- *    quotient where that gives the same code, act_div -- then E4M3 round-to-nearest-even,
+ *    cvt.rn.satfinite.e4m3(x / scale) (fp32 division RN, then E4M3 round-to-nearest-even,
  *    saturating at +-448). This is torch's per-token "rowwise" recipe (a.float() / (amax / 448))
  *    .to(float8_e4m3fn) bit for bit: for finite input |x / scale| <= 448 (1 + 2^-22), which
  *    rounds to 448, so saturation never changes a code. Inside every 32-element block the codes
@@ -79,112 +78,72 @@ struct W8P {
 
 /* ---- activation quantizer ---- */
 
-/* WPR warps per token row, 8 / WPR rows per CTA of 256 threads, each CTA walking row groups
- * blockIdx.x, + gridDim.x, ... (the host sizes the grid so that the rows in flight fit in L2 and
- * WPR so that they still fill the GPU: one warp per row when there are many, up to a whole CTA per
- * row when few). Pass 1: the row's amax from the bf16 bit patterns (NaN > Inf > every finite
- * value), four 16-byte loads in flight per thread. Pass 2 reads the row again, from L2: the codes,
- * one 32-element block per thread-step. The division x / s is Markstein's corrected quotient
- * (act_div, w4a8_common.cuh: three FP operations instead of __fdiv_rn's sequence, the same E4M3
- * code, checked exhaustively by test_codec_host) for every row whose scale allows it, the division
- * otherwise. PERM = 1: each 32-element block stored in the kernel's fragment order (below);
- * PERM = 0: in plain K order (the cuBLASLt route, gemm_w4a8_large.cu). The same fp32 quotient and
- * conversion per element either way, so the codes are the same bytes, only placed differently. */
-template <int PERM, int WPR>
-__global__ void __launch_bounds__(256) act_quant_kernel(const uint16_t *a, size_t m, size_t k, uint8_t *q, float *ascale)
+/* one CTA of 256 threads per token row: pass 1 the row's amax (from the bf16 bit patterns, so that
+ * NaN > Inf > every finite value), pass 2 the codes, one 32-element block per thread-step.
+ * PERM = 1: each 32-element block stored in the kernel's fragment order (below); PERM = 0: in
+ * plain K order (the cuBLASLt route, gemm_w4a8_large.cu). The same fp32 division and conversion
+ * per element either way, so the codes are the same bytes, only placed differently. */
+template <int PERM>
+__global__ void __launch_bounds__(256) act_quant_kernel(const uint16_t *a, size_t k, uint8_t *q, float *ascale)
 {
-    constexpr int RPC = 8 / WPR, NT = 32 * WPR; /* rows per CTA, threads per row */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int sub = (warp % WPR) * 32 + lane; /* the thread's index inside its row group */
+    const size_t row = blockIdx.x;
+    const uint16_t *x = a + row * k;
     __shared__ uint32_t red[8];
-    for (size_t g = blockIdx.x; g * RPC < m; g += gridDim.x) { /* uniform over the CTA */
-        const size_t row = g * RPC + warp / WPR;
-        const bool live = row < m;
-        const uint16_t *x = a + row * k;
-        uint32_t mx = 0;
-        if (live) {
-            for (size_t i0 = (size_t)sub * 8; i0 < k; i0 += 4 * NT * 8) {
-                uint4 v[4];
+    __shared__ float s_scale;
+    uint32_t mx = 0;
+    for (size_t i = (size_t)threadIdx.x * 8; i < k; i += 256 * 8) {
+        const uint4 v = *(const uint4 *)(x + i);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const size_t i = i0 + (size_t)j * NT * 8;
-                    v[j] = i < k ? *(const uint4 *)(x + i) : make_uint4(0, 0, 0, 0);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const uint32_t w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
-#pragma unroll
-                    for (int t = 0; t < 4; t++) mx = max(mx, max(w[t] & 0x7FFFu, (w[t] >> 16) & 0x7FFFu));
-                }
-            }
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
-        if (WPR > 1) {
-            if (lane == 0) red[warp] = mx;
-            __syncthreads();
-            const int w0 = warp / WPR * WPR;
-            mx = red[w0];
-#pragma unroll
-            for (int i = 1; i < WPR; i++) mx = max(mx, red[w0 + i]);
-            __syncthreads(); /* red is rewritten by the next row group */
-        }
-        if (!live) continue;
-        float s;
-        if (mx >= 0x7F80u) s = u2f(0x7FC00000u);           /* Inf or NaN in the row */
-        else if (mx == 0) s = 1.0f;                         /* all zeros */
-        else s = fdiv(u2f(mx << 16), 448.0f);
-        if (sub == 0) ascale[row] = s;
-        const bool fast = act_div_fast(s); /* uniform over the row's threads */
-        const float r = fast ? frcp(s) : 0.0f;
-        uint8_t *qr = q + row * k;
-        for (size_t b = sub; b < k / 32; b += NT) {
-            const uint4 *src = (const uint4 *)(x + b * 32);
-            uint32_t w[16];
-#pragma unroll
-            for (int t = 0; t < 4; t++) {
-                const uint4 v = src[t];
-                w[4 * t] = v.x; w[4 * t + 1] = v.y; w[4 * t + 2] = v.z; w[4 * t + 3] = v.w;
-            }
-            /* e(i): element i of the block as fp32 divided by the scale */
-            auto e = [&](int i) {
-                return act_div(u2f((i & 1 ? w[i >> 1] >> 16 : w[i >> 1] & 0xFFFFu) << 16), s, r, fast);
-            };
-            uint32_t o[8];
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    /* PERM: output word 4h + c (bytes s = 16h + 4c + b) holds elements 8c + 2b + h;
-                     * plain: word 4h + c holds elements 4 (4h + c) + b */
-                    const int w0 = PERM ? 8 * c + h : 4 * (4 * h + c), st = PERM ? 2 : 1;
-                    uint16_t lo, hi;
-                    /* cvt ... d, a, b: a goes to the upper byte, b to the lower */
-                    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(e(w0 + st)), "f"(e(w0)));
-                    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(e(w0 + 3 * st)), "f"(e(w0 + 2 * st)));
-                    o[4 * h + c] = (uint32_t)lo | ((uint32_t)hi << 16);
-                }
-            uint4 *dst = (uint4 *)(qr + b * 32);
-            dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-            dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+        for (int t = 0; t < 4; t++) {
+            const uint32_t lo = w[t] & 0x7FFFu, hi = (w[t] >> 16) & 0x7FFFu;
+            mx = max(mx, max(lo, hi));
         }
     }
-}
-
-/* Rows of bf16 activations the quantizer keeps in flight at most (its second pass must find them
- * in L2: with every row of a 2048 x 14336 input resident at once, pass 2 went back to DRAM) */
-constexpr size_t ACTQ_FLIGHT_BYTES = (size_t)16 << 20;
-
-template <int PERM>
-void launch_act_quant(int wpr, size_t groups, const uint16_t *a, size_t m, size_t k, uint8_t *q, float *sc,
-                      cudaStream_t st)
-{
-    const unsigned grid = (unsigned)groups;
-    switch (wpr) {
-    case 1: act_quant_kernel<PERM, 1><<<grid, 256, 0, st>>>(a, m, k, q, sc); break;
-    case 2: act_quant_kernel<PERM, 2><<<grid, 256, 0, st>>>(a, m, k, q, sc); break;
-    case 4: act_quant_kernel<PERM, 4><<<grid, 256, 0, st>>>(a, m, k, q, sc); break;
-    default: act_quant_kernel<PERM, 8><<<grid, 256, 0, st>>>(a, m, k, q, sc); break;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint32_t m = 0;
+        for (int i = 0; i < 8; i++) m = max(m, red[i]);
+        float s;
+        if (m >= 0x7F80u) s = u2f(0x7FC00000u);           /* Inf or NaN in the row */
+        else if (m == 0) s = 1.0f;                          /* all zeros */
+        else s = fdiv(u2f(m << 16), 448.0f);
+        s_scale = s;
+        ascale[row] = s;
+    }
+    __syncthreads();
+    const float s = s_scale;
+    uint8_t *qr = q + row * k;
+    for (size_t b = threadIdx.x; b < k / 32; b += 256) {
+        const uint4 *src = (const uint4 *)(x + b * 32);
+        uint32_t w[16];
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const uint4 v = src[t];
+            w[4 * t] = v.x; w[4 * t + 1] = v.y; w[4 * t + 2] = v.z; w[4 * t + 3] = v.w;
+        }
+        /* e(i): element i of the block as fp32 divided by the scale */
+        auto e = [&](int i) { return fdiv(u2f((i & 1 ? w[i >> 1] >> 16 : w[i >> 1] & 0xFFFFu) << 16), s); };
+        uint32_t o[8];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                /* PERM: output word 4h + c (bytes s = 16h + 4c + b) holds elements 8c + 2b + h;
+                 * plain: word 4h + c holds elements 4 (4h + c) + b */
+                const int w0 = PERM ? 8 * c + h : 4 * (4 * h + c), st = PERM ? 2 : 1;
+                uint16_t lo, hi;
+                /* cvt ... d, a, b: a goes to the upper byte, b to the lower */
+                asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(e(w0 + st)), "f"(e(w0)));
+                asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(e(w0 + 3 * st)), "f"(e(w0 + 2 * st)));
+                o[4 * h + c] = (uint32_t)lo | ((uint32_t)hi << 16);
+            }
+        uint4 *dst = (uint4 *)(qr + b * 32);
+        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
     }
 }
 
@@ -502,16 +461,8 @@ lofp_status lofpcu::w4a8_act_quant(const void *d_a, size_t m, size_t k, void *d_
 {
     float *sc = (float *)d_ws;
     uint8_t *q = (uint8_t *)d_ws + scales_bytes(m);
-    /* rows in flight: all of them, or as many as fit ACTQ_FLIGHT_BYTES; then the fewest warps per
-     * row that still give two CTAs of 8 warps per SM */
-    size_t fly = ACTQ_FLIGHT_BYTES / (2 * k);
-    if (fly < 1) fly = 1;
-    if (fly > m) fly = m;
-    const size_t want = 2 * (size_t)sm_count();
-    const int wpr = fly >= 8 * want ? 1 : fly >= 4 * want ? 2 : fly >= 2 * want ? 4 : 8;
-    const size_t groups = (fly * (size_t)wpr + 7) / 8; /* CTAs, each walking row groups of 8 / wpr rows */
-    if (plain) launch_act_quant<0>(wpr, groups, (const uint16_t *)d_a, m, k, q, sc, st);
-    else launch_act_quant<1>(wpr, groups, (const uint16_t *)d_a, m, k, q, sc, st);
+    if (plain) act_quant_kernel<0><<<(unsigned)m, 256, 0, st>>>((const uint16_t *)d_a, k, q, sc);
+    else act_quant_kernel<1><<<(unsigned)m, 256, 0, st>>>((const uint16_t *)d_a, k, q, sc);
     LOFP_CU_LAUNCH();
     return LOFP_OK;
 }

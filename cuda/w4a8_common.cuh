@@ -5,28 +5,7 @@
 
 #include <stdint.h>
 
-#include "lofp_cuda_device.cuh"
-
 namespace {
-
-/* The activation quantizer's x / s (s = amax / 448 of the token row, fp32). Markstein's corrected
- * quotient with r = fl(1/s) (div_markstein, lofp_cuda_device.cuh) is the correctly rounded one
- * while the remainder x - q0 s is exact; for s >= 2^-90 it is wherever the quotient is at least
- * 2^-12, and below that both results are under 2^-11 with x's sign and convert to the same E4M3
- * code (every magnitude up to 2^-10 rounds to a zero of that sign). The iteration is odd in x
- * except at x = -0, where it returns +0 (-0 - (-0) s = +0): x's sign bit is ORed in, which changes
- * nothing else (a nonzero x gives a quotient of its own sign). test_codec_host checks all of it
- * for every finite bf16 amax with s in range and every bf16 x with |x| <= amax. Rows with a
- * smaller scale (amax below 2^-81), and the NaN scale of a row holding Inf or NaN, use the
- * division. */
-constexpr float ACT_DIV_FAST_MIN = 0x1p-90f;
-__host__ __device__ __forceinline__ bool act_div_fast(float s) { return s >= ACT_DIV_FAST_MIN; }
-__host__ __device__ __forceinline__ float act_div(float x, float s, float r, bool fast)
-{
-    if (!fast) return lofpcu::fdiv(x, s);
-    const float q = lofpcu::div_markstein(x, s, r);
-    return lofpcu::u2f(lofpcu::f2u(q) | (lofpcu::f2u(x) & 0x80000000u));
-}
 
 /* E2M1 -> E4M3 by table. The byte table (t0: magnitudes 0..3, t1: 4..7) holds E4M3(v * 2^(6 - d))
  * for the e2m1 magnitudes v = 0, 0.5, 1, 1.5, 2, 3, 4, 6: at d = 0 the bytes 00 60 68 6C 70 74 78 7C
