@@ -2569,39 +2569,59 @@ out:
     return ret;
 }
 
+/* The arguments both array GEMM bindings share: the weight handle, a (bf16 [m, k], 16-byte
+ * aligned) and out ([m, n] of out_dt) as arrays on the weight's device, and the stream. On success
+ * the caller owns g's references and releases them with gemm_args_release (also after a failure:
+ * whatever was taken is given back). */
+typedef struct { w4_box *b; arr_t a, c; stream_t stream; devguard_t dg; } gemm_args_t;
+
+static void gemm_args_release(gemm_args_t *g)
+{
+    dev_leave(&g->dg);
+    arr_release(&g->a); arr_release(&g->c);
+    Py_XDECREF(g->stream.dl);
+}
+
+static int gemm_args_get(gemm_args_t *g, PyObject *cap, PyObject *ao, Py_ssize_t m, int dt, PyObject *co, PyObject *sto,
+                         const char *what)
+{
+    memset(g, 0, sizeof *g);
+    if (!(g->b = PyCapsule_GetPointer(cap, "lofp.cuda_w4"))) return -1;
+    if (m <= 0) { raise_error(LOFP_ERR_INVALID_ARG, -1, "m must be > 0"); return -1; }
+    if (dt != LOFP_DTYPE_F32 && dt != LOFP_DTYPE_BF16) {
+        raise_error(LOFP_ERR_INVALID_ARG, -1, "%s output is float32 or bfloat16", what);
+        return -1;
+    }
+    if (get_stream(sto, &g->stream)) return -1;
+    if (arr_get(ao, "a", 0, WANT_CUDA, g->stream.dl, &g->a) || arr_get(co, "out", 1, WANT_CUDA, g->stream.dl, &g->c)) return -1;
+    if (g->a.device_id != g->b->device_id) {
+        raise_error(LOFP_ERR_INVALID_ARG, -1, "a is on cuda:%d, the weight on cuda:%d", g->a.device_id, g->b->device_id);
+        return -1;
+    }
+    if (same_device(&g->a, &g->c, "out")) return -1;
+    if (arr_need(&g->a, "a", (size_t)m * g->b->w.k * 2) || arr_need(&g->c, "out", (size_t)m * g->b->w.n * dtype_size(dt))) return -1;
+    if ((uintptr_t)g->a.ptr % 16) { raise_error(LOFP_ERR_INVALID_ARG, -1, "a must be 16-byte aligned"); return -1; }
+    return 0;
+}
+
 /* cuda_w4a16_gemm(handle, a_bf16, m, out_dt, c, stream) */
 static PyObject *py_cuda_w4a16_gemm(PyObject *self, PyObject *args)
 {
     PyObject *cap, *ao, *co, *sto;
     Py_ssize_t m;
     int dt;
-    stream_t stream = {0};
     if (!PyArg_ParseTuple(args, "OOniOO", &cap, &ao, &m, &dt, &co, &sto)) return NULL;
-    w4_box *b = PyCapsule_GetPointer(cap, "lofp.cuda_w4");
-    if (!b) return NULL;
-    if (m <= 0) return raise_error(LOFP_ERR_INVALID_ARG, -1, "m must be > 0");
-    if (dt != LOFP_DTYPE_F32 && dt != LOFP_DTYPE_BF16) return raise_error(LOFP_ERR_INVALID_ARG, -1, "W4A16 output is float32 or bfloat16");
-    if (get_stream(sto, &stream)) return NULL;
     PyObject *ret = NULL;
-    arr_t a, c;
-    memset(&a, 0, sizeof a); memset(&c, 0, sizeof c);
-    devguard_t dg = {0, 0};
-    if (arr_get(ao, "a", 0, WANT_CUDA, stream.dl, &a) || arr_get(co, "out", 1, WANT_CUDA, stream.dl, &c)) goto out;
-    if (a.device_id != b->device_id) { raise_error(LOFP_ERR_INVALID_ARG, -1, "a is on cuda:%d, the weight on cuda:%d", a.device_id, b->device_id); goto out; }
-    if (same_device(&a, &c, "out")) goto out;
-    if (arr_need(&a, "a", (size_t)m * b->w.k * 2) || arr_need(&c, "out", (size_t)m * b->w.n * dtype_size(dt))) goto out;
-    if ((uintptr_t)a.ptr % 16) { raise_error(LOFP_ERR_INVALID_ARG, -1, "a must be 16-byte aligned"); goto out; }
-    if (dev_enter(&a, &dg)) goto out;
+    gemm_args_t g;
+    if (gemm_args_get(&g, cap, ao, m, dt, co, sto, "W4A16") || dev_enter(&g.a, &g.dg)) goto out;
     lofp_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = lofp_cuda_w4a16_gemm(&b->w, a.ptr, (size_t)m, (lofp_dtype)dt, c.ptr, stream.s);
+    st = lofp_cuda_w4a16_gemm(&g.b->w, g.a.ptr, (size_t)m, (lofp_dtype)dt, g.c.ptr, g.stream.s);
     Py_END_ALLOW_THREADS
     if (st != LOFP_OK) { raise_call(st, "cuda w4a16 gemm"); goto out; }
     ret = Py_NewRef(Py_None);
 out:
-    dev_leave(&dg);
-    arr_release(&a); arr_release(&c);
-    Py_XDECREF(stream.dl);
+    gemm_args_release(&g);
     return ret;
 }
 
@@ -2649,38 +2669,26 @@ static PyObject *py_cuda_w4a8_gemm(PyObject *self, PyObject *args)
     PyObject *cap, *ao, *co, *wso, *sto;
     Py_ssize_t m;
     int dt;
-    stream_t stream = {0};
     if (!PyArg_ParseTuple(args, "OOniOOO", &cap, &ao, &m, &dt, &co, &wso, &sto)) return NULL;
-    w4_box *b = PyCapsule_GetPointer(cap, "lofp.cuda_w4");
-    if (!b) return NULL;
-    if (m <= 0) return raise_error(LOFP_ERR_INVALID_ARG, -1, "m must be > 0");
-    if (dt != LOFP_DTYPE_F32 && dt != LOFP_DTYPE_BF16) return raise_error(LOFP_ERR_INVALID_ARG, -1, "W4A8 output is float32 or bfloat16");
-    if (get_stream(sto, &stream)) return NULL;
     PyObject *ret = NULL;
-    arr_t a, c, ws;
-    memset(&a, 0, sizeof a); memset(&c, 0, sizeof c); memset(&ws, 0, sizeof ws);
-    devguard_t dg = {0, 0};
-    if (arr_get(ao, "a", 0, WANT_CUDA, stream.dl, &a) || arr_get(co, "out", 1, WANT_CUDA, stream.dl, &c) ||
-        arr_get(wso, "workspace", 1, WANT_CUDA, stream.dl, &ws))
+    gemm_args_t g;
+    arr_t ws;
+    memset(&ws, 0, sizeof ws);
+    if (gemm_args_get(&g, cap, ao, m, dt, co, sto, "W4A8") ||
+        arr_get(wso, "workspace", 1, WANT_CUDA, g.stream.dl, &ws) || same_device(&g.a, &ws, "workspace") ||
+        arr_need_at_least(&ws, "workspace", lofp_cuda_w4a8_workspace_bytes((size_t)m, g.b->w.k)))
         goto out;
-    if (a.device_id != b->device_id) { raise_error(LOFP_ERR_INVALID_ARG, -1, "a is on cuda:%d, the weight on cuda:%d", a.device_id, b->device_id); goto out; }
-    if (same_device(&a, &c, "out") || same_device(&a, &ws, "workspace")) goto out;
-    if (arr_need(&a, "a", (size_t)m * b->w.k * 2) || arr_need(&c, "out", (size_t)m * b->w.n * dtype_size(dt)) ||
-        arr_need_at_least(&ws, "workspace", lofp_cuda_w4a8_workspace_bytes((size_t)m, b->w.k)))
-        goto out;
-    if ((uintptr_t)a.ptr % 16) { raise_error(LOFP_ERR_INVALID_ARG, -1, "a must be 16-byte aligned"); goto out; }
     if ((uintptr_t)ws.ptr % 256) { raise_error(LOFP_ERR_INVALID_ARG, -1, "the workspace must be 256-byte aligned"); goto out; }
-    if (dev_enter(&a, &dg)) goto out;
+    if (dev_enter(&g.a, &g.dg)) goto out;
     lofp_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = lofp_cuda_w4a8_gemm(&b->w, a.ptr, (size_t)m, (lofp_dtype)dt, c.ptr, ws.ptr, ws.nbytes, stream.s);
+    st = lofp_cuda_w4a8_gemm(&g.b->w, g.a.ptr, (size_t)m, (lofp_dtype)dt, g.c.ptr, ws.ptr, ws.nbytes, g.stream.s);
     Py_END_ALLOW_THREADS
     if (st != LOFP_OK) { raise_w4a8(st); goto out; }
     ret = Py_NewRef(Py_None);
 out:
-    dev_leave(&dg);
-    arr_release(&a); arr_release(&c); arr_release(&ws);
-    Py_XDECREF(stream.dl);
+    arr_release(&ws);
+    gemm_args_release(&g);
     return ret;
 }
 
