@@ -240,7 +240,7 @@ def rel(a, b):
 
 
 def measure(name, model, cfg, a):
-    r = {"model": name}
+    r = {"model": name, "prefill_tokens": a.prefill}
     r["prefill_ms"], split = prefill_ms(model, a.prefill, cfg.vocab_size)
     r.update(split)
     print(f"[{name}] prefill {a.prefill} tokens: {r['prefill_ms']:.1f} ms; " + json.dumps(split), flush=True)

@@ -155,13 +155,14 @@ def test_thresholds_other_side(tmp_path):
     res[2]["prefill_ms"] = 201.0  # 1.144x
     res[1]["decode_b1"]["graph_tok_s"] = 159.0
     res[1]["decode_b16"]["graph_tok_s"] = 1210.0
+    res[1]["prefill_tokens"] = 2048  # (gpu_llama.py records it; older files do not)
     (tmp_path / "llama.json").write_text(json.dumps(res))
     got = rows_of(run(tmp_path, lo, to, "--llama", tmp_path / "llama.json"), NEW)
     assert got["UltraQuant decode B8 Hq32 Hk8 D128 N32k ≤ 100 µs"] == "no"
     assert got["NVFP4 two-level quantize 8192² ≥ 85 % of its two-pass floor"] == "no"
     assert got["W4A8 MXFP4 quant + GEMM M=1024 8192 x 8192 vs cuBLAS bf16 (informational; met = faster)"] == "yes"
     assert got["End to end prefill, W4A8 MXFP4 ≥ 1.15x bf16"] == "no"
-    assert got["End to end prefill, W4A16 NVFP4 ≥ 1.0x bf16"] == "yes"
+    assert got["End to end prefill 2048 tokens, W4A16 NVFP4 ≥ 1.0x bf16"] == "yes"
     assert got["End to end decode B=1 tok/s (CUDA graph), W4A16 NVFP4 ≥ 1.6x bf16"] == "no"
     assert got["End to end decode B=16 tok/s (CUDA graph), W4A16 NVFP4 ≥ 1.2x bf16"] == "yes"
 
