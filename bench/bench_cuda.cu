@@ -513,12 +513,13 @@ static void bench_gemm(void)
                 snprintf(name, sizeof name, "w4a16_%s_m%zu_n%zu_k%zu", preset, m, n, k);
                 snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"default\": 1", m, n, k);
                 emit(name, us, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
-                if (m == 64 || m == 256) {
-                    /* every wgmma tile configuration forced (lofp_cuda_wgmma_test_config): the
+                if (m == 64 || m == 256 || m == 1024) {
+                    /* every wgmma tile configuration forced (lofp_cuda_wgmma_test_config) on the
+                     * kernel route (at M = 1024 the production call takes the large one): the
                      * sweep behind the automatic choice */
                     for (int cf = 0; cf < LOFP_WGMMA_NCFG; cf++) {
                         lofp_cuda_wgmma_test_config(cf);
-                        const double uc = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL)); }, false, 20);
+                        const double uc = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm_route(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, c, NULL, LOFP_GEMM_ROUTE_KERNEL)); }, m > 256, m > 256 ? 1 : 20);
                         snprintf(name, sizeof name, "w4a16_wgcfg%d_%s_m%zu_n%zu_k%zu", cf, preset, m, n, k);
                         snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"cfg\": %d", m, n, k, cf);
                         emit(name, uc, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);

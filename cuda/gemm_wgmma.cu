@@ -66,6 +66,7 @@ namespace {
 
 LOFP_WG_RS(Wgmma, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
            "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "1, 1, 0");
+LOFP_WG_RS256(Wgmma, "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", "1, 1, 0");
 
 /* fp4pair(w >> (12 - ls), 0) (gemm_common.cuh): nibble pair 3 - ls / 4 of each 16-bit half of w as
  * bf16x2 e2m1 * 2^-126, with one shift: w << ls and (w >> (12 - ls)) << 12 agree on bits 12-15
@@ -493,16 +494,22 @@ int is_sm90(void)
  * of the two settings). */
 static std::atomic<int> g_force{-1};
 
-/* The four configurations (MT, TN, stages, K splits, row groups, K parities) and their cost per
+/* The configurations (MT, TN, stages, K splits, row groups, K parities) and their cost per
  * 128-chunk of one CTA, measured on an H200 (NVFP4 and MXFP4, 8192^2 and 14336 x 4096, M =
  * 64 and 256): the (1,64) tiles 128 rows x 64 tokens ~0.9 us per chunk, the (2,128) tiles 256 x
  * 128 ~2.1 us (four times the work for 2.3 times the time: the dequantization is shared by 128
- * tokens and the n128 wgmma runs closer to its peak). Persistent forms first: they win ties. */
-static const struct Cfg { int rows, tn, ks; double us_per_chunk; } k_cfg[4] = {
+ * tokens and the n128 wgmma runs closer to its peak). Persistent forms first: they win ties.
+ * The (1,256) tiles, 128 rows x 256 tokens, halve the dequantization per product again (each
+ * weight element serves 256 tokens) with the same accumulator registers per thread as (2,128);
+ * three stages of 73 KiB fill the shared memory. They have no measured cost yet (0: the automatic
+ * choice skips them; lofp_cuda_wgmma_test_config forces them). */
+static const struct Cfg { int rows, tn, ks; double us_per_chunk; } k_cfg[LOFP_WGMMA_NCFG] = {
     {128, 64, 1, 0.9},   /* 0: (1,64), 6 stages, two row groups x two K parities, persistent */
     {256, 128, 1, 2.1},  /* 1: (2,128), 4 stages, persistent */
     {128, 64, 2, 0.9},   /* 2: (1,64), 8 stages, K split over a cluster of 2 */
     {256, 128, 2, 2.1},  /* 3: (2,128), 4 stages, K split over a cluster of 2 */
+    {128, 256, 1, 0.0},  /* 4: (1,256), 3 stages, persistent */
+    {128, 256, 2, 0.0},  /* 5: (1,256), 3 stages, K split over a cluster of 2 */
 };
 
 extern "C" void lofp_cuda_wgmma_test_config(int cfg)
@@ -521,8 +528,9 @@ lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st
          * CTA and round x the measured cost per chunk; the best measured configuration at
          * each of the eight shapes above is the estimate's choice */
         double best = 1e300;
-        for (int ci = 0; ci < 4; ci++) {
+        for (int ci = 0; ci < LOFP_WGMMA_NCFG; ci++) {
             const Cfg &x = k_cfg[ci];
+            if (x.us_per_chunk <= 0.0) continue;
             const long long tiles = (long long)((p.n + x.rows - 1) / x.rows) * ((p.m + x.tn - 1) / x.tn);
             const long long rounds = (tiles * x.ks + sms - 1) / sms;
             const double t = (double)rounds * (double)((chunks + x.ks - 1) / x.ks) * x.us_per_chunk;
@@ -534,7 +542,9 @@ lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st
     case 0: WSL(1, 64, 6, 1, 2, 2);
     case 1: WSL(2, 128, 4, 1, 2, 1);
     case 2: WSL(1, 64, 8, 2, 2, 1);
-    default: WSL(2, 128, 4, 2, 2, 1);
+    case 3: WSL(2, 128, 4, 2, 2, 1);
+    case 4: WSL(1, 256, 3, 1, 2, 1);
+    default: WSL(1, 256, 3, 2, 2, 1);
     }
 #undef WSL
 }

@@ -90,4 +90,31 @@ __device__ __forceinline__ uint8_t *smem_align1024(uint8_t *raw, uint32_t &s)
         }                                                                                         \
     }
 
+/* The m64n256 form (128 accumulator registers per thread), defined apart because only the bf16
+ * kernel has a configuration that uses it: NAME<256>::mma as above, operands d = %0..%127, the A
+ * registers %128..%131, the descriptor %132. Use after LOFP_WG_RS(NAME, ...). */
+#define LOFP_WG_D128                                                                        \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "      \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "      \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "      \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "      \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "      \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "\
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define LOFP_WG_OUT128(d)                                                                       \
+    LOFP_WG_OUT64(d), LOFP_WG_OUT8(d, 64), LOFP_WG_OUT8(d, 72), LOFP_WG_OUT8(d, 80), LOFP_WG_OUT8(d, 88), \
+        LOFP_WG_OUT8(d, 96), LOFP_WG_OUT8(d, 104), LOFP_WG_OUT8(d, 112), LOFP_WG_OUT8(d, 120)
+#define LOFP_WG_RS256(NAME, INSN256, TAIL)                                                         \
+    template <> struct NAME<256> {                                                                \
+        static __device__ __forceinline__ void mma(float (&d)[128], uint32_t a0, uint32_t a1,    \
+                                                   uint32_t a2, uint32_t a3, uint64_t desc, int acc) \
+        {                                                                                         \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n" INSN256 " {" LOFP_WG_D128 \
+                         "}, {%128, %129, %130, %131}, %132, p, " TAIL ";\n}\n"                   \
+                         : LOFP_WG_OUT128(d)                                                      \
+                         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(acc));             \
+        }                                                                                         \
+    }
+
 #endif

@@ -801,8 +801,8 @@ static void test_gemm(void)
             gemm_case(ps[p], 300, 272, 640, (c + 1) & 1, 1);
             gemm_case(ps[p], 511, 144, 384, c & 1, 1);
             /* the persistent (unsplit warp-specialised) configurations with more tiles than an
-             * H200 has SMs (136 and 135 > 132), so CTAs walk a second tile */
-            if (c == 1) gemm_case(ps[p], 511, 8704, 128, p, 1);
+             * H200 has SMs (136, 135 and 136 > 132), so CTAs walk a second tile */
+            if (c == 1 || c == 4) gemm_case(ps[p], 511, 8704, 128, p, 1);
             if (c == 0) gemm_case(ps[p], 129, 5760, 128, p, 1);
         }
     }
