@@ -22,7 +22,7 @@ For each model it reports
             random weights, which amplify it more than a trained model's would); the same for W4A8
 
   python3 bench/gpu_llama.py [--layers 32] [--lm-head-bf16] [--w4a8] [--chunk-mib 256,16] [--lt-cand 0,1,2]
-                            [--no-reuse-too]
+                            [--no-reuse-too] [--kernels-too]
                             [--json out.json]
 """
 import argparse
@@ -55,6 +55,9 @@ def parse():
     ap.add_argument("--no-reuse-too", action="store_true",
                     help="the W4A8 model's prefill again with its activation reuse defeated (a forward pre-hook "
                          "calls lofp.torch.forget_w4a8_activation before every W4A8 layer)")
+    ap.add_argument("--kernels-too", action="store_true",
+                    help="the lofp models' prefill again with the large-M routes switched off (cuBLASLt off through "
+                         "the benchmark hook lofp_cuda_large_test_config): the W4A16 / W4A8 kernels at every M")
     ap.add_argument("--json")
     return ap.parse_args()
 
@@ -266,6 +269,16 @@ def measure(name, model, cfg, a):
             print(f"[{name}] prefill {a.prefill} tokens, cuBLASLt candidate {cand}: {ms:.1f} ms; "
                   + json.dumps({k: v for k, v in sp.items() if k != "prefill_gpu_top"}), flush=True)
         _lofp.cuda_large_test_algo(0)
+    if a.kernels_too and name.startswith("lofp"):
+        from lofp import _lofp
+        _lofp.cuda_large_test_config(0, True)
+        try:
+            ms, sp = prefill_ms(model, a.prefill, cfg.vocab_size)
+        finally:
+            _lofp.cuda_large_test_config(0, False)
+        r["prefill_ms_kernels"] = ms
+        print(f"[{name}] prefill {a.prefill} tokens, large-M routes off: {ms:.1f} ms; "
+              + json.dumps({k: v for k, v in sp.items() if k != "prefill_gpu_top"}), flush=True)
     if a.no_reuse_too and "W4A8" in name:
         import lofp.torch as lt
         hooks = [mod.register_forward_pre_hook(lambda *_: lt.forget_w4a8_activation())

@@ -494,22 +494,23 @@ int is_sm90(void)
  * of the two settings). */
 static std::atomic<int> g_force{-1};
 
-/* The configurations (MT, TN, stages, K splits, row groups, K parities) and their cost per
- * 128-chunk of one CTA, measured on an H200 (NVFP4 and MXFP4, 8192^2 and 14336 x 4096, M =
- * 64 and 256): the (1,64) tiles 128 rows x 64 tokens ~0.9 us per chunk, the (2,128) tiles 256 x
- * 128 ~2.1 us (four times the work for 2.3 times the time: the dequantization is shared by 128
- * tokens and the n128 wgmma runs closer to its peak). Persistent forms first: they win ties.
- * The (1,256) tiles, 128 rows x 256 tokens, halve the dequantization per product again (each
- * weight element serves 256 tokens) with the same accumulator registers per thread as (2,128);
- * three stages of 73 KiB fill the shared memory. They have no measured cost yet (0: the automatic
- * choice skips them; lofp_cuda_wgmma_test_config forces them). */
-static const struct Cfg { int rows, tn, ks; double us_per_chunk; } k_cfg[LOFP_WGMMA_NCFG] = {
-    {128, 64, 1, 0.9},   /* 0: (1,64), 6 stages, two row groups x two K parities, persistent */
-    {256, 128, 1, 2.1},  /* 1: (2,128), 4 stages, persistent */
-    {128, 64, 2, 0.9},   /* 2: (1,64), 8 stages, K split over a cluster of 2 */
-    {256, 128, 2, 2.1},  /* 3: (2,128), 4 stages, K split over a cluster of 2 */
-    {128, 256, 1, 0.0},  /* 4: (1,256), 3 stages, persistent */
-    {128, 256, 2, 0.0},  /* 5: (1,256), 3 stages, K split over a cluster of 2 */
+/* The configurations (MT, TN, stages, K splits, row groups, K parities) and their cost: a CTA
+ * round (one CTA per SM) of c 128-chunks takes c * us_per_chunk + us_per_round (the pipeline's
+ * fill and drain and the tile's stores). Least-squares fits of the sweep `bench_cuda gemm` runs
+ * (every configuration forced on NVFP4 and MXFP4, 8192^2 and 14336 x 4096, M = 64, 256, 1024;
+ * H100, BENCHMARKS.md), with which the estimate below picks the fastest measured configuration
+ * at all twelve points. The (1,256) tiles, 128 rows x 256 tokens (m64n256 wgmmas; three stages of
+ * 73 KiB fill the shared memory), share each dequantized weight among 256 tokens: the cheapest
+ * chunk (1.32 us for 128 x 256 x 128 against (2,128)'s 1.61 for 256 x 128 x 128) wherever the
+ * tiles fill the SMs; (1,64) wins where the token tiles would be mostly empty (M = 64), and
+ * (2,128) is left for tile counts that round badly. Persistent forms first: they win ties. */
+static const struct Cfg { int rows, tn, ks; double us_per_chunk, us_per_round; } k_cfg[LOFP_WGMMA_NCFG] = {
+    {128, 64, 1, 0.73, 3.3},   /* 0: (1,64), 6 stages, two row groups x two K parities, persistent */
+    {256, 128, 1, 1.61, 11.2}, /* 1: (2,128), 4 stages, persistent */
+    {128, 64, 2, 0.69, 5.5},   /* 2: (1,64), 8 stages, K split over a cluster of 2 */
+    {256, 128, 2, 1.66, 12.8}, /* 3: (2,128), 4 stages, K split over a cluster of 2 */
+    {128, 256, 1, 1.32, 8.0},  /* 4: (1,256), 3 stages, persistent */
+    {128, 256, 2, 1.35, 11.8}, /* 5: (1,256), 3 stages, K split over a cluster of 2 */
 };
 
 extern "C" void lofp_cuda_wgmma_test_config(int cfg)
@@ -524,16 +525,14 @@ lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st
     const long long chunks = p.k / 128;
     int sel = g_force.load();
     if (sel < 0) {
-        /* estimated time: rounds of one CTA per SM (tiles x splits over the SMs) x chunks per
-         * CTA and round x the measured cost per chunk; the best measured configuration at
-         * each of the eight shapes above is the estimate's choice */
+        /* estimated time: rounds of one CTA per SM (tiles x splits over the SMs), each the
+         * CTA's chunks at the measured cost per chunk plus the cost per round */
         double best = 1e300;
         for (int ci = 0; ci < LOFP_WGMMA_NCFG; ci++) {
             const Cfg &x = k_cfg[ci];
-            if (x.us_per_chunk <= 0.0) continue;
             const long long tiles = (long long)((p.n + x.rows - 1) / x.rows) * ((p.m + x.tn - 1) / x.tn);
             const long long rounds = (tiles * x.ks + sms - 1) / sms;
-            const double t = (double)rounds * (double)((chunks + x.ks - 1) / x.ks) * x.us_per_chunk;
+            const double t = (double)rounds * ((double)((chunks + x.ks - 1) / x.ks) * x.us_per_chunk + x.us_per_round);
             if (t < best * 0.999) { best = t; sel = ci; }
         }
     }
