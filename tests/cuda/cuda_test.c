@@ -649,6 +649,12 @@ static void test_gemm_large(void)
             lofp_cuda_large_test_config(0, 0);
             g_route = -1;
         }
+        /* the kernels forced at large M: the wgmma kernel's automatic choice over many token
+         * tiles (2048 = 8 of the (1,256) tiles; 1100 leaves a partial one) */
+        g_route = LOFP_GEMM_ROUTE_KERNEL;
+        gemm_case(ps[p], 2048, 272, 1152, p, 1);
+        gemm_case(ps[p], 1100, 528, 1024, 1 - p, 1);
+        g_route = -1;
         /* cuBLASLt "absent": the public API falls back to the kernels, the forced route refuses */
         lofp_cuda_large_test_config(0, 1);
         CHECK(lofp_cuda_large_available() == 0);
