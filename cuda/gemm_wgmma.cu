@@ -1,4 +1,4 @@
-/* gemm_wgmma.cu -- W4A16 GEMM for m = 33..511 on Hopper (sm_90a): a warp-specialised kernel with
+/* gemm_wgmma.cu -- W4A16 GEMM for m = 33 .. LOFP_CUDA_LARGE_M_MIN - 1 on Hopper (sm_90a): a warp-specialised kernel with
  * the dequantized weights as the register A operand of wgmma.mma_async and the activations as the
  * shared-memory B operand.
  *

@@ -11,12 +11,12 @@
 
 /* W4A16 shape classes (docs/CUDA.md): m >= LOFP_CUDA_LARGE_M_MIN goes to the dequantize +
  * cuBLASLt path of gemm_large.cu where cuBLASLt can be opened; the wgmma kernel below that (and
- * as the fallback). The crossover comes from bench_cuda's w4a16_route_* timings on an H200
- * (the warp-specialised wgmma kernel), large / kernel, NVFP4 8192^2: M = 512 139.3 / 124.2 us, M = 1024
- * 221.4 / 238.4; 14336 x 4096: 134.7 / 131.8 and 194.9 / 276.0 (MXFP4 alike). Linear between the
- * two the 8192^2 times meet near M = 768 (the 14336 x 4096 ones below it), so the large path
- * from M = 768. */
-#define LOFP_CUDA_LARGE_M_MIN 768
+ * as the fallback). The crossover comes from bench_cuda's timings on an H100: at M = 1024 the
+ * wgmma kernel's (1,256) tiles (gemm_wgmma.cu) take 190.0 / 182.1 us (NVFP4 / MXFP4 8192^2) and
+ * 205.1 / 197.1 (14336 x 4096) against the large path's 236.3 / 234.4 and 212.7 / 206.0, and the
+ * kernel's estimate puts it ahead below 1024 too; past 1024 the large path stays until measured
+ * otherwise. */
+#define LOFP_CUDA_LARGE_M_MIN 1025
 
 /* W4A8 shape classes (docs/CUDA.md section 2b): lofp_cuda_w4a8_gemm sends m >= this with
  * rowwise-exact weights to the cuBLASLt FP8 route of gemm_w4a8_large.cu, everything else (and
