@@ -11,12 +11,13 @@
 
 /* W4A16 shape classes (docs/CUDA.md): m >= LOFP_CUDA_LARGE_M_MIN goes to the dequantize +
  * cuBLASLt path of gemm_large.cu where cuBLASLt can be opened; the wgmma kernel below that (and
- * as the fallback). The crossover comes from bench_cuda's timings on an H100: at M = 1024 the
- * wgmma kernel's (1,256) tiles (gemm_wgmma.cu) take 190.0 / 182.1 us (NVFP4 / MXFP4 8192^2) and
- * 205.1 / 197.1 (14336 x 4096) against the large path's 236.3 / 234.4 and 212.7 / 206.0, and the
- * kernel's estimate puts it ahead below 1024 too; past 1024 the large path stays until measured
- * otherwise. */
-#define LOFP_CUDA_LARGE_M_MIN 1025
+ * as the fallback). The crossover comes from bench_cuda gemm's w4a16_route_* timings on an H100
+ * (the wgmma kernel with its (1,256) tiles, gemm_wgmma.cu), kernel / large, NVFP4 / MXFP4:
+ * M = 1024, 8192^2 193.5 / 240.6 and 184.6 / 235.6 us, 14336 x 4096 204.6 / 208.3 and 197.2 /
+ * 205.8; M = 2048, 8192^2 383.8 / 403.7 and 360.7 / 394.5, 14336 x 4096 363.2 / 357.6 and
+ * 338.8 / 350.1 (three of four); M = 4096 the large path in all four (8192^2 823.6 / 744.6).
+ * So the kernel through M = 2048, the large path from the next measured size on. */
+#define LOFP_CUDA_LARGE_M_MIN 2049
 
 /* W4A8 shape classes (docs/CUDA.md section 2b): lofp_cuda_w4a8_gemm sends m >= this with
  * rowwise-exact weights to the cuBLASLt FP8 route of gemm_w4a8_large.cu, everything else (and
