@@ -153,7 +153,7 @@ LOFP_API lofp_status lofp_cuda_w4_prepare(const lofp_scheme *s, const uint8_t *d
 LOFP_API void lofp_cuda_w4_free(lofp_cuda_w4 *w);
 
 /* C[m, n] = A[m, k] . W^T with A bf16 row-major [m, k] (d_a, 16-byte aligned), fp32 accumulation
- * and the weights dequantized exactly to bf16 (in registers, or for m >= 768 into a transient
+ * and the weights dequantized exactly to bf16 (in registers, or for m > 2048 into a transient
  * stream-ordered buffer multiplied by cuBLASLt where the process can dlopen it), C row-major
  * [m, n] in fp32 or bf16 (out_dt LOFP_DTYPE_F32 / LOFP_DTYPE_BF16, RNE). m >= 1; small m takes the
  * split-K GEMV kernel, larger m the tiled GEMM (docs/CUDA.md, shape classes). The result equals
