@@ -62,33 +62,30 @@ __device__ __forceinline__ uint8_t *smem_align1024(uint8_t *raw, uint32_t &s)
 #define LOFP_WG_OUT32(d) LOFP_WG_OUT8(d, 0), LOFP_WG_OUT8(d, 8), LOFP_WG_OUT8(d, 16), LOFP_WG_OUT8(d, 24)
 #define LOFP_WG_OUT64(d) LOFP_WG_OUT32(d), LOFP_WG_OUT8(d, 32), LOFP_WG_OUT8(d, 40), LOFP_WG_OUT8(d, 48), LOFP_WG_OUT8(d, 56)
 
-/* Defines NAME<64> and NAME<128>, each with one function
+/* One specialisation NAME<N> of an m64nN wgmma with A in four registers and B behind a
+ * shared-memory descriptor, with one function
  *   mma(d, a0..a3, desc, acc): d = A . B (acc = 0: a fresh accumulator) or d += A . B
- * for an m64nN wgmma with A in four registers and B behind a shared-memory descriptor; INSN64 /
- * INSN128 are the instruction names (shape and types) and TAIL the operands after the scale-d
- * predicate (the A/B scales, and for 16-bit types B's transpose flag). */
-#define LOFP_WG_RS(NAME, INSN64, INSN128, TAIL)                                                    \
-    template <int TN> struct NAME;                                                                \
-    template <> struct NAME<64> {                                                                 \
-        static __device__ __forceinline__ void mma(float (&d)[32], uint32_t a0, uint32_t a1,     \
+ * NR accumulator registers (DLIST / DOUT their instruction text and "+f" constraints, %0..%NR-1),
+ * then the operand numbers of the A registers, the descriptor and the scale-d predicate. INSN is
+ * the instruction name (shape and types), TAIL the operands after the predicate (the A/B scales,
+ * and for 16-bit types B's transpose flag). */
+#define LOFP_WG_RS_SPEC(NAME, N, NR, INSN, TAIL, DLIST, DOUT, A0, A1, A2, A3, DS, PR)        \
+    template <> struct NAME<N> {                                                             \
+        static __device__ __forceinline__ void mma(float (&d)[NR], uint32_t a0, uint32_t a1, \
                                                    uint32_t a2, uint32_t a3, uint64_t desc, int acc) \
-        {                                                                                         \
-            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" INSN64 " {" LOFP_WG_D32   \
-                         "}, {%32, %33, %34, %35}, %36, p, " TAIL ";\n}\n"                        \
-                         : LOFP_WG_OUT32(d)                                                       \
-                         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(acc));             \
-        }                                                                                         \
-    };                                                                                            \
-    template <> struct NAME<128> {                                                                \
-        static __device__ __forceinline__ void mma(float (&d)[64], uint32_t a0, uint32_t a1,     \
-                                                   uint32_t a2, uint32_t a3, uint64_t desc, int acc) \
-        {                                                                                         \
-            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" INSN128 " {" LOFP_WG_D64  \
-                         "}, {%64, %65, %66, %67}, %68, p, " TAIL ";\n}\n"                        \
-                         : LOFP_WG_OUT64(d)                                                       \
-                         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(acc));             \
-        }                                                                                         \
+        {                                                                                    \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #PR ", 0;\n" INSN " {" DLIST   \
+                         "}, {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #DS ", p, " TAIL ";\n}\n" \
+                         : DOUT                                                              \
+                         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(acc));         \
+        }                                                                                    \
     }
+
+/* NAME<64> and NAME<128> (INSN64 / INSN128 their instruction names). */
+#define LOFP_WG_RS(NAME, INSN64, INSN128, TAIL)                                              \
+    template <int TN> struct NAME;                                                           \
+    LOFP_WG_RS_SPEC(NAME, 64, 32, INSN64, TAIL, LOFP_WG_D32, LOFP_WG_OUT32(d), 32, 33, 34, 35, 36, 37); \
+    LOFP_WG_RS_SPEC(NAME, 128, 64, INSN128, TAIL, LOFP_WG_D64, LOFP_WG_OUT64(d), 64, 65, 66, 67, 68, 69)
 
 /* The m64n256 form (128 accumulator registers per thread), defined apart because only the bf16
  * kernel has a configuration that uses it: NAME<256>::mma as above, operands d = %0..%127, the A
@@ -105,16 +102,7 @@ __device__ __forceinline__ uint8_t *smem_align1024(uint8_t *raw, uint32_t &s)
 #define LOFP_WG_OUT128(d)                                                                       \
     LOFP_WG_OUT64(d), LOFP_WG_OUT8(d, 64), LOFP_WG_OUT8(d, 72), LOFP_WG_OUT8(d, 80), LOFP_WG_OUT8(d, 88), \
         LOFP_WG_OUT8(d, 96), LOFP_WG_OUT8(d, 104), LOFP_WG_OUT8(d, 112), LOFP_WG_OUT8(d, 120)
-#define LOFP_WG_RS256(NAME, INSN256, TAIL)                                                         \
-    template <> struct NAME<256> {                                                                \
-        static __device__ __forceinline__ void mma(float (&d)[128], uint32_t a0, uint32_t a1,    \
-                                                   uint32_t a2, uint32_t a3, uint64_t desc, int acc) \
-        {                                                                                         \
-            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n" INSN256 " {" LOFP_WG_D128 \
-                         "}, {%128, %129, %130, %131}, %132, p, " TAIL ";\n}\n"                   \
-                         : LOFP_WG_OUT128(d)                                                      \
-                         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(acc));             \
-        }                                                                                         \
-    }
+#define LOFP_WG_RS256(NAME, INSN256, TAIL)                                                   \
+    LOFP_WG_RS_SPEC(NAME, 256, 128, INSN256, TAIL, LOFP_WG_D128, LOFP_WG_OUT128(d), 128, 129, 130, 131, 132, 133)
 
 #endif
