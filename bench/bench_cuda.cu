@@ -450,7 +450,7 @@ static void bench_lt(void)
 static void bench_gemm(void)
 {
     struct { size_t n, k; } shapes[] = {{8192, 8192}, {14336, 4096}};
-    const size_t ms[] = {1, 16, 64, 256, 1024, 2048, 4096};
+    const size_t ms[] = {1, 16, 64, 256, 512, 1024, 2048, 4096};
     /* both routes of lofp_cuda_w4a16_gemm_route at these M (the crossover of the large-M path) */
     const size_t route_ms[] = {256, 512, 1024, 2048, 4096};
     const int NCOPY = 4; /* 4 weight copies rotate: > 60 MiB L2 */
@@ -513,7 +513,7 @@ static void bench_gemm(void)
                 snprintf(name, sizeof name, "w4a16_%s_m%zu_n%zu_k%zu", preset, m, n, k);
                 snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"default\": 1", m, n, k);
                 emit(name, us, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
-                if (m == 64 || m == 256 || m == 1024) {
+                if (m == 64 || m == 256 || m == 512 || m == 1024) {
                     /* every wgmma tile configuration forced (lofp_cuda_wgmma_test_config) on the
                      * kernel route (at M = 1024 the production call takes the large one): the
                      * sweep behind the automatic choice */

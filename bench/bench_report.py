@@ -107,7 +107,7 @@ def w4a16_section(p, L, T):
     for preset in ("nvfp4", "mxfp4"):
         for n, k in SHAPES:
             rf = L.get(f"read_floor_{preset}_n{n}_k{k}")
-            for m in (1, 16, 64, 256, 1024, 2048, 4096):
+            for m in (1, 16, 64, 256, 512, 1024, 2048, 4096):
                 o = L.get(f"w4a16_{preset}_m{m}_n{n}_k{k}")
                 if not o:
                     continue
@@ -199,16 +199,16 @@ def w4a16_routes_section(p, L, T):
                                  fast, hu))
         table(p, ("weights", "N x K", "M", "large µs", "kernel µs", "cuBLAS bf16 µs", "large %", "kernel %", "faster",
                   "large host µs/call"), rows)
-    # the wgmma tile configurations forced one by one (lofp_cuda_wgmma_test_config), M = 64 / 256 / 1024
+    # the wgmma tile configurations forced one by one (lofp_cuda_wgmma_test_config), M = 64 / 256 / 512 / 1024
     if any(kk.startswith("w4a16_wgcfg") for kk in L):
         names = ["(1,64) persistent", "(2,128) persistent", "(1,64) KS 2", "(2,128) KS 2", "(1,256) persistent",
-                 "(1,256) KS 2"]
+                 "(1,256) KS 2", "(1,256) stream-K"]
         p("\nW4A16 wgmma kernel (warp-specialised) per configuration (MT, TN), persistent or K split over a cluster of 2, "
-          "µs (bf16 out); default = the production call (at M = 1024 the large route).\n")
+          "µs (bf16 out); default = the production call (the automatic choice).\n")
         rows = []
         for preset in ("nvfp4", "mxfp4"):
             for n, k in SHAPES:
-                for m in (64, 256, 1024):
+                for m in (64, 256, 512, 1024):
                     cs = [L.get(f"w4a16_wgcfg{c}_{preset}_m{m}_n{n}_k{k}") for c in range(len(names))]
                     if not any(cs):
                         continue

@@ -527,6 +527,18 @@ static int g_route = -1;
  * no environment variable to choose a route. */
 static int g_no_wgmma = 0;
 
+/* gemm_case runs the product a second time and wants the same bytes (kernels whose sums have a
+ * fixed order whatever the CTAs' timing) */
+static int g_gemm_repeat = 0;
+static void gemm_run(const lofp_cuda_w4 *W, const void *da, size_t m, int out_bf16, void *dc)
+{
+    const lofp_dtype od = out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32;
+    if (g_route < 0 && g_no_wgmma) LC(lofp_cuda_w4a16_gemm_route(W, da, m, od, dc, NULL, LOFP_GEMM_ROUTE_NO_WGMMA));
+    else if (g_route < 0) LC(lofp_cuda_w4a16_gemm(W, da, m, od, dc, NULL));
+    else LC(lofp_cuda_w4a16_gemm_route(W, da, m, od, dc, NULL, g_route));
+    CU(cudaDeviceSynchronize());
+}
+
 static double gemm_case(const char *preset, size_t m, size_t n, size_t k, int out_bf16, int print)
 {
     lofp_scheme s;
@@ -554,12 +566,17 @@ static double gemm_case(const char *preset, size_t m, size_t n, size_t k, int ou
     lofp_cuda_w4 W;
     LC(lofp_cuda_w4_prepare(&s, dcodes, dscales, dglobal, n, k, &W, NULL));
     CU(cudaMemset(dc, 0xFF, ob)); /* NaN poison */
-    if (g_route < 0 && g_no_wgmma) LC(lofp_cuda_w4a16_gemm_route(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL, LOFP_GEMM_ROUTE_NO_WGMMA));
-    else if (g_route < 0) LC(lofp_cuda_w4a16_gemm(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL));
-    else LC(lofp_cuda_w4a16_gemm_route(&W, da, m, out_bf16 ? LOFP_DTYPE_BF16 : LOFP_DTYPE_F32, dc, NULL, g_route));
-    CU(cudaDeviceSynchronize());
+    gemm_run(&W, da, m, out_bf16, dc);
     void *hc = halloc(ob);
     d2h(hc, dc, ob);
+    if (g_gemm_repeat) {
+        void *h2 = halloc(ob);
+        CU(cudaMemset(dc, 0xFF, ob));
+        gemm_run(&W, da, m, out_bf16, dc);
+        d2h(h2, dc, ob);
+        CHECKF(memcmp(hc, h2, ob) == 0, "%s gemm m=%zu n=%zu k=%zu: a second run gave other bytes", preset, m, n, k);
+        free(h2);
+    }
     double num = 0, den = 0;
     size_t nonfinite = 0;
     double *arow = halloc(k * sizeof(double));
@@ -810,6 +827,16 @@ static void test_gemm(void)
              * H200 has SMs (136, 135 and 136 > 132), so CTAs walk a second tile */
             if (c == 1 || c == 4) gemm_case(ps[p], 511, 8704, 128, p, 1);
             if (c == 0) gemm_case(ps[p], 129, 5760, 128, p, 1);
+            /* stream-K: ranges of 7.4 chunks over 3-chunk tiles (a CTA ends one tile, does
+             * whole ones and starts another), and tiles of 9 chunks over 2.6 CTAs; run twice,
+             * byte for byte the same (the fixed summation order) */
+            if (c == 6) {
+                g_gemm_repeat = 1;
+                gemm_case(ps[p], 1100, 8320, 384, p, 1);
+                gemm_case(ps[p], 700, 2176, 1152, p ^ 1, 1);
+                gemm_case(ps[p], 35, 272, 8192, p, 1);
+                g_gemm_repeat = 0;
+            }
         }
     }
     lofp_cuda_wgmma_test_config(-1);

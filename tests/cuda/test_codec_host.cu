@@ -725,8 +725,55 @@ static void test_w8_cast(void)
            "w8 cast: 0.5 * 2^-9 should not be an E4M3 value");
 }
 
+/* The wgmma kernel's automatic configuration choice (lofp_cuda_wgmma_pick) against the sweep it was
+ * fitted to: every configuration forced and timed on an H100 (132 SMs; BENCHMARKS.md, "W4A16 at
+ * M = 256-1024: the (1,256) tiles (H100)"), us for configurations 0..5. Where the choice is one of
+ * those six it must be within 3 % of the fastest of them; stream-K (6, not in that sweep) may only
+ * be chosen where whole-tile rounds leave the last round less than half full. */
+static void test_wgmma_pick(void)
+{
+    static const struct {
+        int m, n, k;
+        double us[6];
+    } sweep[] = {
+        {64, 8192, 8192, {52.9, 110.8, 30.4, 64.8, 107.7, 64.8}},      /* NVFP4 */
+        {256, 8192, 8192, {110.0, 115.4, 115.9, 72.3, 91.4, 57.9}},
+        {1024, 8192, 8192, {395.3, 230.4, 450.8, 266.2, 190.0, 221.6}},
+        {64, 14336, 4096, {32.4, 59.8, 35.3, 39.6, 76.6, 73.6}},
+        {256, 14336, 4096, {109.2, 63.7, 120.4, 80.7, 51.7, 72.0}},
+        {1024, 14336, 4096, {383.9, 258.2, 481.4, 280.8, 205.1, 236.3}},
+        {64, 8192, 8192, {51.7, 108.8, 28.8, 63.4, 108.1, 64.7}},      /* MXFP4 */
+        {256, 8192, 8192, {106.5, 115.0, 108.8, 66.4, 90.8, 56.1}},
+        {1024, 8192, 8192, {397.2, 229.4, 429.6, 261.1, 182.1, 217.4}},
+        {64, 14336, 4096, {29.1, 59.4, 33.7, 39.1, 77.1, 101.3}},
+        {256, 14336, 4096, {104.2, 63.4, 115.9, 78.8, 49.7, 71.3}},
+        {1024, 14336, 4096, {358.5, 244.0, 441.6, 270.0, 197.1, 228.8}},
+    };
+    for (const auto &pt : sweep) {
+        const int c = lofp_cuda_wgmma_pick(pt.m, pt.n, pt.k, 132);
+        EXPECT(c >= 0 && c < LOFP_WGMMA_NCFG, "wgmma pick: m %d n %d k %d gave %d", pt.m, pt.n, pt.k, c);
+        double best = 1e300;
+        for (double u : pt.us) best = u < best ? u : best;
+        if (c >= 0 && c < 6) {
+            EXPECT(pt.us[c] <= best * 1.03, "wgmma pick: m %d n %d k %d chose %d (%.1f us), fastest measured %.1f us",
+                   pt.m, pt.n, pt.k, c, pt.us[c], best);
+        } else if (c == 6) {
+            /* (1,256) whole tiles: 128 rows x 256 tokens */
+            const long long tiles = (long long)((pt.n + 127) / 128) * ((pt.m + 255) / 256), last = tiles % 132;
+            EXPECT(last != 0 && last < 66, "wgmma pick: stream-K at m %d n %d k %d, whose last round is %lld of 132", pt.m, pt.n, pt.k, last);
+        }
+    }
+    /* 448 tiles on 132 SMs (3.4 rounds): stream-K; 256 tiles (1.94 rounds): whole tiles */
+    EXPECT(lofp_cuda_wgmma_pick(1024, 14336, 4096, 132) == 6, "wgmma pick: 14336 x 4096 at m 1024 should be stream-K");
+    EXPECT(lofp_cuda_wgmma_pick(1024, 8192, 8192, 132) == 4, "wgmma pick: 8192^2 at m 1024 should be (1,256)");
+    /* degenerate inputs stay in range */
+    EXPECT(lofp_cuda_wgmma_pick(33, 16, 128, 0) >= 0, "wgmma pick: 0 SMs");
+    EXPECT(lofp_cuda_wgmma_pick(2048, 1LL << 20, 1LL << 20, 132) < LOFP_WGMMA_NCFG, "wgmma pick: huge shape");
+}
+
 int main(void)
 {
+    test_wgmma_pick();
     test_w8_cast();
     test_e2m1_fma_bits();
     test_e2m1_fma_bits8();
