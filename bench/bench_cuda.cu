@@ -523,6 +523,14 @@ static void bench_gemm(void)
                         snprintf(name, sizeof name, "w4a16_wgcfg%d_%s_m%zu_n%zu_k%zu", cf, preset, m, n, k);
                         snprintf(extra, sizeof extra, "\"m\": %zu, \"n\": %zu, \"k\": %zu, \"cfg\": %d", m, n, k, cf);
                         emit(name, uc, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
+                        if (cf == 4) {
+                            /* C one bf16 past an aligned address: the one-value stores (the
+                             * kernel's fallback) against the two-value ones above */
+                            void *cu = (uint8_t *)c + 2;
+                            const double uu = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm_route(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, cu, NULL, LOFP_GEMM_ROUTE_KERNEL)); }, m > 256, m > 256 ? 1 : 20);
+                            snprintf(name, sizeof name, "w4a16_wgcfg%du_%s_m%zu_n%zu_k%zu", cf, preset, m, n, k);
+                            emit(name, uu, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
+                        }
                     }
                     lofp_cuda_wgmma_test_config(-1);
                 }
@@ -723,6 +731,29 @@ static void bench_prof(void)
     lofp_cuda_w4_free(&W);
     CU(cudaFree(a)); CU(cudaFree(c));
     free_quantized_weight(q);
+    /* the W4A16 wgmma kernel at M = 512 and 1024 on 14336 x 4096, configurations 4 ((1,256)
+     * persistent) and 6 (its stream-K form) forced: the launches a profiler compares */
+    {
+        const size_t n2 = 14336, k2 = 4096;
+        QWeight q2 = quantized_weight(s, n2, k2);
+        LC(lofp_cuda_w4_prepare(&s, q2.codes, q2.scales, q2.g, n2, k2, &W, NULL));
+        CU(cudaMalloc(&a, 1024 * k2 * 2));
+        CU(cudaMalloc(&c, 1024 * n2 * 2 + 16));
+        fill_bf16<<<256, 256>>>(a, 1024 * k2, 3, 1.0f);
+        /* cfg 7 here: configuration 4 with C one element off (its one-value stores) */
+        for (int cf : {4, 6, 7})
+            for (size_t m : {(size_t)512, (size_t)1024}) {
+                lofp_cuda_wgmma_test_config(cf == 7 ? 4 : cf);
+                CU(cudaDeviceSynchronize());
+                LC(lofp_cuda_w4a16_gemm_route(&W, a, m, LOFP_DTYPE_BF16, cf == 7 ? (void *)((uint8_t *)c + 2) : c, NULL, LOFP_GEMM_ROUTE_KERNEL));
+                CU(cudaDeviceSynchronize());
+                printf("prof: w4a16 nvfp4 m%zu 14336 x 4096 configuration %d%s\n", m, cf == 7 ? 4 : cf, cf == 7 ? " one-value stores" : "");
+            }
+        lofp_cuda_wgmma_test_config(-1);
+        lofp_cuda_w4_free(&W);
+        CU(cudaFree(a)); CU(cudaFree(c));
+        free_quantized_weight(q2);
+    }
 }
 
 int main(int argc, char **argv)

@@ -92,6 +92,7 @@ struct WsP {
     GemmP p;
     float4 *skw;   /* SK: two partial tiles per CTA (slot 2c: CTA c's first segment, 2c + 1: its last) */
     int *skc;      /* SK: one arrival counter per tile, zeroed before the launch */
+    int pack;      /* C is aligned for a store of two outputs (4 bytes bf16, 8 fp32) */
 };
 
 /* The work of one CTA: a sequence of segments (tile t, chunks k0 .. k1 - 1). Tiles are numbered
@@ -466,25 +467,46 @@ __global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid
                     }
                 }
             }
-            /* the stores: with KS > 1 each CTA writes the part it owns (PART = MT * NR / KS; with
-             * KS = 1 rank is 0 and the test is always false) */
+            /* the stores: with KS > 1 each CTA writes the part it owns (PART = MT * NR / KS, a
+             * multiple of 4: a token pair's four values are in one part; with KS = 1 rank is 0
+             * and the test is always false). Lane (g, c) holds rows g and g + 8 of tokens
+             * tok and tok + 1; one exchange with lane g ^ 1 gives the even lane rows g, g + 1 of
+             * tok and the odd lane rows g - 1, g of tok + 1: one 4-byte (bf16) or 8-byte (fp32)
+             * store for two values, where the output allows it (q.pack: C aligned for it; rows
+             * come in 16s, so a pair is never cut by n) */
             if (kp == 0) {
                 constexpr int PART = MT * NR / KS;
+                const int odd = g & 1;
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     const int row = n0 + rg * 64 * MT + mt * 64 + 16 * wiw + g;
 #pragma unroll
                     for (int i = 0; i < TN / 8; i++) {
+                        if ((mt * NR + 4 * i) / PART != (int)rank) continue;
                         const int tok = t0 + 8 * i + 2 * c;
+                        if (q.pack) {
 #pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            if ((mt * NR + 4 * i + e) / PART != (int)rank) continue;
-                            const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
-                            if (tk < p.m && rw < p.n) {
-                                const float v = fmul(acc[mt][4 * i + e], alpha);
-                                const size_t oo = (size_t)tk * p.n + rw;
-                                if (p.out_bf16) ((uint16_t *)p.c)[oo] = f32_to_bf16(v);
-                                else ((float *)p.c)[oo] = v;
+                            for (int h = 0; h < 2; h++) {
+                                const float v0 = fmul(acc[mt][4 * i + 2 * h], alpha), v1 = fmul(acc[mt][4 * i + 2 * h + 1], alpha);
+                                const float r = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
+                                const int tk = tok + odd, rw = row - odd + 8 * h;
+                                if (tk < p.m && rw < p.n) {
+                                    const size_t oo = (size_t)tk * p.n + rw;
+                                    const float lo = odd ? r : v0, hi = odd ? v1 : r;
+                                    if (p.out_bf16) *(uint32_t *)((uint16_t *)p.c + oo) = f32_to_bf16(lo) | ((uint32_t)f32_to_bf16(hi) << 16);
+                                    else *(float2 *)((float *)p.c + oo) = make_float2(lo, hi);
+                                }
+                            }
+                        } else {
+#pragma unroll
+                            for (int e = 0; e < 4; e++) {
+                                const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
+                                if (tk < p.m && rw < p.n) {
+                                    const float v = fmul(acc[mt][4 * i + e], alpha);
+                                    const size_t oo = (size_t)tk * p.n + rw;
+                                    if (p.out_bf16) ((uint16_t *)p.c)[oo] = f32_to_bf16(v);
+                                    else ((float *)p.c)[oo] = v;
+                                }
                             }
                         }
                     }
@@ -530,6 +552,7 @@ lofp_status launch_ws(const GemmP &p, cudaStream_t st)
     WsP q;
     memset(&q, 0, sizeof q);
     q.p = p;
+    q.pack = ((uintptr_t)p.c % (p.out_bf16 ? 4 : 8)) == 0;
     const cuuint64_t nch = (cuuint64_t)p.k / 128, n16 = (cuuint64_t)p.n / 16;
     const cuuint32_t one[3] = {1, 1, 1};
     {
@@ -562,8 +585,11 @@ lofp_status launch_ws(const GemmP &p, cudaStream_t st)
          * workspace from the stream-ordered pool (none inside a graph capture or without the
          * pool: the caller then takes the persistent form) -- the tile counters, zeroed here,
          * and two partial tiles per CTA */
-        const long long g = sm_count();
-        if (ntiles * (p.k / 128) > 0x7FFFFFFFLL) return LOFP_ERR_UNSUPPORTED; /* the kernel's int iterations */
+        /* at most one CTA per iteration: every range is then non-empty, as the count of a tile's
+         * parts (cl - cf + 1 CTAs) assumes */
+        const long long w = ntiles * (p.k / 128);
+        if (w > 0x7FFFFFFFLL) return LOFP_ERR_UNSUPPORTED; /* the kernel's int iterations */
+        const long long g = w < sm_count() ? w : sm_count();
         LtWhy why;
         const LtDev *ds = lt_begin(st, &why);
         if (!ds) return LOFP_ERR_UNSUPPORTED;
