@@ -202,7 +202,7 @@ def w4a16_routes_section(p, L, T):
     # the wgmma tile configurations forced one by one (lofp_cuda_wgmma_test_config), M = 64 / 256 / 512 / 1024
     if any(kk.startswith("w4a16_wgcfg") for kk in L):
         names = ["(1,64) persistent", "(2,128) persistent", "(1,64) KS 2", "(2,128) KS 2", "(1,256) persistent",
-                 "(1,256) KS 2", "(1,256) stream-K"]
+                 "(1,256) KS 2"]
         p("\nW4A16 wgmma kernel (warp-specialised) per configuration (MT, TN), persistent or K split over a cluster of 2, "
           "µs (bf16 out); default = the production call (the automatic choice).\n")
         rows = []

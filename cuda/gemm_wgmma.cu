@@ -55,7 +55,6 @@
 
 #include "gemm_common.cuh"
 #include "lofp_cuda_internal.h"
-#include "cublaslt.h"
 #include "wgmma.cuh"
 
 using namespace lofpcu;
@@ -90,58 +89,7 @@ __device__ __forceinline__ uint32_t mx_scale_at(uint32_t w, int unit, int sbias)
 struct WsP {
     CUtensorMap ta, tc, ts;
     GemmP p;
-    float4 *skw;   /* SK: two partial tiles per CTA (slot 2c: CTA c's first segment, 2c + 1: its last) */
-    int *skc;      /* SK: one arrival counter per tile, zeroed before the launch */
-    int pack;      /* C is aligned for a store of two outputs (4 bytes bf16, 8 fp32) */
-};
-
-/* The work of one CTA: a sequence of segments (tile t, chunks k0 .. k1 - 1). Tiles are numbered
- * n-block first (t % ntn the 128-row block, t / ntn the token tile). Without SK the CTA takes whole
- * tiles cid, cid + ncl, ... over the chunks of its K split (the kernel's own loop); with SK (stream-K) the w = ntiles x
- * call (tile, chunk) iterations are cut into gridDim.x equal contiguous ranges, CTA c taking
- * [sk_bound(c), sk_bound(c + 1)), so a range starts and ends inside tiles and every CTA does the
- * same number of chunks (+-1): the last round is no longer a partly empty wave. w < 2^31 (the
- * launch checks it). */
-__device__ __forceinline__ int sk_bound(int c, int w, int g) { return (int)((long long)c * w / g); }
-/* the CTA whose range holds iteration x (the largest c with sk_bound(c) <= x; x < w) */
-__device__ __forceinline__ int sk_owner(int x, int w, int g)
-{
-    int c = (int)((long long)x * g / w); /* sk_bound(c) <= c w / g <= x */
-    while (c + 1 < g && sk_bound(c + 1, w, g) <= x) c++;
-    return c;
-}
-/* one segment; with SK also the tile's CTAs cf .. cl, the slot of cf's part (those of later ones
- * are 2c: their ranges start inside the tile) and this CTA's slot (2c for its range's first
- * segment, 2c + 1 for its last) -- worked out here, before the accumulators are live, because the
- * 64-bit divisions are calls that would spill them */
-struct Seg {
-    int t, k0, k1, cf, cl, slot_cf, slot_me;
-};
-template <bool SK> struct Walk {
-    int pos, end, call, w, beg;
-    __device__ Walk(int ntiles, int call_) : call(call_)
-    {
-        if (SK) {
-            w = ntiles * call_;
-            beg = pos = sk_bound((int)blockIdx.x, w, (int)gridDim.x);
-            end = sk_bound((int)blockIdx.x + 1, w, (int)gridDim.x);
-        }
-    }
-    __device__ bool next(Seg &sg)
-    {
-        if (pos >= end) return false;
-        const int g = (int)gridDim.x;
-        sg.t = pos / call;
-        const int tb = sg.t * call;
-        sg.k0 = pos - tb;
-        sg.k1 = end - pos < call - sg.k0 ? sg.k0 + (end - pos) : call;
-        sg.cf = sk_owner(tb, w, g);
-        sg.cl = sk_owner(tb + call - 1, w, g);
-        sg.slot_cf = 2 * sg.cf + (sk_bound(sg.cf, w, g) < tb ? 1 : 0);
-        sg.slot_me = 2 * (int)blockIdx.x + (pos == beg ? 0 : 1);
-        pos += sg.k1 - sg.k0;
-        return true;
-    }
+    int pack; /* C is aligned for a store of two outputs (4 bytes bf16, 8 fp32) */
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -198,7 +146,7 @@ template <int NC> struct WsRegs {
     static_assert(PROD + NC * CONS <= (NC + 1) * L, "setmaxnreg budget");
 };
 
-template <int NV, int MT, int TN, int S, int KS, int RG, int KP, bool SK>
+template <int NV, int MT, int TN, int S, int KS, int RG, int KP>
 __global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid_constant__ WsP q)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -209,11 +157,9 @@ __global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid
     constexpr uint32_t TX = (uint32_t)(ACT + WB + Sh::SB);
     static_assert(STAGE % 1024 == 0, "stage alignment");
     static_assert(KP == 1 || S % KP == 0, "a stage keeps its K parity");
-    static_assert(!SK || (KS == 1 && KP == 1), "stream-K: unsplit, one K parity");
 
     extern __shared__ uint8_t smem_raw[];
     __shared__ __align__(8) uint64_t bars[2 * S]; /* full[0..S), empty[S..2S) */
-    __shared__ int sk_last;                       /* SK: this CTA's part of the tile came last */
     uint32_t smem_s;
     uint8_t *smem = smem_align1024(smem_raw, smem_s);
     const uint32_t full0 = smem_u32(&bars[0]), empty0 = smem_u32(&bars[S]);
@@ -244,17 +190,14 @@ __global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid
             asm volatile("prefetch.tensormap [%0];" ::"l"(&q.tc) : "memory");
             asm volatile("prefetch.tensormap [%0];" ::"l"(&q.ts) : "memory");
             uint32_t it = 0;
-            Walk<SK> wk(ntiles, call);
-            Seg sg;
-            for (int tw = cid; SK ? wk.next(sg) : tw < ntiles; tw += ncl) {
-                const int t = SK ? sg.t : tw, k0 = SK ? sg.k0 : cbeg, nck = SK ? sg.k1 - sg.k0 : chunks;
+            for (int t = cid; t < ntiles; t += ncl) {
                 const int n16 = (t % ntn) * (ROWS / 16), t0 = (t / ntn) * TN;
-                for (int ch = 0; ch < nck; ch++, it++) {
+                for (int ch = 0; ch < chunks; ch++, it++) {
                     const uint32_t s = it % S, ph = (it / S) & 1u;
                     mbar_wait(empty0 + 8 * s, ph ^ 1u);
                     const uint32_t fb = full0 + 8 * s, sb = smem_s + s * STAGE;
                     mbar_expect(fb, TX);
-                    const int kc = k0 + ch;
+                    const int kc = cbeg + ch;
                     tma2(sb, &q.ta, kc * 128, t0, fb);
                     tma2(sb + TN * 128, &q.ta, kc * 128 + 64, t0, fb);
                     tma3(sb + ACT, &q.tc, 0, kc * 16, n16, fb);
@@ -272,10 +215,7 @@ __global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid
         const float alpha = p.params[0];
         float *red = (float *)(smem + S * STAGE); /* KP = 2 only */
         uint32_t it = 0;
-        Walk<SK> wk(ntiles, call);
-        Seg sg;
-        for (int tw = cid; SK ? wk.next(sg) : tw < ntiles; tw += ncl) {
-            const int t = SK ? sg.t : tw, nck = SK ? sg.k1 - sg.k0 : chunks;
+        for (int t = cid; t < ntiles; t += ncl) {
             const int n0 = (t % ntn) * ROWS, t0 = (t / ntn) * TN;
             float acc[MT][NR];
 #pragma unroll
@@ -288,7 +228,7 @@ __global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid
                 for (int i = 0; i < NR; i++) reg_fence(acc[mt][i]);
             uint32_t af[2][MT][G][4];
             int last = -1; /* stage of this warpgroup's previous chunk, not yet given back */
-            for (int ch = 0; ch < nck; ch++, it++) {
+            for (int ch = 0; ch < chunks; ch++, it++) {
                 if (KP > 1 && (int)(it % KP) != kp) continue;
                 const uint32_t s = it % S;
                 mbar_wait(full0 + 8 * s, (it / S) & 1u);
@@ -425,55 +365,13 @@ __global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid
                 }
                 asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
             }
-            if (SK && nck < call) {
-                /* stream-K, a tile shared with neighbouring CTAs (cf .. cl, consecutive, in K
-                 * order): every part goes to its CTA's slot and is counted on the tile's
-                 * counter; the part counted last adds all of them in CTA order (the same sum
-                 * whatever the arrival order: deterministic) and stores the tile. No CTA waits
-                 * for another, so the launch cannot deadlock however few of its CTAs are resident
-                 * at once (a CTA that waited for a later one's part could). */
-                constexpr int SLOT = ROWS * TN / 4; /* float4 per part */
-                float4 *mine = q.skw + (size_t)sg.slot_me * SLOT + o;
-#pragma unroll
-                for (int f = 0; f < MT * NR; f += 4)
-                    __stcg(mine + (f / 4) * (128 * RG),
-                           make_float4(acc[f / NR][f % NR], acc[f / NR][f % NR + 1], acc[f / NR][f % NR + 2], acc[f / NR][f % NR + 3]));
-                __threadfence();
-                asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
-                if (ct == 0) sk_last = atomicAdd(q.skc + t, 1) == sg.cl - sg.cf;
-                asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
-                if (!sk_last) continue;
-                __threadfence();
-                /* the sum in CTA order, from the slots (this CTA's own part included, read
-                 * back: the same values) except where this CTA is cf, whose part the registers
-                 * hold; c outermost keeps the accumulators in place */
-                if (sg.cf != (int)blockIdx.x) {
-                    const float4 *part = q.skw + (size_t)sg.slot_cf * SLOT + o;
-#pragma unroll
-                    for (int f = 0; f < MT * NR; f += 4) {
-                        const float4 x = __ldcg(part + (f / 4) * (128 * RG));
-                        acc[f / NR][f % NR] = x.x; acc[f / NR][f % NR + 1] = x.y; acc[f / NR][f % NR + 2] = x.z; acc[f / NR][f % NR + 3] = x.w;
-                    }
-                }
-                for (int c = sg.cf + 1; c <= sg.cl; c++) {
-                    const float4 *part = q.skw + (size_t)(2 * c) * SLOT + o;
-#pragma unroll
-                    for (int f = 0; f < MT * NR; f += 4) {
-                        const float4 x = __ldcg(part + (f / 4) * (128 * RG));
-                        acc[f / NR][f % NR] = fadd(acc[f / NR][f % NR], x.x);
-                        acc[f / NR][f % NR + 1] = fadd(acc[f / NR][f % NR + 1], x.y);
-                        acc[f / NR][f % NR + 2] = fadd(acc[f / NR][f % NR + 2], x.z);
-                        acc[f / NR][f % NR + 3] = fadd(acc[f / NR][f % NR + 3], x.w);
-                    }
-                }
-            }
             /* the stores: with KS > 1 each CTA writes the part it owns (PART = MT * NR / KS, a
              * multiple of 4: a token pair's four values are in one part; with KS = 1 rank is 0
              * and the test is always false). Lane (g, c) holds rows g and g + 8 of tokens
              * tok and tok + 1; one exchange with lane g ^ 1 gives the even lane rows g, g + 1 of
              * tok and the odd lane rows g - 1, g of tok + 1: one 4-byte (bf16) or 8-byte (fp32)
-             * store for two values, where the output allows it (q.pack: C aligned for it; rows
-             * come in 16s, so a pair is never cut by n) */
+             * store for two outputs where C is aligned for it (q.pack; rows come in 16s, so n
+             * never cuts a pair), half the store instructions of one output each */
             if (kp == 0) {
                 constexpr int PART = MT * NR / KS;
                 const int odd = g & 1;
@@ -542,7 +440,7 @@ PFN_cuTensorMapEncodeTiled_v12000 tmap_encode_fn()
     return fn;
 }
 
-template <int NV, int MT, int TN, int S, int KS, int RG, int KP, bool SK>
+template <int NV, int MT, int TN, int S, int KS, int RG, int KP>
 lofp_status launch_ws(const GemmP &p, cudaStream_t st)
 {
     using Sh = WsShape<NV, MT, TN, RG>;
@@ -579,37 +477,10 @@ lofp_status launch_ws(const GemmP &p, cudaStream_t st)
     const long long ntiles = (long long)((p.n + Sh::ROWS - 1) / Sh::ROWS) * ((p.m + TN - 1) / TN);
     if (ntiles * KS > 0x7FFFFFFFLL) return LOFP_ERR_UNSUPPORTED;
     const int shm = S * Sh::STAGE + (KP > 1 ? Sh::RED : 0) + 1024;
-    LOFP_CU(cudaFuncSetAttribute(ws_kernel<NV, MT, TN, S, KS, RG, KP, SK>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm));
-    if (SK) {
-        /* stream-K: one CTA per SM over equal shares of the iterations, and a transient
-         * workspace from the stream-ordered pool (none inside a graph capture or without the
-         * pool: the caller then takes the persistent form) -- the tile counters, zeroed here,
-         * and two partial tiles per CTA */
-        /* at most one CTA per iteration: every range is then non-empty, as the count of a tile's
-         * parts (cl - cf + 1 CTAs) assumes */
-        const long long w = ntiles * (p.k / 128);
-        if (w > 0x7FFFFFFFLL) return LOFP_ERR_UNSUPPORTED; /* the kernel's int iterations */
-        const long long g = w < sm_count() ? w : sm_count();
-        LtWhy why;
-        const LtDev *ds = lt_begin(st, &why);
-        if (!ds) return LOFP_ERR_UNSUPPORTED;
-        const size_t cnt = round_up_sz((size_t)ntiles * sizeof(int), 256);
-        void *buf = lt_alloc(ds, cnt + (size_t)g * 2 * Sh::ROWS * TN * sizeof(float), st);
-        if (!buf) return LOFP_ERR_UNSUPPORTED;
-        q.skc = (int *)buf;
-        q.skw = (float4 *)((uint8_t *)buf + cnt);
-        cudaError_t e = cudaMemsetAsync(buf, 0, (size_t)ntiles * sizeof(int), st);
-        if (e == cudaSuccess) {
-            ws_kernel<NV, MT, TN, S, KS, RG, KP, SK><<<(unsigned)g, NT, shm, st>>>(q);
-            e = cudaGetLastError();
-        }
-        const cudaError_t ef = cudaFreeAsync(buf, st);
-        LOFP_CU(e);
-        LOFP_CU(ef);
-        return LOFP_OK;
-    } else if (KS == 1) {
+    LOFP_CU(cudaFuncSetAttribute(ws_kernel<NV, MT, TN, S, KS, RG, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm));
+    if (KS == 1) {
         const long long g = ntiles < sm_count() ? ntiles : sm_count();
-        ws_kernel<NV, MT, TN, S, KS, RG, KP, SK><<<(unsigned)g, NT, shm, st>>>(q);
+        ws_kernel<NV, MT, TN, S, KS, RG, KP><<<(unsigned)g, NT, shm, st>>>(q);
     } else {
         cudaLaunchConfig_t cf = {};
         cudaLaunchAttribute at[1];
@@ -617,7 +488,7 @@ lofp_status launch_ws(const GemmP &p, cudaStream_t st)
         at[0].val.clusterDim.x = KS; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
         cf.gridDim = dim3((unsigned)(ntiles * KS)); cf.blockDim = dim3(NT); cf.dynamicSmemBytes = (size_t)shm; cf.stream = st;
         cf.attrs = at; cf.numAttrs = 1;
-        LOFP_CU(cudaLaunchKernelEx(&cf, ws_kernel<NV, MT, TN, S, KS, RG, KP, SK>, q));
+        LOFP_CU(cudaLaunchKernelEx(&cf, ws_kernel<NV, MT, TN, S, KS, RG, KP>, q));
     }
     LOFP_CU_LAUNCH();
     return LOFP_OK;
@@ -649,25 +520,24 @@ static std::atomic<int> g_force{-1};
 /* The configurations (MT, TN, stages, K splits, row groups, K parities) and their cost: a CTA
  * round (one CTA per SM) of c 128-chunks takes c * us_per_chunk + us_per_round (the pipeline's
  * fill and drain and the tile's stores). Least-squares fits of the sweep `bench_cuda gemm` runs
- * (every configuration forced on NVFP4 and MXFP4, 8192^2 and 14336 x 4096, M = 64, 256, 1024;
- * H100, BENCHMARKS.md), with which the estimate below picks the fastest measured configuration
- * at all twelve points. The (1,256) tiles, 128 rows x 256 tokens (m64n256 wgmmas; three stages of
- * 73 KiB fill the shared memory), share each dequantized weight among 256 tokens: the cheapest
- * chunk (1.32 us for 128 x 256 x 128 against (2,128)'s 1.61 for 256 x 128 x 128) wherever the
- * tiles fill the SMs; (1,64) wins where the token tiles would be mostly empty (M = 64), and
- * (2,128) is left for tile counts that round badly. Persistent forms first: they win ties.
- * Stream-K (sk) spreads the same (1,256) work evenly instead of in rounds of whole tiles: every
- * CTA does ceil(tiles x chunks / SMs) chunks over at most ceil(that / chunks) + 1 tile segments,
- * each paying the cost per round; it wins where the whole-tile rounds would end in a mostly
- * empty one (14336 x 4096 at M = 1024: 448 tiles, 3.4 rounds of 132). */
-static const struct Cfg { int rows, tn, ks, sk; double us_per_chunk, us_per_round; } k_cfg[LOFP_WGMMA_NCFG] = {
-    {128, 64, 1, 0, 0.73, 3.3},   /* 0: (1,64), 6 stages, two row groups x two K parities, persistent */
-    {256, 128, 1, 0, 1.61, 11.2}, /* 1: (2,128), 4 stages, persistent */
-    {128, 64, 2, 0, 0.69, 5.5},   /* 2: (1,64), 8 stages, K split over a cluster of 2 */
-    {256, 128, 2, 0, 1.66, 12.8}, /* 3: (2,128), 4 stages, K split over a cluster of 2 */
-    {128, 256, 1, 0, 1.32, 8.0},  /* 4: (1,256), 3 stages, persistent */
-    {128, 256, 2, 0, 1.35, 11.8}, /* 5: (1,256), 3 stages, K split over a cluster of 2 */
-    {128, 256, 1, 1, 1.32, 8.0},  /* 6: (1,256), 3 stages, stream-K */
+ * (every configuration forced on NVFP4 and MXFP4, 8192^2 and 14336 x 4096, M = 64, 256, 512,
+ * 1024; H100, BENCHMARKS.md), with which the estimate below picks the fastest measured
+ * configuration at all sixteen points (tests/cuda/test_codec_host.cu holds them). The (1,256)
+ * tiles, 128 rows x 256 tokens (m64n256 wgmmas; three stages of 73 KiB fill the shared memory),
+ * share each dequantized weight among 256 tokens: the cheapest chunk (1.38 us for 128 x 256 x 128
+ * against (2,128)'s 1.76 for 256 x 128 x 128) wherever the tiles fill the SMs; (1,64) wins where
+ * the token tiles would be mostly empty (M = 64), and (2,128) is left for tile counts that round
+ * badly. Persistent forms first: they win ties. (A stream-K form of the (1,256) tiles -- equal
+ * chunk ranges per SM, partial tiles summed through global memory -- measured no faster at
+ * 14336 x 4096, M = 1024, where the whole-tile rounds end 39 % full, and slower elsewhere: each of
+ * its more numerous tile segments pays the per-round cost; it is in git history.) */
+static const struct Cfg { int rows, tn, ks; double us_per_chunk, us_per_round; } k_cfg[LOFP_WGMMA_NCFG] = {
+    {128, 64, 1, 0.77, 1.4},   /* 0: (1,64), 6 stages, two row groups x two K parities, persistent */
+    {256, 128, 1, 1.76, 7.6},  /* 1: (2,128), 4 stages, persistent */
+    {128, 64, 2, 0.77, 4.3},   /* 2: (1,64), 8 stages, K split over a cluster of 2 */
+    {256, 128, 2, 1.81, 10.6}, /* 3: (2,128), 4 stages, K split over a cluster of 2 */
+    {128, 256, 1, 1.38, 7.5},  /* 4: (1,256), 3 stages, persistent */
+    {128, 256, 2, 1.40, 10.8}, /* 5: (1,256), 3 stages, K split over a cluster of 2 */
 };
 
 extern "C" void lofp_cuda_wgmma_test_config(int cfg)
@@ -677,6 +547,8 @@ extern "C" void lofp_cuda_wgmma_test_config(int cfg)
 
 extern "C" int lofp_cuda_wgmma_pick(long long m, long long n, long long k, long long sms)
 {
+    /* estimated time: rounds of one CTA per SM (tiles x splits over the SMs), each the CTA's
+     * chunks at the measured cost per chunk plus the cost per round */
     const long long chunks = k / 128;
     if (sms < 1) sms = 1;
     double best = 1e300;
@@ -684,18 +556,8 @@ extern "C" int lofp_cuda_wgmma_pick(long long m, long long n, long long k, long 
     for (int ci = 0; ci < LOFP_WGMMA_NCFG; ci++) {
         const Cfg &x = k_cfg[ci];
         const long long tiles = ((n + x.rows - 1) / x.rows) * ((m + x.tn - 1) / x.tn);
-        double t;
-        if (x.sk) {
-            /* a CTA's share of the iterations, and the tile segments it spans */
-            const long long per = (tiles * chunks + sms - 1) / sms;
-            const long long segs = (per + chunks - 1) / chunks + 1;
-            t = (double)per * x.us_per_chunk + (double)segs * x.us_per_round;
-        } else {
-            /* rounds of one CTA per SM (tiles x splits over the SMs), each the CTA's chunks at
-             * the measured cost per chunk plus the cost per round */
-            const long long rounds = (tiles * x.ks + sms - 1) / sms;
-            t = (double)rounds * ((double)((chunks + x.ks - 1) / x.ks) * x.us_per_chunk + x.us_per_round);
-        }
+        const long long rounds = (tiles * x.ks + sms - 1) / sms;
+        const double t = (double)rounds * ((double)((chunks + x.ks - 1) / x.ks) * x.us_per_chunk + x.us_per_round);
         if (t < best * 0.999) { best = t; sel = ci; }
     }
     return sel;
@@ -706,21 +568,14 @@ lofp_status lofpcu::gemm_wgmma_launch(const GemmP &p, int nvfp4, cudaStream_t st
     if (!is_sm90()) return LOFP_ERR_UNSUPPORTED;
     int sel = g_force.load();
     if (sel < 0) sel = lofp_cuda_wgmma_pick(p.m, p.n, p.k, sm_count());
-#define WSL(MTV, TNV, SV, KSV, RGV, KPV, SKV) return nvfp4 ? launch_ws<1, MTV, TNV, SV, KSV, RGV, KPV, SKV>(p, st) : launch_ws<0, MTV, TNV, SV, KSV, RGV, KPV, SKV>(p, st)
-    if (sel == 6) {
-        /* stream-K needs its transient workspace: without one (graph capture, no pool) the
-         * persistent form of the same tiles */
-        const lofp_status r = nvfp4 ? launch_ws<1, 1, 256, 3, 1, 2, 1, true>(p, st) : launch_ws<0, 1, 256, 3, 1, 2, 1, true>(p, st);
-        if (r != LOFP_ERR_UNSUPPORTED) return r;
-        sel = 4;
-    }
+#define WSL(MTV, TNV, SV, KSV, RGV, KPV) return nvfp4 ? launch_ws<1, MTV, TNV, SV, KSV, RGV, KPV>(p, st) : launch_ws<0, MTV, TNV, SV, KSV, RGV, KPV>(p, st)
     switch (sel) {
-    case 0: WSL(1, 64, 6, 1, 2, 2, false);
-    case 1: WSL(2, 128, 4, 1, 2, 1, false);
-    case 2: WSL(1, 64, 8, 2, 2, 1, false);
-    case 3: WSL(2, 128, 4, 2, 2, 1, false);
-    case 4: WSL(1, 256, 3, 1, 2, 1, false);
-    default: WSL(1, 256, 3, 2, 2, 1, false);
+    case 0: WSL(1, 64, 6, 1, 2, 2);
+    case 1: WSL(2, 128, 4, 1, 2, 1);
+    case 2: WSL(1, 64, 8, 2, 2, 1);
+    case 3: WSL(2, 128, 4, 2, 2, 1);
+    case 4: WSL(1, 256, 3, 1, 2, 1);
+    default: WSL(1, 256, 3, 2, 2, 1);
     }
 #undef WSL
 }

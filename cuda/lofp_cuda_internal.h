@@ -90,11 +90,11 @@ lofp_status lofp_cuda_w4a8_cast_weights(const lofp_cuda_w4 *w, uint8_t *d_out, f
 /* Test / benchmark hook of the wgmma kernel (gemm_wgmma.cu): cfg 0..LOFP_WGMMA_NCFG-1 forces
  * that configuration for every later wgmma launch (0 (1,64) persistent with two K parities,
  * 1 (2,128) persistent, 2 (1,64) split K over 2, 3 (2,128) split K over 2, 4 (1,256) persistent,
- * 5 (1,256) split K over 2, 6 (1,256) stream-K), anything else
+ * 5 (1,256) split K over 2), anything else
  * restores the automatic choice. A process-wide atomic setting, like the large path's (tests and
  * benchmark sweeps only). */
 void lofp_cuda_wgmma_test_config(int cfg);
-#define LOFP_WGMMA_NCFG 7
+#define LOFP_WGMMA_NCFG 6
 /* The automatic choice among those configurations for an m x n x k W4A16 product on sms
  * multiprocessors: the configuration of least estimated time (gemm_wgmma.cu's cost table).
  * Pure host arithmetic, no device needed; thread-safe. */
