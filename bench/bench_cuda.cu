@@ -525,7 +525,7 @@ static void bench_gemm(void)
                         emit(name, uc, (double)wbytes + m * k * 2.0 + m * n * 2.0, 2.0 * m * n * k, extra);
                         if (cf == 4) {
                             /* C one bf16 past an aligned address: the one-value stores (the
-                             * kernel's fallback) against the two-value ones above */
+                             * kernel's fallback) against the four-value ones above */
                             void *cu = (uint8_t *)c + 2;
                             const double uu = time_us([&](int i) { LC(lofp_cuda_w4a16_gemm_route(&W[i % NCOPY], a, m, LOFP_DTYPE_BF16, cu, NULL, LOFP_GEMM_ROUTE_KERNEL)); }, m > 256, m > 256 ? 1 : 20);
                             snprintf(name, sizeof name, "w4a16_wgcfg%du_%s_m%zu_n%zu_k%zu", cf, preset, m, n, k);

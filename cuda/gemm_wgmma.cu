@@ -89,7 +89,7 @@ __device__ __forceinline__ uint32_t mx_scale_at(uint32_t w, int unit, int sbias)
 struct WsP {
     CUtensorMap ta, tc, ts;
     GemmP p;
-    int pack; /* C is aligned for a store of two outputs (4 bytes bf16, 8 fp32) */
+    int pack; /* C is aligned for a store of four outputs (8 bytes bf16, 16 fp32) */
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -367,14 +367,17 @@ __global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid
             }
             /* the stores: with KS > 1 each CTA writes the part it owns (PART = MT * NR / KS, a
              * multiple of 4: a token pair's four values are in one part; with KS = 1 rank is 0
-             * and the test is always false). Lane (g, c) holds rows g and g + 8 of tokens
-             * tok and tok + 1; one exchange with lane g ^ 1 gives the even lane rows g, g + 1 of
-             * tok and the odd lane rows g - 1, g of tok + 1: one 4-byte (bf16) or 8-byte (fp32)
-             * store for two outputs where C is aligned for it (q.pack; rows come in 16s, so n
-             * never cuts a pair), half the store instructions of one output each */
+             * and the test is always false). Lane (g, c) holds rows g and g + 8 of tokens tok
+             * and tok + 1. Where C is aligned for it (q.pack) two lane exchanges give each lane
+             * four consecutive rows of one token: with lane g ^ 1 (the even lane gets rows g,
+             * g + 1 of tok, the odd one rows g - 1, g of tok + 1, for h = 0 and 1), then with lane
+             * g ^ 2 (the lower lane of the pair keeps the h = 0 rows and takes its partner's, the
+             * upper one the h = 1 rows). One 8-byte (bf16) or 16-byte (fp32) store per four
+             * outputs, and a warp's store covers 16 whole rows (32 bytes bf16) of 8 tokens:
+             * whole sectors. Rows come in 16s, so n never cuts a group. */
             if (kp == 0) {
                 constexpr int PART = MT * NR / KS;
-                const int odd = g & 1;
+                const int odd = g & 1, up = (g >> 1) & 1;
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     const int row = n0 + rg * 64 * MT + mt * 64 + 16 * wiw + g;
@@ -383,17 +386,26 @@ __global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid
                         if ((mt * NR + 4 * i) / PART != (int)rank) continue;
                         const int tok = t0 + 8 * i + 2 * c;
                         if (q.pack) {
+                            float lo[2], hi[2];
 #pragma unroll
                             for (int h = 0; h < 2; h++) {
                                 const float v0 = fmul(acc[mt][4 * i + 2 * h], alpha), v1 = fmul(acc[mt][4 * i + 2 * h + 1], alpha);
                                 const float r = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
-                                const int tk = tok + odd, rw = row - odd + 8 * h;
-                                if (tk < p.m && rw < p.n) {
-                                    const size_t oo = (size_t)tk * p.n + rw;
-                                    const float lo = odd ? r : v0, hi = odd ? v1 : r;
-                                    if (p.out_bf16) *(uint32_t *)((uint16_t *)p.c + oo) = f32_to_bf16(lo) | ((uint32_t)f32_to_bf16(hi) << 16);
-                                    else *(float2 *)((float *)p.c + oo) = make_float2(lo, hi);
-                                }
+                                lo[h] = odd ? r : v0;
+                                hi[h] = odd ? v1 : r;
+                            }
+                            const int tk = tok + odd, rb = row - odd + 6 * up;
+                            const bool in = tk < p.m && rb < p.n;
+                            const size_t oo = (size_t)tk * p.n + rb;
+                            if (p.out_bf16) {
+                                const uint32_t w0 = f32_to_bf16(lo[0]) | ((uint32_t)f32_to_bf16(hi[0]) << 16);
+                                const uint32_t w1 = f32_to_bf16(lo[1]) | ((uint32_t)f32_to_bf16(hi[1]) << 16);
+                                const uint32_t r = __shfl_xor_sync(0xFFFFFFFFu, up ? w0 : w1, 8);
+                                if (in) *(uint2 *)((uint16_t *)p.c + oo) = up ? make_uint2(r, w1) : make_uint2(w0, r);
+                            } else {
+                                const float r0 = __shfl_xor_sync(0xFFFFFFFFu, up ? lo[0] : lo[1], 8);
+                                const float r1 = __shfl_xor_sync(0xFFFFFFFFu, up ? hi[0] : hi[1], 8);
+                                if (in) *(float4 *)((float *)p.c + oo) = up ? make_float4(r0, r1, lo[1], hi[1]) : make_float4(lo[0], hi[0], r0, r1);
                             }
                         } else {
 #pragma unroll
@@ -450,7 +462,7 @@ lofp_status launch_ws(const GemmP &p, cudaStream_t st)
     WsP q;
     memset(&q, 0, sizeof q);
     q.p = p;
-    q.pack = ((uintptr_t)p.c % (p.out_bf16 ? 4 : 8)) == 0;
+    q.pack = ((uintptr_t)p.c % (p.out_bf16 ? 8 : 16)) == 0;
     const cuuint64_t nch = (cuuint64_t)p.k / 128, n16 = (cuuint64_t)p.n / 16;
     const cuuint32_t one[3] = {1, 1, 1};
     {

@@ -829,7 +829,7 @@ static void test_gemm(void)
              * H200 has SMs (136, 135 and 136 > 132), so CTAs walk a second tile */
             if (c == 1 || c == 4) gemm_case(ps[p], 511, 8704, 128, p, 1);
             if (c == 0) gemm_case(ps[p], 129, 5760, 128, p, 1);
-            /* C misaligned for the two-value stores: the one-value ones */
+            /* C misaligned for the four-value stores: the one-value ones */
             g_gemm_c_off = 1;
             gemm_case(ps[p], 300, 272, 640, c & 1, 1);
             g_gemm_c_off = 0;

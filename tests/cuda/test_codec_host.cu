@@ -727,7 +727,7 @@ static void test_w8_cast(void)
 
 /* The wgmma kernel's automatic configuration choice (lofp_cuda_wgmma_pick) against the sweep it was
  * fitted to: every configuration forced and timed on an H100 (132 SMs; BENCHMARKS.md, "W4A16
- * epilogue: two outputs per store (H100)"), us for configurations 0..5. The choice must be within
+ * epilogue: four outputs per store (H100)"), us for configurations 0..5. The choice must be within
  * 3 % of the fastest. */
 static void test_wgmma_pick(void)
 {
