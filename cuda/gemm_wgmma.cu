@@ -536,20 +536,20 @@ static std::atomic<int> g_force{-1};
  * 1024; H100, BENCHMARKS.md), with which the estimate below picks the fastest measured
  * configuration at all sixteen points (tests/cuda/test_codec_host.cu holds them). The (1,256)
  * tiles, 128 rows x 256 tokens (m64n256 wgmmas; three stages of 73 KiB fill the shared memory),
- * share each dequantized weight among 256 tokens: the cheapest chunk (1.38 us for 128 x 256 x 128
- * against (2,128)'s 1.76 for 256 x 128 x 128) wherever the tiles fill the SMs; (1,64) wins where
+ * share each dequantized weight among 256 tokens: the cheapest chunk (1.37 us for 128 x 256 x 128
+ * against (2,128)'s 1.78 for 256 x 128 x 128) wherever the tiles fill the SMs; (1,64) wins where
  * the token tiles would be mostly empty (M = 64), and (2,128) is left for tile counts that round
  * badly. Persistent forms first: they win ties. (A stream-K form of the (1,256) tiles -- equal
  * chunk ranges per SM, partial tiles summed through global memory -- measured no faster at
  * 14336 x 4096, M = 1024, where the whole-tile rounds end 39 % full, and slower elsewhere: each of
  * its more numerous tile segments pays the per-round cost; it is in git history.) */
 static const struct Cfg { int rows, tn, ks; double us_per_chunk, us_per_round; } k_cfg[LOFP_WGMMA_NCFG] = {
-    {128, 64, 1, 0.77, 1.4},   /* 0: (1,64), 6 stages, two row groups x two K parities, persistent */
-    {256, 128, 1, 1.76, 7.6},  /* 1: (2,128), 4 stages, persistent */
-    {128, 64, 2, 0.77, 4.3},   /* 2: (1,64), 8 stages, K split over a cluster of 2 */
-    {256, 128, 2, 1.81, 10.6}, /* 3: (2,128), 4 stages, K split over a cluster of 2 */
-    {128, 256, 1, 1.38, 7.5},  /* 4: (1,256), 3 stages, persistent */
-    {128, 256, 2, 1.40, 10.8}, /* 5: (1,256), 3 stages, K split over a cluster of 2 */
+    {128, 64, 1, 0.77, 1.1},   /* 0: (1,64), 6 stages, two row groups x two K parities, persistent */
+    {256, 128, 1, 1.78, 7.3},  /* 1: (2,128), 4 stages, persistent */
+    {128, 64, 2, 0.79, 4.1},   /* 2: (1,64), 8 stages, K split over a cluster of 2 */
+    {256, 128, 2, 1.78, 10.6}, /* 3: (2,128), 4 stages, K split over a cluster of 2 */
+    {128, 256, 1, 1.37, 7.1},  /* 4: (1,256), 3 stages, persistent */
+    {128, 256, 2, 1.38, 10.5}, /* 5: (1,256), 3 stages, K split over a cluster of 2 */
 };
 
 extern "C" void lofp_cuda_wgmma_test_config(int cfg)
