@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 ASAN_CC    ?= clang
 WERROR     ?= ON
 
-.PHONY: all build demo test test-fast test-asan test-fuzz test-slow test-slurm test-engines deps venv clean bench
+.PHONY: all build demo test test-fast test-asan test-fuzz test-codec-host test-slow test-slurm test-engines deps venv clean bench
 
 all: build
 
@@ -37,6 +37,20 @@ test: venv | deps
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
 	$(MAKE) test-fuzz
+	$(MAKE) test-codec-host
+
+# The host half of the CUDA backend's checks (tests/cuda/test_codec_host.cu: the kernels'
+# __host__ __device__ helpers against the CPU library, and the kernels' arithmetic emulated on the
+# host). It needs nvcc, not a GPU: part of `make test` wherever nvcc is found (a few minutes with
+# its build), skipped with a message elsewhere. Its own tree, so that build-cuda/ keeps its options.
+CODEC_BUILD ?= $(BUILD)-codec
+test-codec-host: | deps
+	@if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then \
+	  cmake -S . -B $(CODEC_BUILD) -DCMAKE_BUILD_TYPE=Release -DLOFP_ENABLE_CUDA=ON \
+	    -DLOFP_BUILD_CLI=OFF -DLOFP_BUILD_BENCH=OFF -DLOFP_BUILD_SHARED=OFF $(CMAKE_FLAGS) && \
+	  cmake --build $(CODEC_BUILD) -j $(JOBS) --target test_codec_host && \
+	  $(CODEC_BUILD)/cuda/test_codec_host; \
+	else echo "test-codec-host: nvcc not found -- skipped"; fi
 
 # A short libFuzzer run of both file parsers (clang); crashes found are kept as regression
 # inputs in fuzz/corpus/, which the ctest test_io_corpus replays on every run.
@@ -77,7 +91,7 @@ bench: build
 	$(BUILD)/lofp-bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(CODEC_BUILD)
 
 # CUDA backend (cuda/, docs/CUDA.md). `make gpu-test` builds it (needs nvcc; skipped with a message
 # without) and runs the host-side codec check and the GPU correctness test, which exits 0 with a
