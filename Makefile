@@ -44,10 +44,13 @@ test: venv | deps
 # host). It needs nvcc, not a GPU: part of `make test` wherever nvcc is found (a few minutes with
 # its build), skipped with a message elsewhere. Its own tree, so that build-cuda/ keeps its options.
 CODEC_BUILD ?= $(BUILD)-codec
+# (shell test for nvcc, and the configure options of a CUDA tree: shared with gpu-build below)
+HAVE_NVCC = command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]
+CUDA_CMAKE = -DCMAKE_BUILD_TYPE=Release -DLOFP_ENABLE_CUDA=ON -DLOFP_BUILD_CLI=OFF -DLOFP_BUILD_BENCH=OFF \
+             -DLOFP_BUILD_SHARED=OFF $(CMAKE_FLAGS)
 test-codec-host: | deps
-	@if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then \
-	  cmake -S . -B $(CODEC_BUILD) -DCMAKE_BUILD_TYPE=Release -DLOFP_ENABLE_CUDA=ON \
-	    -DLOFP_BUILD_CLI=OFF -DLOFP_BUILD_BENCH=OFF -DLOFP_BUILD_SHARED=OFF $(CMAKE_FLAGS) && \
+	@if $(HAVE_NVCC); then \
+	  cmake -S . -B $(CODEC_BUILD) $(CUDA_CMAKE) && \
 	  cmake --build $(CODEC_BUILD) -j $(JOBS) --target test_codec_host && \
 	  $(CODEC_BUILD)/cuda/test_codec_host; \
 	else echo "test-codec-host: nvcc not found -- skipped"; fi
@@ -102,9 +105,8 @@ CUDA_BUILD ?= build-cuda
 
 gpu-build:
 	@scripts/install-deps.sh --build-only
-	@if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then \
-	  cmake -S . -B $(CUDA_BUILD) -DCMAKE_BUILD_TYPE=Release -DLOFP_ENABLE_CUDA=ON \
-	    -DLOFP_BUILD_CLI=OFF -DLOFP_BUILD_BENCH=OFF -DLOFP_BUILD_SHARED=OFF $(CMAKE_FLAGS) && \
+	@if $(HAVE_NVCC); then \
+	  cmake -S . -B $(CUDA_BUILD) $(CUDA_CMAKE) && \
 	  cmake --build $(CUDA_BUILD) -j $(JOBS) --target test_codec_host test_cuda bench_cuda; \
 	else echo "gpu-build: nvcc not found -- CUDA backend not built"; fi
 
