@@ -74,6 +74,7 @@ struct W8P {
     const float *ascale;    /* [m] per-token scales */
     void *c;
     int m, n, k, out_bf16;
+    int pack; /* C aligned for store_quad's four-output stores */
 };
 
 /* ---- activation quantizer ---- */
@@ -382,16 +383,12 @@ __global__ void __launch_bounds__(256, MINB) w4a8_kernel(W8P p)
 #pragma unroll
     for (int i = 0; i < TN / 8; i++) {
         const int tok = t0 + 8 * i + 2 * c;
+        /* the tokens' scales (none read past m: those outputs are not stored) */
+        const float s0 = tok < p.m ? p.ascale[tok] : 0.0f, s1 = tok + 1 < p.m ? p.ascale[tok + 1] : 0.0f;
+        float v[4];
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
-            if (tk < p.m && rw < p.n) {
-                const float v = fmul(fmul(acc[4 * i + e], alpha), p.ascale[tk]);
-                const size_t o = (size_t)tk * p.n + rw;
-                if (p.out_bf16) ((uint16_t *)p.c)[o] = f32_to_bf16(v);
-                else ((float *)p.c)[o] = v;
-            }
-        }
+        for (int e = 0; e < 4; e++) v[e] = fmul(fmul(acc[4 * i + e], alpha), (e & 1) ? s1 : s0);
+        store_quad(p.c, p.out_bf16, p.pack, p.m, p.n, g, row, tok, v); /* gemm_common.cuh */
     }
 #endif
 }
@@ -536,6 +533,7 @@ extern "C" lofp_status lofp_cuda_w4a8_gemm_quantized(const lofp_cuda_w4 *w, size
     p.a8 = (const uint8_t *)d_ws + scales_bytes(m);
     p.c = d_c;
     p.m = (int)m; p.n = (int)w->n; p.k = (int)w->k; p.out_bf16 = out_dt == LOFP_DTYPE_BF16;
+    p.pack = store_quad_pack(d_c, p.out_bf16);
     int tn = m <= 64 ? 64 : 128, kw = 2;
     if (tn == 128) {
         const long long sms = sm_count();

@@ -365,60 +365,21 @@ __global__ void __launch_bounds__(128 * (RG * KP + 1), 1) ws_kernel(const __grid
                 }
                 asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
             }
-            /* the stores: with KS > 1 each CTA writes the part it owns (PART = MT * NR / KS, a
-             * multiple of 4: a token pair's four values are in one part; with KS = 1 rank is 0
-             * and the test is always false). Lane (g, c) holds rows g and g + 8 of tokens tok
-             * and tok + 1. Where C is aligned for it (q.pack) two lane exchanges give each lane
-             * four consecutive rows of one token: with lane g ^ 1 (the even lane gets rows g,
-             * g + 1 of tok, the odd one rows g - 1, g of tok + 1, for h = 0 and 1), then with lane
-             * g ^ 2 (the lower lane of the pair keeps the h = 0 rows and takes its partner's, the
-             * upper one the h = 1 rows). One 8-byte (bf16) or 16-byte (fp32) store per four
-             * outputs, and a warp's store covers 16 whole rows (32 bytes bf16) of 8 tokens:
-             * whole sectors. Rows come in 16s, so n never cuts a group. */
+            /* the stores (store_quad, gemm_common.cuh): with KS > 1 each CTA writes the part it
+             * owns (PART = MT * NR / KS, a multiple of 4: a quad is in one part; with KS = 1 rank
+             * is 0 and the test is always false) */
             if (kp == 0) {
                 constexpr int PART = MT * NR / KS;
-                const int odd = g & 1, up = (g >> 1) & 1;
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     const int row = n0 + rg * 64 * MT + mt * 64 + 16 * wiw + g;
 #pragma unroll
                     for (int i = 0; i < TN / 8; i++) {
                         if ((mt * NR + 4 * i) / PART != (int)rank) continue;
-                        const int tok = t0 + 8 * i + 2 * c;
-                        if (q.pack) {
-                            float lo[2], hi[2];
+                        float v[4];
 #pragma unroll
-                            for (int h = 0; h < 2; h++) {
-                                const float v0 = fmul(acc[mt][4 * i + 2 * h], alpha), v1 = fmul(acc[mt][4 * i + 2 * h + 1], alpha);
-                                const float r = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
-                                lo[h] = odd ? r : v0;
-                                hi[h] = odd ? v1 : r;
-                            }
-                            const int tk = tok + odd, rb = row - odd + 6 * up;
-                            const bool in = tk < p.m && rb < p.n;
-                            const size_t oo = (size_t)tk * p.n + rb;
-                            if (p.out_bf16) {
-                                const uint32_t w0 = f32_to_bf16(lo[0]) | ((uint32_t)f32_to_bf16(hi[0]) << 16);
-                                const uint32_t w1 = f32_to_bf16(lo[1]) | ((uint32_t)f32_to_bf16(hi[1]) << 16);
-                                const uint32_t r = __shfl_xor_sync(0xFFFFFFFFu, up ? w0 : w1, 8);
-                                if (in) *(uint2 *)((uint16_t *)p.c + oo) = up ? make_uint2(r, w1) : make_uint2(w0, r);
-                            } else {
-                                const float r0 = __shfl_xor_sync(0xFFFFFFFFu, up ? lo[0] : lo[1], 8);
-                                const float r1 = __shfl_xor_sync(0xFFFFFFFFu, up ? hi[0] : hi[1], 8);
-                                if (in) *(float4 *)((float *)p.c + oo) = up ? make_float4(r0, r1, lo[1], hi[1]) : make_float4(lo[0], hi[0], r0, r1);
-                            }
-                        } else {
-#pragma unroll
-                            for (int e = 0; e < 4; e++) {
-                                const int tk = tok + (e & 1), rw = row + 8 * (e >> 1);
-                                if (tk < p.m && rw < p.n) {
-                                    const float v = fmul(acc[mt][4 * i + e], alpha);
-                                    const size_t oo = (size_t)tk * p.n + rw;
-                                    if (p.out_bf16) ((uint16_t *)p.c)[oo] = f32_to_bf16(v);
-                                    else ((float *)p.c)[oo] = v;
-                                }
-                            }
-                        }
+                        for (int e = 0; e < 4; e++) v[e] = fmul(acc[mt][4 * i + e], alpha);
+                        store_quad(p.c, p.out_bf16, q.pack, p.m, p.n, g, row, t0 + 8 * i + 2 * c, v);
                     }
                 }
             }
@@ -462,7 +423,7 @@ lofp_status launch_ws(const GemmP &p, cudaStream_t st)
     WsP q;
     memset(&q, 0, sizeof q);
     q.p = p;
-    q.pack = ((uintptr_t)p.c % (p.out_bf16 ? 8 : 16)) == 0;
+    q.pack = store_quad_pack(p.c, p.out_bf16);
     const cuuint64_t nch = (cuuint64_t)p.k / 128, n16 = (cuuint64_t)p.n / 16;
     const cuuint32_t one[3] = {1, 1, 1};
     {

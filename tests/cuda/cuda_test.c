@@ -1029,7 +1029,8 @@ static double w8_gemm_case(size_t m, size_t n, size_t k, int exact, int out_bf16
     const size_t wsb = lofp_cuda_w4a8_workspace_bytes(m, k);
     void *dws = dalloc(wsb);
     const size_t ob = m * n * (out_bf16 ? 2 : 4);
-    void *dc = dalloc(ob);
+    const size_t coff = g_gemm_c_off ? (out_bf16 ? 2 : 4) : 0; /* C one element off: one-value stores */
+    void *dc0 = dalloc(ob + coff), *dc = (uint8_t *)dc0 + coff;
     float *dc16 = dalloc(m * n * 4);
     h2d(dcodes, codes, n * k / 2);
     h2d(dscales, scales, n * k / 32);
@@ -1093,7 +1094,7 @@ static double w8_gemm_case(size_t m, size_t n, size_t k, int exact, int out_bf16
                                    ran == LOFP_W4A8_RAN_LARGE ? 7 : 9, tol);
     lofp_cuda_w4_free(&W);
     free(w); free(codes); free(scales); free(wd); free(a); free(hc); free(hc16); free(arow);
-    CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dc)); CU(cudaFree(dc16));
+    CU(cudaFree(dcodes)); CU(cudaFree(dscales)); CU(cudaFree(da)); CU(cudaFree(dws)); CU(cudaFree(dc0)); CU(cudaFree(dc16));
     g_cases++;
     return err;
 }
@@ -1590,6 +1591,11 @@ static void test_w4a8(void)
     w8_gemm_case(200, 400, 4096, 1, 0, 0);
     w8_gemm_case(5, 512, 1024, 1, 0, 0);
     w8_gemm_case(33, 512, 1024, 1, 1, 0);
+    /* C one element off an aligned address: the kernel's one-value stores (both output types) */
+    g_gemm_c_off = 1;
+    w8_gemm_case(70, 272, 1152, 1, 0, 0);
+    w8_gemm_case(33, 512, 1024, 1, 1, 0);
+    g_gemm_c_off = 0;
     /* per-128 promotion at spans up to 11 binades and the per-k32 fallback, in one matrix, in
      * every configuration */
     w8_gemm_case(40, 512, 1152, 1, 0, 1);
