@@ -39,7 +39,8 @@
  *      - blocks more than 2^126 below e_max flush to 0 (the factor underflows); a 0xFF scale gives
  *        NaN as on the CPU (a row whose chunk mixes 0xFF with finite scales spans > 11 binades
  *        and takes the fallback; four 0xFF scales give a NaN factor).
- *    Epilogue: C = (acc * 2^(e_max - 127 - 6)) * scale_token, to fp32 or bf16 (RNE).
+ *    Epilogue: C = (acc * 2^(e_max - 127 - 6)) * scale_token, to fp32 or bf16 (RNE), stored four
+ *    outputs at a time (store_quad, gemm_common.cuh).
  *    CTA: two warpgroups (256 threads), S-stage cp.async pipeline of 128-chunks (E4M3 activation
  *    tile, raw prepared codes with 16-byte unit s of weight row r at s ^ ((r >> 1) & 3), 4 scale
  *    bytes per row). KW = 1: the warpgroups own 64 weight rows each (CTA 128 rows) and run all 4
