@@ -93,6 +93,16 @@ __device__ __forceinline__ void cp_async4(void *smem, const void *gmem, int src_
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
+/* The lane exchange of store_quad: shfl.xor over the whole warp. (The host test,
+ * tests/cuda/test_codec_host.cu, passes an emulation of it that runs 32 host threads in step.) */
+struct WarpXor {
+    __device__ __forceinline__ float operator()(float v, int mask) const { return __shfl_xor_sync(0xFFFFFFFFu, v, mask); }
+    __device__ __forceinline__ uint32_t operator()(uint32_t v, int mask) const
+    {
+        return __shfl_xor_sync(0xFFFFFFFFu, v, mask);
+    }
+};
+
 /* The stores of one wgmma accumulator quad: lane (g = lane / 4, c = lane % 4) holds v[2h + b] for
  * weight row row + 8h (row = the lane's first row, g modulo 8) and token tok + b (tok = the quad's
  * first token, 2c modulo 8), h, b in {0, 1}; C is [m, n] row-major, n a multiple of 16. With pack
@@ -102,15 +112,17 @@ template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.as
  * rows and takes its partner's, the upper one the h = 1 rows): one 8-byte (bf16) or 16-byte (fp32)
  * store per four outputs, a warp's store 16 whole rows of 8 tokens (whole sectors). Without pack,
  * one store per output. Every lane of the warp must call it (the exchanges), with the same pack. */
-__device__ __forceinline__ void store_quad(void *c, int out_bf16, int pack, int m, int n, int g, int row, int tok,
-                                           const float v[4])
+#pragma nv_exec_check_disable
+template <class X = WarpXor>
+__host__ __device__ __forceinline__ void store_quad(void *c, int out_bf16, int pack, int m, int n, int g, int row,
+                                                    int tok, const float v[4], X xchg = X())
 {
     if (pack) {
         const int odd = g & 1, up = (g >> 1) & 1;
         float lo[2], hi[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const float r = __shfl_xor_sync(0xFFFFFFFFu, odd ? v[2 * h] : v[2 * h + 1], 4);
+            const float r = xchg(odd ? v[2 * h] : v[2 * h + 1], 4);
             lo[h] = odd ? r : v[2 * h];
             hi[h] = odd ? v[2 * h + 1] : r;
         }
@@ -120,11 +132,11 @@ __device__ __forceinline__ void store_quad(void *c, int out_bf16, int pack, int 
         if (out_bf16) {
             const uint32_t w0 = lofpcu::f32_to_bf16(lo[0]) | ((uint32_t)lofpcu::f32_to_bf16(hi[0]) << 16);
             const uint32_t w1 = lofpcu::f32_to_bf16(lo[1]) | ((uint32_t)lofpcu::f32_to_bf16(hi[1]) << 16);
-            const uint32_t r = __shfl_xor_sync(0xFFFFFFFFu, up ? w0 : w1, 8);
+            const uint32_t r = xchg(up ? w0 : w1, 8);
             if (in) *(uint2 *)((uint16_t *)c + o) = up ? make_uint2(r, w1) : make_uint2(w0, r);
         } else {
-            const float r0 = __shfl_xor_sync(0xFFFFFFFFu, up ? lo[0] : lo[1], 8);
-            const float r1 = __shfl_xor_sync(0xFFFFFFFFu, up ? hi[0] : hi[1], 8);
+            const float r0 = xchg(up ? lo[0] : lo[1], 8);
+            const float r1 = xchg(up ? hi[0] : hi[1], 8);
             if (in) *(float4 *)((float *)c + o) = up ? make_float4(r0, r1, lo[1], hi[1]) : make_float4(lo[0], hi[0], r0, r1);
         }
     } else {

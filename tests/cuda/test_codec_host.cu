@@ -7,9 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "gemm_common.cuh"
 #include "lofp_cuda_device.cuh"
 #include "lofp_cuda_internal.h"
 #include "w4a8_common.cuh"
@@ -766,8 +769,97 @@ static void test_wgmma_pick(void)
     EXPECT(lofp_cuda_wgmma_pick(2048, 1LL << 20, 1LL << 20, 132) < LOFP_WGMMA_NCFG, "wgmma pick: huge shape");
 }
 
+/* store_quad (gemm_common.cuh), the epilogue of the wgmma kernels, run by 32 host threads in step
+ * with an emulation of shfl.xor: lane (g, c) holds rows row0 + g (+ 8) of tokens tok0 + 2c (+ 1) as
+ * a wgmma accumulator does. Both store forms (four outputs after the exchanges, one per store), both
+ * output types, blocks cut by m and by n: every output of the block lands once with its value (bf16:
+ * the fp32 value rounded by f32_to_bf16) and nothing else in C is written. */
+struct HostWarp {
+    std::mutex mu;
+    std::condition_variable cv;
+    int arrived = 0;
+    unsigned gen = 0;
+    uint32_t slot[32];
+    void sync()
+    {
+        std::unique_lock<std::mutex> lk(mu);
+        const unsigned g0 = gen;
+        if (++arrived == 32) {
+            arrived = 0;
+            gen++;
+            cv.notify_all();
+        } else {
+            cv.wait(lk, [&] { return gen != g0; });
+        }
+    }
+};
+struct HostXor {
+    HostWarp *w;
+    int lane;
+    uint32_t operator()(uint32_t v, int mask) const
+    {
+        w->slot[lane] = v;
+        w->sync();
+        const uint32_t r = w->slot[lane ^ mask];
+        w->sync(); /* every lane has read before the next exchange overwrites */
+        return r;
+    }
+    float operator()(float v, int mask) const { return bf((*this)(fb(v), mask)); }
+};
+
+static void test_store_quad(void)
+{
+    struct Case { int m, n, row0, tok0; } cases[] = {
+        {8, 32, 16, 0}, {5, 32, 16, 0}, {3, 32, 0, 0}, {12, 48, 32, 8}, {16, 16, 16, 8}, {9, 16, 0, 8},
+    };
+    auto val = [](int r, int t) { return (float)(r * 64 + t) + 0.25f; };
+    for (const Case &k : cases)
+        for (int bf16 = 0; bf16 < 2; bf16++)
+            for (int pack = 0; pack < 2; pack++) {
+                const int rows = k.m > k.tok0 + 8 ? k.m : k.tok0 + 8;
+                const size_t total = (size_t)rows * k.n + 16;
+                std::vector<float> buf(total); /* fp32 storage: 16-byte aligned for either type */
+                const uint32_t sent = 0xA5A5A5A5u;
+                memset(buf.data(), 0xA5, total * sizeof(float));
+                HostWarp w;
+                std::vector<std::thread> th;
+                for (int lane = 0; lane < 32; lane++)
+                    th.emplace_back([&, lane] {
+                        const int g = lane >> 2, c = lane & 3, row = k.row0 + g, tok = k.tok0 + 2 * c;
+                        float v[4];
+                        for (int e = 0; e < 4; e++) v[e] = val(row + 8 * (e >> 1), tok + (e & 1));
+                        store_quad(buf.data(), bf16, pack, k.m, k.n, g, row, tok, v, HostXor{&w, lane});
+                    });
+                for (auto &t : th) t.join();
+                size_t bad = 0;
+                for (int t = 0; t < rows; t++)
+                    for (int r = 0; r < k.n; r++) {
+                        const bool in = t < k.m && t >= k.tok0 && t < k.tok0 + 8 && r >= k.row0 && r < k.row0 + 16;
+                        const size_t o = (size_t)t * k.n + r;
+                        uint32_t got, want;
+                        if (bf16) {
+                            uint16_t h;
+                            memcpy(&h, (const uint8_t *)buf.data() + 2 * o, 2);
+                            got = h;
+                            want = in ? f32_to_bf16(val(r, t)) : (sent & 0xFFFFu);
+                        } else {
+                            got = fb(buf[o]);
+                            want = in ? fb(val(r, t)) : sent;
+                        }
+                        if (got != want && bad++ < 3)
+                            EXPECT(0, "store_quad m=%d n=%d row0=%d tok0=%d bf16=%d pack=%d: C[%d][%d] = %08x, want %08x",
+                                   k.m, k.n, k.row0, k.tok0, bf16, pack, t, r, got, want);
+                    }
+                const uint8_t *tail = (const uint8_t *)buf.data() + (size_t)rows * k.n * (bf16 ? 2 : 4);
+                const uint8_t *end = (const uint8_t *)(buf.data() + total);
+                for (; tail < end; tail++)
+                    if (*tail != 0xA5u) { EXPECT(0, "store_quad wrote past C (m=%d n=%d)", k.m, k.n); break; }
+            }
+}
+
 int main(void)
 {
+    test_store_quad();
     test_wgmma_pick();
     test_w8_cast();
     test_e2m1_fma_bits();
