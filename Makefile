@@ -37,12 +37,16 @@ test: venv | deps
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
 	$(MAKE) test-fuzz
-	$(MAKE) test-codec-host
+	@if ctest --test-dir $(BUILD) -N -R '^test_codec_host$$' | grep -q 'Total Tests: 0'; then \
+	  $(MAKE) test-codec-host; \
+	else echo "test-codec-host: already run by ctest (the CUDA backend is on in $(BUILD))"; fi
 
 # The host half of the CUDA backend's checks (tests/cuda/test_codec_host.cu: the kernels'
 # __host__ __device__ helpers against the CPU library, and the kernels' arithmetic emulated on the
 # host). It needs nvcc, not a GPU: part of `make test` wherever nvcc is found (a few minutes with
-# its build), skipped with a message elsewhere. Its own tree, so that build-cuda/ keeps its options.
+# its build), skipped with a message elsewhere; `make test` skips it where the main tree has the
+# CUDA backend on (a GPU machine), whose ctests include it. Its own tree, so that build-cuda/ keeps
+# its options.
 CODEC_BUILD ?= $(BUILD)-codec
 # (shell test for nvcc, and the configure options of a CUDA tree: shared with gpu-build below)
 HAVE_NVCC = command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]
